@@ -1,0 +1,82 @@
+"""The isolated cell environment: a private HOME and XDG tree per cell.
+
+Two cells running at once never share agent state: each gets its own HOME,
+XDG config/data/cache/state/runtime dirs, TMPDIR, PYTHONUSERBASE and opencode
+config/database paths under the cell's run dir (mode 0700). PYTHONHOME and
+PYTHONPATH are removed so the harness's Python setup does not leak in.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Variables that would make a cell see the harness's (or the user's) state.
+REMOVED_VARIABLES = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS",
+                     "PYTEST_PLUGINS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
+                     "PYTEST_CURRENT_TEST", "OPENCODE_CONFIG_CONTENT")
+
+_PRIVATE_DIRS = {
+    "HOME": "home",
+    "XDG_CONFIG_HOME": "xdg/config",
+    "XDG_DATA_HOME": "xdg/data",
+    "XDG_CACHE_HOME": "xdg/cache",
+    "XDG_STATE_HOME": "xdg/state",
+    "XDG_RUNTIME_DIR": "xdg/runtime",
+    "TMPDIR": "tmp",
+    "PYTHONUSERBASE": "pyuser",
+}
+
+
+@dataclass(frozen=True)
+class CellEnvironment:
+    """A cell's private directories and the environment its processes get.
+
+    ``run_dir`` holds the logs the controller will copy to ``runs/<iid>/<ARM>/``;
+    ``root`` holds the private HOME/XDG tree and the workspace.
+    """
+
+    root: Path
+    run_dir: Path
+    variables: Mapping[str, str] = field(repr=False)
+
+    @property
+    def home(self) -> Path:
+        return Path(self.variables["HOME"])
+
+    @property
+    def opencode_db(self) -> Path:
+        return Path(self.variables["OPENCODE_DB"])
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment for a process of this cell, with ``extra`` on top."""
+        merged = dict(self.variables)
+        if extra:
+            merged.update(extra)
+        return merged
+
+
+def create_cell_environment(root: Path, base: Mapping[str, str] | None = None) -> CellEnvironment:
+    """Create the private tree under ``root`` and the environment that points into it."""
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(root, 0o700)
+    variables = {k: v for k, v in (base if base is not None else os.environ).items()
+                 if k not in REMOVED_VARIABLES}
+    for name, relative in _PRIVATE_DIRS.items():
+        directory = root / relative
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        variables[name] = str(directory)
+    opencode_dir = root / "xdg/config/opencode"
+    opencode_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    variables["OPENCODE_CONFIG"] = str(opencode_dir / "opencode.json")
+    variables["OPENCODE_DB"] = str(root / "xdg/data/opencode/opencode.db")
+    # `python` in a verify command means the harness's interpreter unless an
+    # instance environment puts its own first on PATH.
+    interpreter_dir = os.path.dirname(sys.executable)
+    variables["PATH"] = os.pathsep.join([interpreter_dir, variables.get("PATH", os.defpath)])
+    run_dir = root / "run"
+    run_dir.mkdir(exist_ok=True, mode=0o700)
+    return CellEnvironment(root=root, run_dir=run_dir, variables=variables)

@@ -1,0 +1,85 @@
+"""Collection: an instance file becomes one item per instance x arm x trial.
+
+Items are sorted (instance id, then arms in ``--arena-arms`` order, then trial)
+so every xdist worker collects the same list. Node ids read
+``instances/demo.jsonl::demo__calc-1[GOLD]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import Case
+from .instances import INSTANCE_SUFFIXES, InstanceFileError, load_instances, read_rows
+from .state import CASE_KEY, STATE_KEY
+
+
+def item_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
+    return f"{instance_id}[{arm}]" if repeat == 1 else f"{instance_id}[{arm}-r{trial}]"
+
+
+class InstanceFile(pytest.File):
+    """A JSONL or JSON file of instances."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        state = self.config.stash[STATE_KEY]
+        try:
+            rows = self.ihook.pytest_arena_load_instances(path=self.path, config=self.config)
+            if rows is None:
+                rows = list(read_rows(self.path))
+            instances = load_instances(self.path, rows, state.settings.repos)
+            for instance in instances:
+                where = f"{self.path}:{instance.line}"
+                first = state.claim_instance_id(instance.instance_id, where)
+                if first:
+                    raise InstanceFileError(
+                        self.path, instance.line,
+                        f"duplicate {instance.instance_id!r} (already defined at {first})", "instance_id",
+                    )
+        except InstanceFileError as error:
+            raise self.CollectError(f"invalid instance file: {error}") from None
+
+        repeat = state.settings.repeat
+        worker = getattr(self.config, "workerinput", {}).get("workerid", "controller")
+        for instance in instances:
+            marks = ["arena", instance.repo_mark, *instance.marks]
+            for mark in marks:
+                self.config.addinivalue_line("markers", f"{mark}: arena instances of {mark}")
+            for arm_name, arm in state.arms.items():
+                for trial in range(1, repeat + 1):
+                    item = ArenaItem.from_parent(
+                        self, name=item_name(instance.instance_id, arm_name, trial, repeat),
+                        callobj=arena_cell,
+                    )
+                    item.stash[CASE_KEY] = Case(
+                        instance=instance, arm=arm, trial=trial,
+                        verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,
+                        worker=worker,
+                    )
+                    for mark in marks:
+                        item.add_marker(mark)
+                    yield item
+
+
+class ArenaItem(pytest.Function):
+    """One cell. A ``pytest.Function`` so fixtures (and their conftest overrides) work."""
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        case = self.stash[CASE_KEY]
+        return self.path, case.instance.line - 1, self.name
+
+
+def is_instance_file(path: Path) -> bool:
+    return path.suffix in INSTANCE_SUFFIXES
+
+
+def arena_cell(request: pytest.FixtureRequest, arena_instance: Any, arena_arm: Any,
+               arena_cell_env: Any, arena_workspace: Any) -> None:
+    """The test body of every cell (see ``fixtures.run_arena_cell``)."""
+    from .fixtures import run_arena_cell
+
+    run_arena_cell(request, arena_instance, arena_arm, arena_cell_env, arena_workspace)

@@ -1,0 +1,163 @@
+"""One cell, after its fixtures: run the arm, extract the patch, verify, decide.
+
+This is where the line between a failing arm (counts against the arm) and a
+failing harness (not counted, run again on resume) is drawn.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .arms.base import Arm, ArmError, ArmResult, CellRequest
+from .cell import CellEnvironment
+from .instances import Instance
+from .outcome import CellOutcome, cell_key
+from .verify import VerifyInfrastructureError, run_verify
+from .workspace import Workspace, WorkspaceError, extract_patch
+
+#: A run dir file larger than this is cut (head and tail kept) before it travels.
+MAX_LOG_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one pytest item stands for: an instance, an arm, a trial."""
+
+    instance: Instance
+    arm: Arm
+    trial: int
+    verify_on: str
+    verify_timeout: float
+    #: The xdist worker id ("gw0"...) or "controller" when running in one process.
+    worker: str
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def base_outcome(case: Case, nodeid: str, status: str, error: str | None = None) -> CellOutcome:
+    """An outcome with the cell's identity filled in; the rest is added by the caller."""
+    return CellOutcome(
+        cell_key=case.key,
+        instance_id=case.instance.instance_id,
+        arm=case.arm.spec.name,
+        trial=case.trial,
+        status=status,
+        nodeid=nodeid,
+        arm_identity=case.arm.spec.identity,
+        error=error,
+        provenance={"plugin_version": __version__},
+        host=socket.gethostname(),
+        worker=case.worker,
+        ended_at=now(),
+    )
+
+
+def run_cell(
+    case: Case,
+    nodeid: str,
+    cell: CellEnvironment,
+    workspace: Workspace,
+    phases: Mapping[str, float],
+    started_at: str,
+) -> CellOutcome:
+    """Run the arm and grade its patch. Never raises for arm or harness failures."""
+    timings = dict(phases)
+    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial)
+    outcome = base_outcome(case, nodeid, "harness_error").replace(started_at=started_at)
+
+    clock = time.monotonic()
+    try:
+        result = case.arm.run(request)
+    except ArmError as error:
+        result = ArmResult(status="arm_error", error=str(error))
+    except Exception:
+        timings["arm"] = time.monotonic() - clock
+        return _finish(outcome, cell, timings, status="harness_error",
+                       error=f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
+    timings["arm"] = time.monotonic() - clock
+    outcome = outcome.replace(
+        usage=result.usage.to_json(),
+        models={model: usage.to_json() for model, usage in result.models.items()},
+        asked_model=result.asked_model,
+        served_model=result.served_model,
+        provenance={**outcome.provenance, **result.provenance},
+        details=dict(result.details),
+    )
+
+    clock = time.monotonic()
+    try:
+        patch = extract_patch(workspace)
+    except WorkspaceError as error:
+        return _finish(outcome, cell, timings, status="harness_error", error=f"patch extraction: {error}")
+    timings["patch"] = time.monotonic() - clock
+    outcome = outcome.replace(patch=patch)
+
+    if result.status != "completed":
+        # Never scored from partial work: keep the patch for forensics, do not verify it.
+        return _finish(outcome, cell, timings, status=result.status, error=result.error)
+
+    clock = time.monotonic()
+    try:
+        verdict = run_verify(
+            workspace, case.instance, patch, verify_on=case.verify_on,
+            env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
+        )
+    except (VerifyInfrastructureError, WorkspaceError) as error:
+        timings["verify"] = time.monotonic() - clock
+        return _finish(outcome, cell, timings, status="harness_error", error=f"verify: {error}")
+    timings["verify"] = time.monotonic() - clock
+    verify: dict[str, Any] = {
+        "passed": verdict.passed, "returncode": verdict.returncode,
+        "timed_out": verdict.timed_out, "seconds": round(verdict.seconds, 3), "tests": verdict.tests,
+    }
+    outcome = outcome.replace(verify=verify, patch_scored=True)
+    if not patch.strip():
+        return _finish(outcome, cell, timings, status="unresolved", error="empty patch")
+    if verdict.passed:
+        return _finish(outcome, cell, timings, status="resolved", error=None)
+    return _finish(outcome, cell, timings, status="unresolved", error=verdict.detail)
+
+
+def _finish(outcome: CellOutcome, cell: CellEnvironment, timings: Mapping[str, float],
+            *, status: str, error: str | None) -> CellOutcome:
+    return outcome.replace(
+        status=status,
+        error=error,
+        phases={name: round(seconds, 3) for name, seconds in timings.items()},
+        ended_at=now(),
+        logs=collect_logs(cell.run_dir),
+    )
+
+
+def collect_logs(run_dir: Path) -> dict[str, str]:
+    """The run dir's files as text (large ones cut in the middle), to travel on the report."""
+    logs: dict[str, str] = {}
+    if not run_dir.is_dir():
+        return logs
+    for path in sorted(run_dir.rglob("*")):
+        if not path.is_file():
+            continue
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            if size > MAX_LOG_BYTES:
+                head = handle.read(MAX_LOG_BYTES // 2)
+                handle.seek(size - MAX_LOG_BYTES // 2)
+                data = head + f"\n[... {size - MAX_LOG_BYTES} bytes cut ...]\n".encode() + handle.read()
+            else:
+                data = handle.read()
+        logs[path.relative_to(run_dir).as_posix()] = data.decode("utf-8", errors="replace")
+    return logs

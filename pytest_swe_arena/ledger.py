@@ -1,0 +1,151 @@
+"""The ledger: one JSON row per finished cell, appended and fsynced.
+
+Only the controller writes to the out dir. Rows are built from outcomes that
+travelled on test reports as plain JSON; a row is appended only after the
+cell's patch and logs are on disk, so every row's files exist. Reading
+streams line by line and skips a torn last line (a kill -9 mid-write) with a
+warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from .outcome import CellOutcome, patch_digest
+
+SCHEMA_VERSION = 1
+LEDGER_NAME = "ledger.jsonl"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and ``os.replace``: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
+
+
+def patch_file_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
+    suffix = f".r{trial}" if repeat > 1 else ""
+    return f"{instance_id}.{arm.lower()}{suffix}.patch"
+
+
+def run_dir_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
+    return f"runs/{instance_id}/{arm}" + (f"/r{trial}" if repeat > 1 else "")
+
+
+class LedgerWriter:
+    """Appends rows to ``<out>/ledger.jsonl`` and writes each cell's patch and logs."""
+
+    def __init__(self, out: Path, run_id: str, repeat: int):
+        self.out = out
+        self.run_id = run_id
+        self.repeat = repeat
+        self.path = out / LEDGER_NAME
+        self.rows: list[dict[str, Any]] = []
+
+    def record(self, outcome: CellOutcome) -> dict[str, Any]:
+        """Write the cell's files, then append its row; return the row."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        run_dir = run_dir_name(outcome.instance_id, outcome.arm, outcome.trial, self.repeat)
+        for name, text in outcome.logs.items():
+            write_atomic(self.out / run_dir / name, text)
+        patch_file = None
+        if outcome.patch_scored:
+            patch_file = "patches/" + patch_file_name(outcome.instance_id, outcome.arm, outcome.trial, self.repeat)
+            write_atomic(self.out / patch_file, outcome.patch)
+        elif outcome.patch:
+            write_atomic(self.out / run_dir / "partial.patch", outcome.patch)
+        row = ledger_row(outcome, self.run_id, patch_file, run_dir if outcome.logs or outcome.patch else None)
+        self.append(row)
+        return row
+
+    def append(self, row: Mapping[str, Any]) -> None:
+        line = json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n"
+        with open(self.path, "a", encoding="utf-8") as ledger:
+            ledger.write(line)
+            ledger.flush()
+            os.fsync(ledger.fileno())
+        self.rows.append(dict(row))
+
+
+def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:
+    """The ledger's view of an outcome: everything but the patch text and log contents."""
+    row = outcome.to_json()
+    patch = row.pop("patch")
+    row.pop("logs")
+    lines, sha = patch_digest(patch)
+    row.update(
+        schema_version=SCHEMA_VERSION,
+        run_id=run_id,
+        patch_lines=lines,
+        patch_sha256=sha,
+        patch_file=patch_file,
+        run_dir=run_dir,
+    )
+    return row
+
+
+def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
+    """Stream the rows of a ledger; a torn or corrupt line is skipped with a warning."""
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8", errors="replace") as ledger:
+        for number, line in enumerate(ledger, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                warnings.warn(f"{path}:{number}: skipping a torn or corrupt ledger line", stacklevel=2)
+                continue
+            if isinstance(row, dict):
+                yield row
+
+
+def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the last run in a ledger (a resumed run re-records what it reused)."""
+    current: list[dict[str, Any]] = []
+    run_id = None
+    for row in rows:
+        if row.get("run_id") != run_id:
+            run_id, current = row.get("run_id"), []
+        current.append(dict(row))
+    return current
+
+
+def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[dict[str, str]]]:
+    """SWE-bench predictions per arm (and per trial when repeated) from scored rows."""
+    by_file: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        if not row.get("patch_file"):
+            continue
+        name = row["arm"] if row.get("trial", 1) == 1 else f"{row['arm']}.r{row['trial']}"
+        patch = (out / row["patch_file"]).read_text(encoding="utf-8")
+        by_file.setdefault(name, []).append(
+            {"instance_id": row["instance_id"], "model_name_or_path": row["arm"], "model_patch": patch}
+        )
+    return by_file
+
+
+def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path]:
+    written = []
+    for name, entries in sorted(predictions(rows, out).items()):
+        path = out / "predictions" / f"{name}.jsonl"
+        entries.sort(key=lambda entry: entry["instance_id"])
+        write_atomic(path, "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries))
+        written.append(path)
+    return written

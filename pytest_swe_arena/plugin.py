@@ -1,0 +1,76 @@
+"""Hook wiring for pytest-swe-arena; the logic lives in the modules named here.
+
+The plugin is inert unless the user asks for a sweep (an ``--arena-*`` option,
+an ``arena_*`` ini value, or a ``[tool.swe_arena]`` table), so installing it
+changes nothing for other projects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from .settings import add_options
+
+    add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from .arms import builtin_kind_modules
+    from .recorder import ArenaRecorder
+    from .sweep import configure_arena
+
+    state = configure_arena(config)
+    if state is None:
+        return
+    for module in builtin_kind_modules():
+        if not config.pluginmanager.is_registered(module):
+            config.pluginmanager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(
+            ArenaRecorder(config, state.settings.out, state.settings.repeat, state.settings.arms), "swe-arena-recorder"
+        )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    from .sweep import build_session_arms
+
+    build_session_arms(session.config)
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    from .collect import InstanceFile, is_instance_file
+    from .state import STATE_KEY
+
+    state = parent.config.stash.get(STATE_KEY, None)
+    if state is not None and is_instance_file(file_path) and state.covers(file_path):
+        collector: pytest.Collector = InstanceFile.from_parent(parent, path=file_path)
+        return collector
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    from .sweep import attach_outcome
+
+    report = yield
+    attach_outcome(item, call, report)
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
+    from .sweep import arena_teststatus
+
+    return arena_teststatus(report)

@@ -1,0 +1,66 @@
+"""The controller's recorder: reports in, ledger rows and output files out.
+
+Registered only where there is no ``workerinput`` (the controller under xdist,
+or the only process without it), fed only by test reports, so the same sweep
+gives the same rows with and without ``-n``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .ledger import LedgerWriter, write_atomic, write_predictions
+from .outcome import CellOutcome
+from .report import format_summary, summarize
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+class ArenaRecorder:
+    """Writes ``ledger.jsonl``, patches, run logs, predictions and ``summary.json``."""
+
+    def __init__(self, config: pytest.Config, out: Path, repeat: int, arm_order: tuple[str, ...]):
+        self.config = config
+        self.arm_order = arm_order
+        self.writer = LedgerWriter(out, new_run_id(), repeat)
+        self.written: list[Path] = []
+
+    @property
+    def out(self) -> Path:
+        return self.writer.out
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "arena", None)
+        if not data:
+            return
+        row = self.writer.record(CellOutcome.from_json(data))
+        self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
+
+    def summary(self) -> dict[str, Any]:
+        return summarize(self.writer.rows, self.arm_order)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        if not self.writer.rows:
+            return
+        self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
+        summary = {"run_id": self.writer.run_id, **self.summary()}
+        write_atomic(self.out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        self.written.append(self.out / "summary.json")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.writer.rows:
+            return
+        terminalreporter.write_sep("=", "swe-arena results")
+        for line in format_summary(self.summary()):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line("")
+        terminalreporter.write_line(f"out: {self.out} (run {self.writer.run_id})")

@@ -1,0 +1,244 @@
+"""One frozen settings object, resolved from CLI > ini/pyproject > default.
+
+Every option is declared once in ``OPTIONS``; that single declaration feeds
+the command-line flag ``--arena-<noun>``, its ini twin ``arena_<noun>`` and
+the value parser, so help texts and validation cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VERIFY_MODES = ("patch", "workspace")
+
+
+@dataclass(frozen=True)
+class ArenaOption:
+    """One option: ``--arena-<noun>`` on the command line, ``arena_<noun>`` in ini."""
+
+    noun: str
+    help: str
+    parse: Callable[[str, str], Any]
+    default: str | None = None
+    metavar: str = "VALUE"
+    many: bool = False  # several values: repeated/space separated on the CLI, a list in ini
+
+    @property
+    def flag(self) -> str:
+        return f"--arena-{self.noun}"
+
+    @property
+    def ini_name(self) -> str:
+        return "arena_" + self.noun.replace("-", "_")
+
+    @property
+    def dest(self) -> str:
+        return "arena_" + self.noun.replace("-", "_")
+
+
+def _text(value: str, source: str) -> str:
+    return value
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(value: str, source: str) -> str:
+        if value not in choices:
+            raise pytest.UsageError(
+                f"{source}: {value!r} is not one of {', '.join(choices)}"
+            )
+        return value
+
+    return parse
+
+
+def _positive_number(value: str, source: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number > 0:
+        raise pytest.UsageError(f"{source}: {value!r} is not a positive number of seconds")
+    return number
+
+
+def _positive_integer(value: str, source: str) -> int:
+    if not value.strip().isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"{source}: {value!r} is not a whole number of at least 1")
+    return int(value)
+
+
+def _arm_names(value: str, source: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    if not names:
+        raise pytest.UsageError(f"{source}: expected a comma-separated list of arm names, got {value!r}")
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    if duplicated:
+        raise pytest.UsageError(f"{source}: arm {duplicated[0]!r} is listed twice")
+    return names
+
+
+OPTIONS: tuple[ArenaOption, ...] = (
+    ArenaOption(
+        "instances",
+        "instance files (*.jsonl, *.json) or directories holding them (default: instances)",
+        _text,
+        default="instances",
+        metavar="PATH",
+        many=True,
+    ),
+    ArenaOption(
+        "arms",
+        "comma-separated arm names to run, e.g. SOLO,SUP4 (default: GOLD,EMPTY)",
+        _arm_names,
+        default="GOLD,EMPTY",
+        metavar="A,B",
+    ),
+    ArenaOption(
+        "config",
+        "TOML file with [tool.swe_arena] arm tables (default: the rootdir's pyproject.toml)",
+        _text,
+        metavar="FILE",
+    ),
+    ArenaOption(
+        "out", "output directory for ledger, patches, predictions and logs", _text,
+        default="arena-out", metavar="DIR",
+    ),
+    ArenaOption(
+        "repos",
+        "directory of repositories (clones or bare mirrors named owner__name or owner/name) "
+        "for instances without a source",
+        _text,
+        metavar="DIR",
+    ),
+    ArenaOption(
+        "cache",
+        "shared cache for repository mirrors (default: $XDG_CACHE_HOME/pytest-swe-arena)",
+        _text,
+        metavar="DIR",
+    ),
+    ArenaOption(
+        "verify-on",
+        "what verification grades: 'patch' (the extracted patch on a clean tree) "
+        "or 'workspace' (the workspace as the arm left it)",
+        _choice(*VERIFY_MODES),
+        default="patch",
+        metavar="MODE",
+    ),
+    ArenaOption(
+        "verify-timeout", "seconds a verify command may run", _positive_number,
+        default="900", metavar="SECONDS",
+    ),
+    ArenaOption(
+        "repeat", "trials per instance x arm (pass@k, pass^k)", _positive_integer,
+        default="1", metavar="N",
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("swe-arena", "pytest-swe-arena: coding-agent benchmarks")
+    for option in OPTIONS:
+        if option.many:
+            group.addoption(option.flag, dest=option.dest, nargs="+", action="extend",
+                            metavar=option.metavar, default=None, help=option.help)
+            parser.addini(option.ini_name, option.help, type="linelist")
+        else:
+            group.addoption(option.flag, dest=option.dest, metavar=option.metavar,
+                            default=None, help=option.help)
+            parser.addini(option.ini_name, option.help, type="string", default=None)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The arena's resolved settings (one per session, in ``config.stash``)."""
+
+    instances: tuple[Path, ...]
+    arms: tuple[str, ...]
+    config_file: Path | None
+    out: Path
+    repos: Path | None
+    cache: Path
+    verify_on: str
+    verify_timeout: float
+    repeat: int
+    #: True when the user asked for an arena sweep (an option, an ini value or a
+    #: [tool.swe_arena] table); otherwise the plugin stays out of the way.
+    enabled: bool
+    #: True when instance paths came from the command line or ini.
+    instances_given: bool
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class _Raw:
+    values: tuple[str, ...]
+    source: str
+    base: Path  # what relative paths are relative to
+    given: bool
+
+
+def _raw(config: pytest.Config, option: ArenaOption) -> _Raw:
+    cli = config.getoption(option.dest, None)
+    if cli is not None:
+        values = tuple(cli) if option.many else (str(cli),)
+        return _Raw(values, f"option {option.flag}", config.invocation_params.dir, True)
+    ini_value = config.getini(option.ini_name)
+    inifile = config.inipath
+    ini_base = inifile.parent if inifile else config.rootpath
+    if ini_value not in (None, "", []):
+        values = tuple(str(v) for v in ini_value) if option.many else (str(ini_value),)
+        return _Raw(values, f"{inifile or 'ini'}: {option.ini_name}", ini_base, True)
+    default = option.default
+    values = (default,) if default is not None else ()
+    return _Raw(values, f"default of {option.flag}", config.rootpath, False)
+
+
+def _path(raw: _Raw, value: str) -> Path:
+    return (raw.base / os.path.expanduser(value)).resolve()
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-swe-arena"
+
+
+def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Settings:
+    """Resolve every option; raise ``pytest.UsageError`` naming the bad source."""
+    raws = {option.noun: _raw(config, option) for option in OPTIONS}
+    parsed: dict[str, Any] = {}
+    for option in OPTIONS:
+        raw = raws[option.noun]
+        parsed[option.noun] = tuple(option.parse(v, raw.source) for v in raw.values)
+
+    def single(noun: str) -> Any:
+        values: Sequence[Any] = parsed[noun]
+        return values[0] if values else None
+
+    def path_or_none(noun: str) -> Path | None:
+        value = single(noun)
+        return _path(raws[noun], value) if value is not None else None
+
+    cache = path_or_none("cache") or _default_cache()
+    enabled = suite_has_arena_table or any(raw.given for raw in raws.values())
+    return Settings(
+        instances=tuple(_path(raws["instances"], v) for v in parsed["instances"]),
+        arms=single("arms"),
+        config_file=path_or_none("config"),
+        out=path_or_none("out") or config.rootpath / "arena-out",
+        repos=path_or_none("repos"),
+        cache=cache,
+        verify_on=single("verify-on"),
+        verify_timeout=single("verify-timeout"),
+        repeat=single("repeat"),
+        enabled=enabled,
+        instances_given=raws["instances"].given,
+    )

@@ -1,0 +1,41 @@
+"""Session state kept in ``config.stash`` / ``item.stash`` (never module globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from .arms.base import Arm
+    from .settings import Settings
+    from .suite import Suite
+
+
+@dataclass
+class ArenaState:
+    """Per-session arena state, on both the controller and the workers."""
+
+    settings: Settings
+    suite: Suite
+    arms: dict[str, Arm] = field(default_factory=dict)
+    #: instance_id -> "file:line" where it was first defined (duplicates across files).
+    instance_ids: dict[str, str] = field(default_factory=dict)
+
+    def claim_instance_id(self, instance_id: str, where: str) -> str | None:
+        """Record where an id is defined; return the earlier place if it was already taken."""
+        first = self.instance_ids.setdefault(instance_id, where)
+        return first if first != where else None
+
+    def covers(self, path: Path) -> bool:
+        """Whether ``path`` is one of the configured instance files or lies under one of their dirs."""
+        return any(path == root or root in path.parents for root in self.settings.instances)
+
+
+STATE_KEY = pytest.StashKey[ArenaState]()
+CASE_KEY = pytest.StashKey["Case"]()
+OUTCOME_KEY = pytest.StashKey["CellOutcome"]()
+PHASES_KEY = pytest.StashKey[dict[str, float]]()
+STARTED_KEY = pytest.StashKey[str]()

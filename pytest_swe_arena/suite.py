@@ -1,0 +1,145 @@
+"""The suite's ``[tool.swe_arena]`` table: arms, prices and shared agent settings.
+
+Read once per session from ``--arena-config FILE`` or the rootdir's
+``pyproject.toml``; every problem is a ``pytest.UsageError`` naming the file
+and the table.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .arms.base import Arm, ArmConfigError, ArmKind, ArmSpec
+
+BUILTIN_ARMS = {"GOLD": "gold", "EMPTY": "empty"}
+ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+#: Appended to the problem statement for every agent arm (overridable per arm or suite).
+DEFAULT_WORKER_SUFFIX = """
+
+---
+Work only inside your current working directory: it is a git checkout of the
+repository the issue above is about. Implement the change completely, as a
+maintainer would merge it: no stubs, no placeholders, no special cases for the
+examples in the issue. Keep the existing tests passing. An automated check
+runs the project's tests on your result when you finish.
+"""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The parsed ``[tool.swe_arena]`` table."""
+
+    path: Path | None
+    arm_specs: Mapping[str, ArmSpec]
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    worker_suffix: str = DEFAULT_WORKER_SUFFIX
+    table: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+
+def find_suite_file(config_file: Path | None, rootpath: Path, inipath: Path | None) -> Path | None:
+    if config_file is not None:
+        if not config_file.is_file():
+            raise pytest.UsageError(f"--arena-config: {config_file} does not exist")
+        return config_file
+    for candidate in (inipath, rootpath / "pyproject.toml"):
+        if candidate is not None and candidate.name == "pyproject.toml" and candidate.is_file():
+            return candidate
+    return None
+
+
+def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
+    """The ``[tool.swe_arena]`` table of ``path``, or None if it has none."""
+    if path is None:
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise pytest.UsageError(f"{path}: cannot read TOML: {error}") from None
+    table = data.get("tool", {}).get("swe_arena")
+    if table is not None and not isinstance(table, dict):
+        raise pytest.UsageError(f"{path}: [tool.swe_arena] must be a table")
+    return table
+
+
+def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
+    table = table or {}
+    where = str(path) if path else "[tool.swe_arena]"
+    base_dir = path.parent if path else Path.cwd()
+    known_keys = {"arms", "prices", "worker_suffix"}
+    unknown = sorted(set(table) - known_keys)
+    if unknown:
+        raise pytest.UsageError(
+            f"{where}: [tool.swe_arena] has unknown key {unknown[0]!r}; known: {', '.join(sorted(known_keys))}"
+        )
+    specs = {name: ArmSpec(name, kind, {}, "built in", base_dir) for name, kind in BUILTIN_ARMS.items()}
+    arms = table.get("arms", {})
+    if not isinstance(arms, dict):
+        raise pytest.UsageError(f"{where}: [tool.swe_arena.arms] must be a table of arm tables")
+    for name, settings in arms.items():
+        origin = f"{where} [tool.swe_arena.arms.{name}]"
+        if name in BUILTIN_ARMS:
+            raise pytest.UsageError(f"{origin}: {name} is built in and cannot be redefined; pick another name")
+        if not ARM_NAME.match(name):
+            raise pytest.UsageError(f"{origin}: arm names are letters, digits, '_' and '-', starting with a letter")
+        if not isinstance(settings, dict) or not isinstance(settings.get("kind"), str):
+            raise pytest.UsageError(f"{origin}: field 'kind' is required (a string such as \"opencode\")")
+        specs[name] = ArmSpec(name, settings["kind"], {k: v for k, v in settings.items() if k != "kind"},
+                              origin, base_dir)
+    prices = _prices(where, table.get("prices", {}))
+    suffix = table.get("worker_suffix", DEFAULT_WORKER_SUFFIX)
+    if not isinstance(suffix, str):
+        raise pytest.UsageError(f"{where}: [tool.swe_arena] worker_suffix must be a string")
+    return Suite(path=path, arm_specs=specs, prices=prices, worker_suffix=suffix, table=table)
+
+
+PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
+
+
+def _prices(where: str, prices: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(prices, dict):
+        raise pytest.UsageError(f"{where}: [tool.swe_arena.prices] must be a table of model tables")
+    result = {}
+    for model, table in prices.items():
+        origin = f"{where} [tool.swe_arena.prices.\"{model}\"]"
+        if not isinstance(table, dict):
+            raise pytest.UsageError(f"{origin}: must be a table with {', '.join(PRICE_FIELDS)} (USD per million tokens)")
+        for key, value in table.items():
+            if key not in PRICE_FIELDS:
+                raise pytest.UsageError(f"{origin}: unknown field {key!r}; known: {', '.join(PRICE_FIELDS)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise pytest.UsageError(f"{origin}: field {key!r}: {value!r} is not a non-negative number")
+        result[model] = {key: float(value) for key, value in table.items()}
+    return result
+
+
+def build_arms(suite: Suite, kinds: Mapping[str, ArmKind], selected: Sequence[str]) -> dict[str, Arm]:
+    """Construct the selected arms; unknown names and kinds are usage errors listing the known ones."""
+    unknown = [name for name in selected if name not in suite.arm_specs]
+    if unknown:
+        known = ", ".join(sorted(suite.arm_specs))
+        raise pytest.UsageError(f"--arena-arms: unknown arm {unknown[0]!r}; known arms: {known}")
+    arms: dict[str, Arm] = {}
+    for name in selected:
+        spec = suite.arm_specs[name]
+        kind = kinds.get(spec.kind)
+        if kind is None:
+            raise pytest.UsageError(
+                f"{spec.origin}: unknown kind {spec.kind!r}; known kinds: {', '.join(sorted(kinds))}"
+            )
+        try:
+            arms[name] = kind(spec, suite)
+        except ArmConfigError as error:
+            raise pytest.UsageError(str(error)) from None
+    return arms

@@ -1,0 +1,91 @@
+"""Sweep-level glue behind the hooks in ``plugin.py``.
+
+Configuring the arena (settings, suite, arms), attaching each cell's outcome
+to its test report, and showing arena statuses in pytest's terminal output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+
+from .arms.base import ArmKind
+from .harness import base_outcome
+from .outcome import STATUSES
+from .settings import load_settings
+from .state import CASE_KEY, OUTCOME_KEY, STATE_KEY, ArenaState
+from .suite import build_arms, find_suite_file, load_suite, read_arena_table
+
+
+def configure_arena(config: pytest.Config) -> ArenaState | None:
+    """Resolve settings and the suite; None when the user did not ask for a sweep."""
+    config_option = config.getoption("arena_config", None)
+    explicit = (config.invocation_params.dir / config_option).resolve() if config_option else None
+    suite_file = find_suite_file(explicit, config.rootpath, config.inipath)
+    table = read_arena_table(suite_file)
+    settings = load_settings(config, suite_has_arena_table=table is not None)
+    if not settings.enabled:
+        return None
+    state = ArenaState(settings=settings, suite=load_suite(suite_file, table))
+    config.stash[STATE_KEY] = state
+    config.addinivalue_line("markers", "arena: an arena cell (instance x arm x trial)")
+    from . import fixtures
+
+    config.pluginmanager.register(fixtures, "swe-arena-fixtures")
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        # With no paths on the command line, a sweep collects its instance paths.
+        existing = [str(path) for path in settings.instances if path.exists()]
+        if existing:
+            config.args = existing
+    return state
+
+
+def arm_kinds(config: pytest.Config) -> dict[str, ArmKind]:
+    """Every kind contributed through ``pytest_arena_arm_kinds``; a kind defined twice is an error."""
+    kinds: dict[str, ArmKind] = {}
+    for contribution in config.hook.pytest_arena_arm_kinds():
+        for name, kind in (contribution or {}).items():
+            if name in kinds and kinds[name] is not kind:
+                raise pytest.UsageError(f"arm kind {name!r} is provided by two plugins; rename one of them")
+            kinds[name] = kind
+    return kinds
+
+
+def build_session_arms(config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.arms = build_arms(state.suite, arm_kinds(config), state.settings.arms)
+
+
+def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Put the cell's outcome on the report that finishes it, as plain JSON."""
+    case = item.stash.get(CASE_KEY, None)
+    if case is None:
+        return
+    outcome = item.stash.get(OUTCOME_KEY, None) if call.when == "call" else None
+    if outcome is None:
+        if not report.failed or call.when == "teardown":
+            return
+        # A fixture or the harness itself failed: a harness error, never the arm's fault.
+        message = _failure_text(report)
+        outcome = base_outcome(case, item.nodeid, "harness_error", f"{call.when}: {message}")
+    report.arena = outcome.to_json()  # type: ignore[attr-defined]
+
+
+def _failure_text(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    return text.removeprefix("Failed: ").removeprefix("harness_error: ")
+
+
+def arena_teststatus(report: pytest.TestReport) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
+    """Show arena statuses: harness errors count as errors, failures name their status."""
+    data = getattr(report, "arena", None)
+    if not data:
+        return None
+    status = data["status"]
+    category = STATUSES[status][0]
+    letter = {"passed": ".", "failed": "F", "error": "E", "skipped": "s"}[category]
+    colour = {"passed": "green", "skipped": "yellow"}.get(category, "red")
+    return category, letter, (status.upper(), {colour: True})

@@ -1,0 +1,202 @@
+"""Workspaces: materialize a repository at ``base_commit``, extract the patch.
+
+Each repository is fetched once into a bare mirror in the shared cache (under
+a file lock, so concurrent xdist workers fetch it once between them). A cell's
+workspace is a fresh ``git init`` whose object store borrows the mirror's
+through ``objects/info/alternates``: no objects are copied, only the tree is
+checked out, and the workspace's refs, index and new objects stay private.
+Only the work branch exists in the workspace, so the history after
+``base_commit`` is not reachable by name from inside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .instances import Instance, Source
+
+WORK_BRANCH = "arena-work"
+
+#: Paths that never enter a patch: test files (an arm cannot grade itself by
+#: editing tests), the supervisor's scratch folder, and Python byte-code.
+PATCH_EXCLUDES = (
+    "**/tests/**",
+    "**/test/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+    ".loops/**",
+    "**/__pycache__/**",
+    "**/*.pyc",
+    "**/.pytest_cache/**",
+)
+
+_GIT_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_AUTHOR_NAME": "swe-arena",
+    "GIT_AUTHOR_EMAIL": "swe-arena@localhost",
+    "GIT_COMMITTER_NAME": "swe-arena",
+    "GIT_COMMITTER_EMAIL": "swe-arena@localhost",
+}
+
+
+class WorkspaceError(Exception):
+    """The harness could not materialize, reset or patch a workspace."""
+
+
+class PatchApplyError(WorkspaceError):
+    """A patch does not apply; ``output`` holds git's explanation."""
+
+    def __init__(self, what: str, output: str):
+        self.output = output
+        super().__init__(f"{what} does not apply: {output.strip()[:500]}")
+
+
+def git(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> str:
+    env = {**os.environ, **_GIT_ENV}
+    completed = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, input=input,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    if check and completed.returncode != 0:
+        message = completed.stderr.decode(errors="replace").strip() or completed.stdout.decode(errors="replace")
+        raise WorkspaceError(f"git {' '.join(args[:3])} failed in {cwd}: {message[:800]}")
+    return completed.stdout.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A cell's private checkout of the instance's repository at ``base_commit``."""
+
+    path: Path
+    base_commit: str  # full sha
+    mirror: Path | None
+
+
+class RepoStore:
+    """One bare mirror per repository source in ``root``, shared by every cell and worker."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def mirror_path(self, source: Source, repo: str) -> Path:
+        digest = hashlib.sha256(f"{source.kind}:{source.location}".encode()).hexdigest()[:12]
+        slug = re.sub(r"[^A-Za-z0-9._-]", "_", repo.replace("/", "__"))
+        return self.root / "mirrors" / f"{slug}-{digest}.git"
+
+    def ensure_commit(self, source: Source, repo: str, commit: str) -> tuple[Path, str]:
+        """Return the mirror holding ``commit`` and the commit's full sha; fetch if needed."""
+        from filelock import FileLock
+
+        mirror = self.mirror_path(source, repo)
+        full = _resolve_commit(mirror, commit) if mirror.exists() else None
+        if full:
+            return mirror, full
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(mirror) + ".lock"):
+            # Another worker may have fetched while we waited for the lock.
+            full = _resolve_commit(mirror, commit) if mirror.exists() else None
+            if full:
+                return mirror, full
+            if mirror.exists():
+                git("fetch", "--quiet", "--force", source.location, "+refs/*:refs/*", cwd=mirror)
+            else:
+                staging = Path(tempfile.mkdtemp(prefix=mirror.name + ".", dir=mirror.parent))
+                try:
+                    git("clone", "--quiet", "--mirror", source.location, str(staging / "m.git"), cwd=mirror.parent)
+                    os.rename(staging / "m.git", mirror)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+            with open(mirror / "arena-fetches.log", "a") as log:
+                log.write(f"{time.time():.3f} pid={os.getpid()} {source.describe()}\n")
+            full = _resolve_commit(mirror, commit)
+            if not full:
+                raise WorkspaceError(f"base_commit {commit} not found in {source.describe()}")
+            return mirror, full
+
+
+def _resolve_commit(mirror: Path, commit: str) -> str | None:
+    out = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
+        cwd=mirror, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    return out.stdout.decode().strip() or None if out.returncode == 0 else None
+
+
+def materialize(instance: Instance, store: RepoStore, dest: Path) -> Workspace:
+    """Check out ``instance`` at its base commit into ``dest`` on the work branch, clean."""
+    if instance.source.kind == "image":
+        raise WorkspaceError(
+            f"{instance.instance_id}: image sources ({instance.source.location}) need a container engine"
+        )
+    mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
+    dest.mkdir(parents=True, exist_ok=True)
+    git("init", "--quiet", "--template=", str(dest), cwd=dest)
+    info = dest / ".git" / "objects" / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "alternates").write_text(str(mirror / "objects") + "\n")
+    git("config", "gc.auto", "0", cwd=dest)
+    git("config", "user.name", "swe-arena", cwd=dest)
+    git("config", "user.email", "swe-arena@localhost", cwd=dest)
+    git("update-ref", f"refs/heads/{WORK_BRANCH}", full, cwd=dest)
+    git("symbolic-ref", "HEAD", f"refs/heads/{WORK_BRANCH}", cwd=dest)
+    git("reset", "--quiet", "--hard", cwd=dest)
+    return Workspace(path=dest, base_commit=full, mirror=mirror)
+
+
+def extract_patch(workspace: Workspace) -> str:
+    """Everything the arm changed since base (staged, unstaged, untracked, committed), minus excludes."""
+    git("add", "-A", cwd=workspace.path)
+    excludes = [f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES]
+    return git(
+        "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames",
+        workspace.base_commit, "--", ".", *excludes, cwd=workspace.path,
+    )
+
+
+def reset_to_base(workspace: Workspace) -> None:
+    """Discard every change: tracked, untracked and ignored files."""
+    git("reset", "--quiet", "--hard", workspace.base_commit, cwd=workspace.path)
+    git("clean", "-qfdx", cwd=workspace.path)
+
+
+def apply_patch(workspace: Workspace, patch: str, what: str) -> None:
+    """``git apply`` a patch to the work tree; raise ``PatchApplyError`` naming ``what``."""
+    if not patch.strip():
+        return
+    completed = subprocess.run(
+        ["git", "apply", "--binary", "--whitespace=nowarn", "-"],
+        cwd=workspace.path, input=patch.encode(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    if completed.returncode != 0:
+        raise PatchApplyError(what, completed.stdout.decode(errors="replace"))
+
+
+def files_touched(patch: str) -> list[str]:
+    """Paths a unified diff touches (both sides), in order of appearance."""
+    seen: dict[str, None] = {}
+    for match in re.finditer(r"^diff --git a/(\S+) b/(\S+)$", patch, flags=re.MULTILINE):
+        seen.setdefault(match.group(1))
+        seen.setdefault(match.group(2))
+    return list(seen)
+
+
+def restore_from_base(workspace: Workspace, paths: list[str]) -> None:
+    """Put ``paths`` back as they are at base (deleting those that do not exist there)."""
+    for path in paths:
+        exists = subprocess.run(
+            ["git", "cat-file", "-e", f"{workspace.base_commit}:{path}"],
+            cwd=workspace.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ).returncode == 0
+        if exists:
+            git("checkout", workspace.base_commit, "--", path, cwd=workspace.path)
+        else:
+            (workspace.path / path).unlink(missing_ok=True)

@@ -1,0 +1,150 @@
+"""Collection: node ids, selection, arms, and clean errors for bad instance files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gitrepos import bundle
+
+
+def test_node_ids_carry_instance_and_arm_in_sorted_order(suite, calc):
+    suite.instances([calc.row("demo__calc-2"), calc.row("demo__calc-1")])
+    result = suite.run("--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "instances/demo.jsonl::demo__calc-1[[]GOLD[]]",
+        "instances/demo.jsonl::demo__calc-1[[]EMPTY[]]",
+        "instances/demo.jsonl::demo__calc-2[[]GOLD[]]",
+        "instances/demo.jsonl::demo__calc-2[[]EMPTY[]]",
+        "4 tests collected*",
+    ])
+
+
+def test_keyword_file_and_repo_mark_selection(suite, calc):
+    suite.instances([calc.row("demo__calc-1"), calc.row("demo__calc-2")])
+    suite.instances([calc.row("other__calc-9", repo="other/widgets")], name="instances/other.jsonl")
+
+    result = suite.run("--collect-only", "-q", "-k", "calc-1 and GOLD")
+    result.stdout.fnmatch_lines(["instances/demo.jsonl::demo__calc-1[[]GOLD[]]", "1/6 tests collected*"])
+
+    result = suite.run("--collect-only", "-q", "instances/other.jsonl")
+    result.stdout.fnmatch_lines(["instances/other.jsonl::other__calc-9[[]GOLD[]]", "*2 tests collected*"])
+    assert "demo.jsonl" not in result.stdout.str()
+
+    result = suite.run("--collect-only", "-q", "-m", "widgets", "--strict-markers")
+    result.stdout.fnmatch_lines(["*other__calc-9[[]GOLD[]]", "*other__calc-9[[]EMPTY[]]", "2/6 tests collected*"])
+
+
+def test_json_array_files_collect_like_jsonl(suite, calc):
+    (suite.path / "instances").mkdir()
+    (suite.path / "instances/rows.json").write_text(json.dumps([calc.row("demo__calc-1")], indent=2))
+    result = suite.run("--collect-only", "-q", "--arena-arms", "GOLD")
+    result.stdout.fnmatch_lines(["instances/rows.json::demo__calc-1[[]GOLD[]]", "1 test collected*"])
+
+
+def test_unknown_arm_is_a_usage_error_listing_known_arms(suite, calc):
+    suite.instances([calc.row()])
+    suite.arms_toml = '[tool.swe_arena.arms.SOLO]\nkind = "empty"\n'
+    result = suite.run("--arena-arms", "GOLD,NOPE")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--arena-arms: unknown arm 'NOPE'; known arms: EMPTY, GOLD, SOLO*"])
+
+
+def test_unknown_kind_and_bad_arm_settings_name_the_table(suite, calc):
+    suite.instances([calc.row()])
+    suite.arms_toml = '[tool.swe_arena.arms.X]\nkind = "telepathy"\n'
+    result = suite.run("--arena-arms", "X")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*[[]tool.swe_arena.arms.X[]]: unknown kind 'telepathy'; known kinds: *empty*gold*"])
+
+    suite.arms_toml = '[tool.swe_arena.arms.X]\nkind = "gold"\ncolour = "red"\n'
+    result = suite.run("--arena-arms", "X")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*[[]tool.swe_arena.arms.X[]]: field 'colour': unknown setting for kind 'gold'*"])
+
+
+@pytest.mark.parametrize("option,value,expected", [
+    ("--arena-verify-on", "tree", "*--arena-verify-on: 'tree' is not one of patch, workspace*"),
+    ("--arena-repeat", "0", "*--arena-repeat: '0' is not a whole number of at least 1*"),
+    ("--arena-verify-timeout", "soon", "*--arena-verify-timeout: 'soon' is not a positive number*"),
+])
+def test_bad_option_values_are_usage_errors(suite, calc, option, value, expected):
+    suite.instances([calc.row()])
+    result = suite.run(option, value)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+
+
+BAD_ROWS = [
+    pytest.param("{not json", "demo.jsonl:2: not valid JSON*each line must be one JSON object", id="malformed"),
+    pytest.param({"base_commit": None}, "demo.jsonl:2: field 'base_commit': is required but missing",
+                 id="missing-field"),
+    pytest.param({"base_commit": "xyz"}, "demo.jsonl:2: field 'base_commit': 'xyz' does not match*"
+                 "expected a commit sha*", id="bad-commit"),
+    pytest.param({"instance_id": "../x"}, "demo.jsonl:2: field 'instance_id': *no '/' and no '..'*", id="dotdot"),
+    pytest.param({"instance_id": "a/b"}, "demo.jsonl:2: field 'instance_id': *no '/' and no '..'*", id="slash"),
+    pytest.param({"instance_id": "demo__calc-1"}, "demo.jsonl:2: field 'instance_id': duplicate 'demo__calc-1' "
+                 "(first defined on line 1)", id="duplicate"),
+    pytest.param({"source": {"bundle": "repos/missing.bundle"}},
+                 "demo.jsonl:2: field 'source.bundle': bundle 'repos/missing.bundle' not found*", id="no-bundle"),
+    pytest.param({"source": None}, "demo.jsonl:2: field 'repo': has no 'source'*--arena-repos*", id="no-repo"),
+    pytest.param({"FAIL_TO_PASS": "[not json"}, "demo.jsonl:2: field 'FAIL_TO_PASS': *JSON-encoded list*",
+                 id="bad-test-list"),
+    pytest.param({"verify": None}, "demo.jsonl:2: field 'verify': needs a 'verify' command or a 'FAIL_TO_PASS'*",
+                 id="no-verify"),
+]
+
+
+@pytest.mark.parametrize("bad,message", BAD_ROWS)
+def test_bad_instance_is_a_clean_collection_error_and_other_files_collect(suite, calc, bad, message):
+    if isinstance(bad, str):
+        line = bad
+    else:
+        row = calc.row("demo__calc-2")
+        for key, value in bad.items():
+            if value is None:
+                row.pop(key, None)
+            else:
+                row[key] = value
+        line = json.dumps(row)
+    path = suite.instances([calc.row("demo__calc-1")])
+    path.write_text(path.read_text() + line + "\n")
+    suite.instances([calc.row("good__calc-3")], name="instances/good.jsonl")
+
+    result = suite.run("--collect-only", "-q")
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines([f"*invalid instance file: *{message}*"])
+    assert "INTERNALERROR" not in output
+    assert "Traceback" not in output and "raise " not in output
+    result.stdout.fnmatch_lines(["instances/good.jsonl::good__calc-3[[]GOLD[]]"])
+
+
+def test_duplicate_id_across_files_names_both_places(suite, calc):
+    suite.instances([calc.row("demo__calc-1")], name="instances/a.jsonl")
+    suite.instances([calc.row("demo__calc-1")], name="instances/b.jsonl")
+    result = suite.run("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*b.jsonl:1: field 'instance_id': duplicate 'demo__calc-1' (already defined at *a.jsonl:1)*"])
+
+
+def test_repo_found_under_arena_repos(suite, calc, tmp_path):
+    repos = tmp_path / "repos"
+    bundle(calc, tmp_path / "calc.bundle")
+    import subprocess
+
+    subprocess.run(["git", "clone", "-q", "--bare", str(tmp_path / "calc.bundle"), str(repos / "demo__calc.git")],
+                   check=True)
+    row = calc.row()
+    del row["source"]
+    suite.instances([row])
+    result = suite.run("-q", f"--arena-repos={repos}", "--arena-arms", "GOLD")
+    result.assert_outcomes(passed=1)
+
+
+def test_plugin_is_inert_without_arena_configuration(pytester):
+    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+    (pytester.path / "instances").mkdir()
+    (pytester.path / "instances/x.jsonl").write_text("{broken\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / "arena-out").exists()

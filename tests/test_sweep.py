@@ -1,0 +1,157 @@
+"""End-to-end sweeps: cells, verification, the ledger and the outputs, with and without xdist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gitrepos import bundle
+
+XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+
+TIME_FIELDS = {"phases", "started_at", "ended_at", "run_id", "worker", "verify"}
+
+
+def comparable(rows):
+    return sorted(({k: v for k, v in row.items() if k not in TIME_FIELDS} for row in rows),
+                  key=lambda row: (row["instance_id"], row["arm"]))
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_gold_and_empty_sweep_writes_ledger_patches_predictions_and_summary(suite, calc, xdist):
+    bundle(calc, suite.path / "instances/repos/calc.bundle")
+    rows = [calc.row(f"demo__calc-{n}", source={"bundle": "repos/calc.bundle"}) for n in (1, 2)]
+    suite.instances(rows)
+    result = suite.run("-p", "no:randomly", *xdist)
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*swe-arena results*",
+        "arm * cells * resolved * rate * harness err * tokens * USD",
+        "GOLD * 2 * 2 * 100.0% * 0 * 0 * 0.0000",
+        "EMPTY * 2 * 0 * 0.0% * 0 * 0 * 0.0000",
+        "paired * cells * both * only A * only B * neither",
+        "GOLD vs EMPTY * 2 * 0 * 2 * 0 * 0",
+    ])
+    result.stdout.fnmatch_lines(["UNRESOLVED instances/demo.jsonl::demo__calc-1[[]EMPTY[]] - *unresolved: empty patch"])
+
+    ledger = suite.ledger()
+    assert sorted((r["instance_id"], r["arm"], r["status"]) for r in ledger) == [
+        ("demo__calc-1", "EMPTY", "unresolved"), ("demo__calc-1", "GOLD", "resolved"),
+        ("demo__calc-2", "EMPTY", "unresolved"), ("demo__calc-2", "GOLD", "resolved"),
+    ]
+    out = suite.path / "arena-out"
+    for row in ledger:
+        assert row["schema_version"] == 1 and row["trial"] == 1
+        assert row["arm_identity"]["name"] == row["arm"]
+        assert row["usage"]["cost_source"] == "none"
+        assert set(row["phases"]) >= {"workspace", "arm", "patch", "verify"}
+        # EMPTY is graded too: its verify must really fail (calibration), not be skipped.
+        assert row["verify"]["passed"] is (row["arm"] == "GOLD")
+        assert (out / row["run_dir"] / "verify.log").is_file()
+        patch = (out / row["patch_file"]).read_text()
+        assert row["patch_file"] == f"patches/{row['instance_id']}.{row['arm'].lower()}.patch"
+        if row["arm"] == "GOLD":
+            assert patch == calc.patch and row["patch_lines"] == calc.patch.count("\n")
+        else:
+            assert patch == ""
+    predictions = [json.loads(line) for line in (out / "predictions/GOLD.jsonl").read_text().splitlines()]
+    assert predictions == [
+        {"instance_id": f"demo__calc-{n}", "model_name_or_path": "GOLD", "model_patch": calc.patch} for n in (1, 2)
+    ]
+    assert (out / "predictions/EMPTY.jsonl").is_file()
+    summary = suite.summary()
+    assert [(a["arm"], a["cells"], a["resolved"]) for a in summary["arms"]] == [("GOLD", 2, 2), ("EMPTY", 2, 0)]
+
+
+def test_same_rows_with_and_without_xdist(suite, calc):
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
+    suite.run("--arena-out=serial").assert_outcomes(passed=3, failed=3)
+    suite.run("--arena-out=parallel", "-n", "2").assert_outcomes(passed=3, failed=3)
+    serial, parallel = suite.ledger("serial"), suite.ledger("parallel")
+    assert {r["worker"] for r in serial} == {"controller"}
+    assert {r["worker"] for r in parallel} <= {"gw0", "gw1"}
+    assert comparable(serial) == comparable(parallel)
+
+
+CHEATER_CONFTEST = '''
+from pytest_swe_arena.arms.base import ArmResult
+from pytest_swe_arena.usage import Usage
+
+CHEAT = """
+import calc, calc.ops
+
+
+def _mul(a, b):
+    return a * b
+
+
+calc.mul = calc.ops.mul = _mul
+"""
+
+
+class CheaterArm:
+    """Makes the tests pass by patching the code from a test conftest, not by fixing it."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        ws = request.workspace.path
+        (ws / "tests" / "conftest.py").write_text(CHEAT)
+        (ws / "README.md").write_text("# calc\\n\\nmul is fixed now.\\n")
+        return ArmResult(usage=Usage.no_model())
+
+
+def pytest_arena_arm_kinds():
+    return {"cheater": CheaterArm}
+'''
+
+
+def test_an_arm_that_edits_tests_cannot_change_its_grade(suite, calc):
+    suite.instances([calc.row()])
+    suite.pytester.makeconftest(CHEATER_CONFTEST)
+    suite.arms_toml = '[tool.swe_arena.arms.CHEAT]\nkind = "cheater"\n'
+
+    result = suite.run("--arena-arms", "CHEAT")
+    result.assert_outcomes(failed=1)
+    [row] = suite.ledger()
+    assert row["status"] == "unresolved" and row["error"] == "verify exited 1"
+    patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
+    assert "README.md" in patch and "conftest" not in patch
+
+    # The seed's behaviour, for contrast: grading the workspace as left lets the cheat through.
+    result = suite.run("--arena-arms", "CHEAT", "--arena-verify-on=workspace", "--arena-out=ws")
+    result.assert_outcomes(passed=1)
+
+
+def test_two_workers_materialize_the_same_repo_once(suite, calc):
+    bundle(calc, suite.path / "instances/repos/calc.bundle")
+    rows = [calc.row(f"demo__calc-{n}", source={"bundle": "repos/calc.bundle"}) for n in range(1, 7)]
+    suite.instances(rows)
+    result = suite.run("-n", "2", "--arena-arms", "GOLD")
+    result.assert_outcomes(passed=6)
+    ledger = suite.ledger()
+    assert {row["worker"] for row in ledger} == {"gw0", "gw1"}
+    [mirror] = (suite.cache / "mirrors").glob("*.git")
+    fetches = (mirror / "arena-fetches.log").read_text().splitlines()
+    assert len(fetches) == 1, fetches
+
+
+def test_missing_commit_is_a_harness_error_naming_it(suite, calc):
+    suite.instances([calc.row(base_commit="0123456789abcdef0123456789abcdef01234567")])
+    result = suite.run("--arena-arms", "GOLD")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*harness_error*base_commit 0123456789abcdef0123456789abcdef01234567 not found in git *"])
+    [row] = suite.ledger()
+    assert row["status"] == "harness_error" and "not found" in row["error"]
+
+
+def test_broken_verify_infrastructure_is_an_error_not_a_failure(suite, calc):
+    suite.instances([calc.row(test_patch="diff --git a/tests/x.py b/tests/x.py\n--- a/tests/x.py\n+++ b/tests/x.py\n"
+                              "@@ -1 +1 @@\n-nothing\n+here\n")])
+    result = suite.run("--arena-arms", "GOLD")
+    result.assert_outcomes(errors=1)
+    [row] = suite.ledger()
+    assert row["status"] == "harness_error"
+    assert "test_patch of demo__calc-1 does not apply" in row["error"]
+    assert row["verify"] is None
