@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 import pytest
 from gitrepos import bundle
+
+def ledger_validator():
+    import jsonschema
+
+    schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
 
 XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
 
@@ -40,7 +48,9 @@ def test_gold_and_empty_sweep_writes_ledger_patches_predictions_and_summary(suit
         ("demo__calc-2", "EMPTY", "unresolved"), ("demo__calc-2", "GOLD", "resolved"),
     ]
     out = suite.path / "arena-out"
+    validator = ledger_validator()
     for row in ledger:
+        validator.validate(row)
         assert row["schema_version"] == 1 and row["trial"] == 1
         assert row["arm_identity"]["name"] == row["arm"]
         assert row["usage"]["cost_source"] == "none"
