@@ -8,8 +8,10 @@ when neither is possible, and ``none`` for arms that call no model.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
 
 COST_SOURCES = ("reported", "priced", "unknown", "none")
@@ -52,3 +54,234 @@ class Usage:
             return cls()
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def priced(self, price: Mapping[str, float] | None) -> Usage:
+        """This usage with ``cost_usd`` set from a price table when the agent reported none (or 0).
+
+        A reported positive cost wins; otherwise the cost is computed from the
+        tokens and ``price`` (USD per million tokens) and the source is ``priced``.
+        With no usable price a cost of 0 is only believed when nothing was spent.
+        """
+        if self.cost_usd:
+            return replace(self, cost_source="reported")
+        cost = price_tokens(self, price) if price is not None else None
+        if cost is not None:
+            return replace(self, cost_usd=cost, cost_source="priced")
+        if self.cost_usd == 0 and self.total_tokens == 0 and not self.cache_read_tokens and not self.cache_write_tokens:
+            return replace(self, cost_source="reported")
+        return replace(self, cost_usd=None, cost_source="unknown")
+
+
+def add_usages(usages: Iterable[Usage]) -> Usage:
+    """The sum of several usages; a field is None as soon as one part does not know it.
+
+    ``max_context_tokens`` is the largest, ``cost_source`` the weakest of the parts.
+    """
+    items = list(usages)
+    if not items:
+        return Usage(0, 0, 0, 0, 0, 0, 0, 0.0, "reported")
+    values: dict[str, Any] = {}
+    for name in (*TOKEN_FIELDS, "steps", "cost_usd"):
+        parts = [getattr(usage, name) for usage in items]
+        values[name] = None if any(part is None for part in parts) else sum(parts)
+    contexts = [usage.max_context_tokens for usage in items]
+    known_contexts = [c for c in contexts if c is not None]
+    values["max_context_tokens"] = max(known_contexts) if len(known_contexts) == len(contexts) else None
+    sources = {usage.cost_source for usage in items}
+    values["cost_source"] = next(s for s in ("unknown", "priced", "reported", "none") if s in sources)
+    if values["cost_usd"] is None:
+        values["cost_source"] = "unknown"
+    return Usage(**values)
+
+
+def price_tokens(usage: Usage, price: Mapping[str, float]) -> float | None:
+    """USD for ``usage`` at ``price`` (per million input / output / cache_read / cache_write tokens).
+
+    Reasoning tokens are billed as output. None when a token count is unknown,
+    or when tokens of a kind were spent and the table has no price for that kind.
+    """
+    billed = {
+        "input": usage.input_tokens,
+        "output": None if usage.output_tokens is None or usage.reasoning_tokens is None
+        else usage.output_tokens + usage.reasoning_tokens,
+        "cache_read": usage.cache_read_tokens,
+        "cache_write": usage.cache_write_tokens,
+    }
+    total = 0.0
+    for kind, tokens in billed.items():
+        if tokens is None:
+            return None
+        if tokens and kind not in price:
+            return None
+        total += tokens * price.get(kind, 0.0)
+    return round(total / 1_000_000, 9)
+
+
+def price_for(prices: Mapping[str, Mapping[str, float]], model: str | None) -> Mapping[str, float] | None:
+    """The price of ``model`` ("provider/model"), looked up as given, then by its bare model id."""
+    if not model:
+        return None
+    return prices.get(model) or prices.get(model.split("/", 1)[-1])
+
+
+# -- opencode's ``--format json`` event stream --------------------------------------------
+
+
+@dataclass
+class StreamTally:
+    """Running totals of opencode ``step_finish`` events, fed line by line (also while the agent runs).
+
+    Only the run's own session is in the stream: a subagent's steps are in the
+    sqlite store alone (see ``read_sessions``).
+    """
+
+    steps: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    max_context_tokens: int = 0
+    reported_cost: float = 0.0
+    errors: list[str] = field(default_factory=list)
+    session_id: str | None = None
+
+    def feed(self, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return  # not an event (a wrapper's noise); the stream is otherwise JSON lines
+        if not isinstance(event, dict):
+            return
+        self.session_id = self.session_id or event.get("sessionID")
+        if event.get("type") == "error":
+            error = event.get("error") or {}
+            message = (error.get("data") or {}).get("message") or error.get("name") or "unknown error"
+            self.errors.append(str(message))
+        part = event.get("part")
+        if event.get("type") != "step_finish" or not isinstance(part, dict):
+            return
+        tokens = part.get("tokens") or {}
+        cache = tokens.get("cache") or {}
+        self.steps += 1
+        self.input_tokens += _count(tokens.get("input"))
+        self.output_tokens += _count(tokens.get("output"))
+        self.reasoning_tokens += _count(tokens.get("reasoning"))
+        self.cache_read_tokens += _count(cache.get("read"))
+        self.cache_write_tokens += _count(cache.get("write"))
+        self.max_context_tokens = max(self.max_context_tokens, _count(tokens.get("total")))
+        cost = part.get("cost")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            self.reported_cost += float(cost)
+
+    def usage(self) -> Usage:
+        """What the stream says, cost as reported (0 when the agent had no price)."""
+        return Usage(self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cache_read_tokens,
+                     self.cache_write_tokens, self.steps, self.max_context_tokens,
+                     round(self.reported_cost, 9), "reported")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class StreamFollower:
+    """Reads the complete lines appended to a stream file since the last call (for live caps)."""
+
+    def __init__(self, path: Path, tally: StreamTally | None = None):
+        self.path = path
+        self.tally = tally or StreamTally()
+        self._offset = 0
+
+    def poll(self) -> StreamTally:
+        try:
+            with open(self.path, "rb") as stream:
+                stream.seek(self._offset)
+                data = stream.read()
+        except OSError:
+            return self.tally
+        end = data.rfind(b"\n") + 1  # a half-written last line waits for the next poll
+        for line in data[:end].splitlines():
+            self.tally.feed(line.decode("utf-8", errors="replace"))
+        self._offset += end
+        return self.tally
+
+
+def read_stream(path: Path) -> StreamTally:
+    """Tally a finished stream file (a missing file is an empty stream)."""
+    follower = StreamFollower(path)
+    follower.poll()
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(follower._offset)
+            rest = stream.read().decode("utf-8", errors="replace")
+    except OSError:
+        return follower.tally
+    if rest.strip():
+        follower.tally.feed(rest)
+    return follower.tally
+
+
+# -- opencode's sqlite store -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionSpend:
+    """One row of opencode's ``session`` table: where it ran, which model answered, what it spent."""
+
+    id: str
+    parent_id: str | None
+    directory: str
+    model: str | None
+    usage: Usage
+
+
+SESSION_QUERY = (
+    "SELECT id, parent_id, directory, model, cost, tokens_input, tokens_output, tokens_reasoning, "
+    "tokens_cache_read, tokens_cache_write FROM session ORDER BY time_created, id"
+)
+
+
+def read_sessions(db: Path) -> list[SessionSpend] | None:
+    """Every session in an opencode database, or None when the store cannot be read.
+
+    Opened read-only through a URI so the write-ahead log (where opencode keeps
+    its data until a checkpoint) is read as well; the store is never modified.
+    """
+    import sqlite3
+    from urllib.parse import quote
+
+    if not db.is_file():
+        return None
+    try:
+        connection = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = connection.execute(SESSION_QUERY).fetchall()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return None
+    sessions = []
+    for sid, parent, directory, model, cost, tin, tout, treason, tread, twrite in rows:
+        usage = Usage(tin, tout, treason, tread, twrite, None, None, float(cost or 0.0), "reported")
+        sessions.append(SessionSpend(sid, parent, directory, _model_name(model), usage))
+    return sessions
+
+
+def _model_name(model: str | None) -> str | None:
+    try:
+        data = json.loads(model) if model else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not data.get("id"):
+        return None
+    return f"{data['providerID']}/{data['id']}" if data.get("providerID") else str(data["id"])
+
+
+def sessions_by_model(sessions: Iterable[SessionSpend],
+                      prices: Mapping[str, Mapping[str, float]]) -> dict[str, Usage]:
+    """Spend per served model, each priced when opencode reported no cost."""
+    grouped: dict[str, list[Usage]] = {}
+    for session in sessions:
+        grouped.setdefault(session.model or "unknown", []).append(session.usage)
+    return {model: add_usages(usages).priced(price_for(prices, model)) for model, usages in grouped.items()}

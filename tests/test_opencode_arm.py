@@ -1,0 +1,125 @@
+"""The ``opencode`` kind (SOLO) for real: opencode CLI, scripted endpoint, real git, with and without xdist."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from agents import ASKED, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, processes_with, summed
+from scripted_model import ScriptedModel
+
+pytestmark = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
+
+XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+FIXED_MUL = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+
+
+def solo(suite, model, name="SOLO", **settings):
+    config = suite.path / f"{name.lower()}-opencode.json"
+    config.write_text(json.dumps(opencode_config(model.base_url)))
+    return arm_table(name, "opencode", model=ASKED, executable=OPENCODE, config=config.name, **settings)
+
+
+def fix_turns(marker_usage):
+    """A conversation that fixes calc.mul through opencode's edit tool, then says so."""
+    first, last = marker_usage
+    return [
+        {"tool_calls": [{"name": "edit", "arguments": {
+            "filePath": "calc/ops.py", "oldString": "def mul(a, b):\n    return a + b",
+            "newString": "def mul(a, b):\n    return a * b"}}], "usage": first},
+        {"content": "Fixed mul.", "usage": last},
+    ]
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
+    usages = {
+        "calc-1": [{"prompt_tokens": 2000, "completion_tokens": 60, "reasoning_tokens": 20},
+                   {"prompt_tokens": 2300, "completion_tokens": 15, "cached_tokens": 1900}],
+        "calc-2": [{"prompt_tokens": 5000, "completion_tokens": 90},
+                   {"prompt_tokens": 5400, "completion_tokens": 7, "cached_tokens": 4800, "reasoning_tokens": 3}],
+    }
+    rows = [calc.row(f"demo__{key}", problem_statement=f"[{key}] calc.mul(3, 4) returns 7, expected 12.")
+            for key in usages]
+    suite.instances(rows)
+    script = {"by_marker": {f"[{key}]": fix_turns(turns) for key, turns in usages.items()}}
+    with ScriptedModel(script) as model:
+        suite.arms_toml = solo(suite, model) + prices_table()
+        result = suite.run("--arena-arms=SOLO", *xdist)
+        requests = model.chat_requests()
+    result.assert_outcomes(passed=2)
+    assert sorted(r["kind"] for r in requests) == ["turn"] * 4  # --title: no hidden title request
+    ledger = {row["instance_id"]: row for row in suite.ledger()}
+    dbs = set()
+    for key, turns in usages.items():
+        row = ledger[f"demo__{key}"]
+        assert row["status"] == "resolved"
+        expected = summed(turns)
+        assert {k: row["usage"][k] for k in expected} == expected  # its own spend, not the other cell's
+        assert row["usage"]["steps"] == 2
+        assert row["usage"]["max_context_tokens"] == max(t["prompt_tokens"] + t["completion_tokens"] for t in turns)
+        assert row["usage"]["cost_source"] == "priced"
+        assert row["usage"]["cost_usd"] == pytest.approx(priced(expected))
+        assert row["models"][ASKED]["cost_usd"] == pytest.approx(priced(expected))
+        assert row["asked_model"] == row["served_model"] == ASKED and not row["model_mismatch"]
+        assert row["provenance"]["agent"] == "opencode" and row["provenance"]["agent_version"] == "1.18.33"
+        assert row["details"]["stream"]["input_tokens"] == expected["input_tokens"]
+        (session,) = row["details"]["sessions"]
+        dbs.add(session["id"])
+        out = suite.path / "arena-out" / row["run_dir"]
+        prompt = (out / "prompt.txt").read_text()
+        assert prompt.startswith(f"[{key}] calc.mul") and "Work only inside your current working directory" in prompt
+        assert '"type":"step_finish"' in (out / "events.jsonl").read_text()
+        assert "return a * b" in (suite.path / "arena-out" / row["patch_file"]).read_text()
+    assert len(dbs) == 2
+    if xdist:
+        assert {row["worker"] for row in ledger.values()} <= {"gw0", "gw1"}
+
+
+def test_timeout_leaves_no_process_behind(suite, calc):
+    """The agent leaves a setsid'd grandchild behind, then its endpoint never answers: timeout, no orphan."""
+    mark = uuid.uuid4().hex
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {
+            "command": "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started", "description": "detach"}}]},
+        {"mode": "hang"},
+    ]
+    suite.instances([calc.row()])
+    with ScriptedModel(script) as model:
+        suite.arms_toml = solo(suite, model, timeout=20, grace=2, env={"ARENA_TEST_MARK": mark})
+        result = suite.run("--arena-arms=SOLO")
+        modes = [r["mode"] for r in model.chat_requests()]
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TIMEOUT*opencode did not finish within 20 s*"])
+    (row,) = suite.ledger()
+    assert row["status"] == "timeout" and not row["patch_scored"] and row["verify"] is None
+    assert modes[0] == "normal"
+    events = (suite.path / "arena-out" / row["run_dir"] / "events.jsonl").read_text()
+    assert '"tool":"bash"' in events  # the grandchild was started
+    assert 20 <= row["phases"]["arm"] < 20 + 2 + 5
+    assert processes_with("ARENA_TEST_MARK", mark) == []
+
+
+def test_spend_cap_stops_the_agent_mid_run(suite, calc):
+    big = {"prompt_tokens": 100_000, "completion_tokens": 1000}
+    script = [
+        {"tool_calls": [{"name": "write", "arguments": {"filePath": "calc/ops.py", "content": FIXED_MUL}}],
+         "usage": big},
+        {"tool_calls": [{"name": "read", "arguments": {"filePath": "calc/ops.py"}}], "usage": big},
+        {"mode": "hang"},
+    ]
+    suite.instances([calc.row()])
+    # 100k input at $3/M + 1k output at $15/M = $0.315 per step: the second step passes $0.5.
+    with ScriptedModel(script) as model:
+        suite.arms_toml = solo(suite, model, max_usd=0.5, timeout=120) + prices_table()
+        result = suite.run("--arena-arms=SOLO")
+        turns = len(model.chat_requests())
+    result.assert_outcomes(failed=1)
+    (row,) = suite.ledger()
+    assert row["status"] == "over_budget", row["error"]
+    assert "over max_usd $0.5" in row["error"]
+    assert turns <= 3
+    assert not row["patch_scored"] and row["patch_file"] is None and row["verify"] is None
+    assert row["usage"]["cost_usd"] == pytest.approx(2 * (0.3 + 0.015))
+    assert (suite.path / "arena-out" / row["run_dir"] / "partial.patch").is_file()
