@@ -105,3 +105,35 @@ def priced(tokens: dict[str, int], price: dict[str, float] = PRICE) -> float:
     return (tokens["input_tokens"] * price["input"]
             + (tokens["output_tokens"] + tokens["reasoning_tokens"]) * price["output"]
             + tokens["cache_read_tokens"] * price["cache_read"]) / 1e6
+
+
+def edit_calls(patch: str) -> list[dict[str, Any]]:
+    """opencode ``edit`` tool calls that make the changes of a unified diff, hunk by hunk."""
+    calls: list[dict[str, Any]] = []
+    path = None
+    old: list[str] = []
+    new: list[str] = []
+
+    def flush() -> None:
+        if old or new:
+            calls.append({"name": "edit", "arguments": {
+                "filePath": path, "oldString": "\n".join(old), "newString": "\n".join(new)}})
+        old.clear()
+        new.clear()
+
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            path = line[len("+++ b/"):]
+        elif line.startswith(("diff --git", "index ", "--- ")):
+            flush()
+        elif line.startswith("@@"):
+            flush()
+        elif line.startswith("-"):
+            old.append(line[1:])
+        elif line.startswith("+"):
+            new.append(line[1:])
+        elif line.startswith(" ") or line == "":
+            old.append(line[1:])
+            new.append(line[1:])
+    flush()
+    return calls

@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 
 import pytest
-from agents import ASKED, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, processes_with, summed
+from agents import (
+    ASKED,
+    DOTENVX,
+    OPENCODE,
+    REPO_ROOT,
+    arm_table,
+    edit_calls,
+    opencode_config,
+    priced,
+    prices_table,
+    processes_with,
+    summed,
+)
 from scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
@@ -123,3 +136,70 @@ def test_spend_cap_stops_the_agent_mid_run(suite, calc):
     assert not row["patch_scored"] and row["patch_file"] is None and row["verify"] is None
     assert row["usage"]["cost_usd"] == pytest.approx(2 * (0.3 + 0.015))
     assert (suite.path / "arena-out" / row["run_dir"] / "partial.patch").is_file()
+
+
+def bundled_row(suite, instance_id):
+    rows = [json.loads(line) for line in (REPO_ROOT / "instances/suite.jsonl").read_text().splitlines()]
+    (row,) = [row for row in rows if row["instance_id"] == instance_id]
+    bundle = row["source"]["bundle"]
+    (suite.path / "instances" / bundle).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / "instances" / bundle, suite.path / "instances" / bundle)
+    return row
+
+
+def test_bundled_instance_resolved_through_edit_tools(suite):
+    row = bundled_row(suite, "arena__dateranges-41")
+    suite.instances([row])
+    usage = [{"prompt_tokens": 3100, "completion_tokens": 80, "reasoning_tokens": 30},
+             {"prompt_tokens": 3300, "completion_tokens": 10, "cached_tokens": 3000}]
+    script = [{"tool_calls": edit_calls(row["patch"]), "usage": usage[0]}, {"content": "Fixed.", "usage": usage[1]}]
+    with ScriptedModel(script) as model:
+        suite.arms_toml = solo(suite, model) + prices_table()
+        result = suite.run("--arena-arms=SOLO")
+        reported = model.usage_total
+    result.assert_outcomes(passed=1)
+    (ledger_row,) = suite.ledger()
+    assert ledger_row["status"] == "resolved"
+    assert (suite.path / "arena-out" / ledger_row["patch_file"]).read_text() == row["patch"]
+    expected = summed(usage)
+    # the ledger's tokens are what the endpoint reported
+    assert expected["input_tokens"] + expected["cache_read_tokens"] == reported["prompt_tokens"]
+    assert ledger_row["usage"]["input_tokens"] + ledger_row["usage"]["cache_read_tokens"] == reported["prompt_tokens"]
+    assert (ledger_row["usage"]["output_tokens"] + ledger_row["usage"]["reasoning_tokens"]
+            == reported["completion_tokens"])
+    assert ledger_row["usage"]["cost_source"] == "priced"
+    assert ledger_row["usage"]["cost_usd"] == pytest.approx(priced(expected))
+
+
+def test_secrets_reach_the_agent_only(suite, calc, tmp_path):
+    """The API key lives in an env file read by dotenvx; the out dir never holds it, verify never sees it."""
+    secret = f"sk-{uuid.uuid4().hex}"
+    secrets = tmp_path / "secrets"
+    secrets.mkdir(mode=0o700)
+    (secrets / "model.env").write_text(f'ARENA_SECRET_MODEL_KEY="{secret}"\n')
+    row = calc.row(verify='test -z "$ARENA_SECRET_MODEL_KEY" && python -m pytest -q -p no:cacheprovider tests')
+    suite.instances([row])
+    with ScriptedModel(fix_turns([{"prompt_tokens": 900, "completion_tokens": 40}] * 2), api_key=secret) as model:
+        config = opencode_config(model.base_url, api_key="{env:ARENA_SECRET_MODEL_KEY}")
+        (suite.path / "oc.json").write_text(json.dumps(config))
+        suite.arms_toml = arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE, config="oc.json",
+                                    secrets={"dir": str(secrets), "files": ["model.env"], "dotenvx": DOTENVX})
+        result = suite.run("--arena-arms=SOLO", "-n", "2")
+        kinds = [r["kind"] for r in model.chat_requests()]
+    result.assert_outcomes(passed=1)
+    assert kinds == ["turn", "turn"]  # authorized: the agent saw the key
+    (ledger_row,) = suite.ledger()
+    assert ledger_row["provenance"]["secrets"] == {"dir": str(secrets), "files": ["model.env"]}
+    leaks = [path for path in (suite.path / "arena-out").rglob("*")
+             if path.is_file() and secret.encode() in path.read_bytes()]
+    assert leaks == []
+    assert secret not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_missing_secrets_file_is_a_usage_error(suite, calc, tmp_path):
+    suite.instances([calc.row()])
+    suite.arms_toml = arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE,
+                                secrets={"dir": str(tmp_path), "files": ["nope.env"], "dotenvx": DOTENVX})
+    result = suite.run("--arena-arms=SOLO")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*[[]tool.swe_arena.arms.SOLO[]]: field 'secrets': env file 'nope.env' is not in {tmp_path}*"])
