@@ -202,4 +202,5 @@ def test_a_missing_secrets_file_is_a_usage_error(suite, calc, tmp_path):
                                 secrets={"dir": str(tmp_path), "files": ["nope.env"], "dotenvx": DOTENVX})
     result = suite.run("--arena-arms=SOLO")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*[[]tool.swe_arena.arms.SOLO[]]: field 'secrets': env file 'nope.env' is not in {tmp_path}*"])
+    result.stderr.fnmatch_lines(
+        [f"*[[]tool.swe_arena.arms.SOLO[]]: field 'secrets': env file 'nope.env' is not in {tmp_path}*"])
