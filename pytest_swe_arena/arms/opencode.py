@@ -76,7 +76,7 @@ class OpencodeArm:
             error = f"opencode stopped: {watch.reason}"
         elif outcome.status == "arm_error" and stream.errors:
             error = f"{error}: {stream.errors[-1][:500]}"
-        usage, models, served, details = self.account(request, stream.usage())
+        usage, models, served, details = account_opencode(request, stream.usage(), self.prices, self.price)
         details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
         return ArmResult(
             status=outcome.status, error=error, usage=usage, models=models,
@@ -85,24 +85,27 @@ class OpencodeArm:
             details=details,
         )
 
-    def account(self, request: CellRequest, streamed: Usage) -> tuple[Usage, dict[str, Usage], str | None,
-                                                                       dict[str, Any]]:
-        """Usage from the store (all sessions, subagents included), steps and context from the stream.
 
-        When the store cannot be read the stream's numbers stand alone: they
-        miss subagent spend, which ``details.sessions = null`` makes visible.
-        """
-        sessions = read_sessions(request.cell.opencode_db)
-        details: dict[str, Any] = {"stream": streamed.to_json(), "sessions": None}
-        if not sessions:
-            return streamed.priced(self.price), {}, None, details
-        models = sessions_by_model(sessions, self.prices)
-        total = add_usages(models.values())
-        usage = replace(total, steps=streamed.steps, max_context_tokens=streamed.max_context_tokens)
-        root = next((s for s in sessions if s.parent_id is None), sessions[0])
-        details["sessions"] = [{"id": s.id, "parent_id": s.parent_id, "model": s.model, **s.usage.to_json()}
-                               for s in sessions]
-        return usage, models, root.model, details
+def account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str, Mapping[str, float]],
+                     price: Mapping[str, float] | None) -> tuple[Usage, dict[str, Usage], str | None, dict[str, Any]]:
+    """Usage from the cell's store (all sessions, subagents included), steps and context from the stream.
+
+    Returns the usage, the usage per served model, the served model of the
+    run's root session and details. When the store cannot be read the stream's
+    numbers stand alone: they miss subagent spend, which ``details.sessions =
+    null`` makes visible.
+    """
+    sessions = read_sessions(request.cell.opencode_db)
+    details: dict[str, Any] = {"stream": streamed.to_json(), "sessions": None}
+    if not sessions:
+        return streamed.priced(price), {}, None, details
+    models = sessions_by_model(sessions, prices)
+    total = add_usages(models.values())
+    usage = replace(total, steps=streamed.steps, max_context_tokens=streamed.max_context_tokens)
+    root = next((s for s in sessions if s.parent_id is None), sessions[0])
+    details["sessions"] = [{"id": s.id, "parent_id": s.parent_id, "model": s.model, **s.usage.to_json()}
+                           for s in sessions]
+    return usage, models, root.model, details
 
 
 @pytest.hookimpl

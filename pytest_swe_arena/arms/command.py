@@ -1,0 +1,178 @@
+"""The ``command`` kind: any agent CLI, from a command template.
+
+``command`` is an argv list whose items may hold the placeholders
+``{prompt_file}``, ``{workspace}``, ``{model}`` and ``{run_dir}``; with
+``shell = true`` it is one shell string instead (placeholder values are then
+shell-quoted). The agent runs with cwd = the workspace, stdout and stderr to
+files in the run dir, in its own process group, like every agent.
+
+Usage comes from ``usage``: ``"file"`` (default) reads the JSON object the
+agent may write at ``$ARENA_USAGE_FILE`` (fields of the ledger's usage, plus
+``model`` for the served model); a parser name reads the agent's stdout
+(``"opencode"``: opencode's ``--format json`` stream, which also enables the
+live ``max_usd`` / ``max_tokens`` cap and the cell's opencode store).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..suite import Suite
+from ..usage import TOKEN_FIELDS, Usage, price_for, read_stream
+from .agent import (
+    OPENCODE_QUIET_ENV,
+    CapWatch,
+    OpencodeHome,
+    find_program,
+    read_cap,
+    read_env,
+    read_opencode_home,
+    read_secrets,
+    run_agent,
+    write_prompt,
+)
+from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from .opencode import account_opencode
+
+PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
+USAGE_SOURCES = ("file", "opencode")
+USAGE_FILE_VARIABLE = "ARENA_USAGE_FILE"
+NUMBER_FIELDS = (*TOKEN_FIELDS, "steps", "max_context_tokens")
+
+
+class CommandArm:
+    """An agent CLI run from a template; usage from its usage file or a stream parser."""
+
+    def __init__(self, spec: ArmSpec, suite: Suite):
+        reader = SettingsReader(spec)
+        self.shell: bool = reader.boolean("shell", False)
+        command = reader.get("command", (list, str), None, "a list of strings (or a string with shell = true)")
+        if command is None:
+            raise ArmConfigError(f"{spec.origin}: field 'command' is required (a list of strings)")
+        if isinstance(command, str) and not self.shell:
+            raise ArmConfigError(f"{spec.origin}: field 'command': a string needs shell = true; "
+                                 "otherwise give the argv as a list")
+        if isinstance(command, list) and (self.shell or not command or not all(isinstance(c, str) for c in command)):
+            raise ArmConfigError(f"{spec.origin}: field 'command': with shell = true give one string; "
+                                 "otherwise a non-empty list of strings")
+        self.command: str | list[str] = command
+        self._check_placeholders(spec)
+        self.model: str | None = reader.string("model")
+        self.timeout: float = reader.number("timeout", 1000.0)
+        self.grace: float = reader.number("grace", 10.0)
+        self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
+        self.stdin: str = reader.string("stdin", "none")
+        if self.stdin not in ("none", "prompt"):
+            raise ArmConfigError(f"{spec.origin}: field 'stdin': {self.stdin!r} is not one of none, prompt")
+        self.usage_source: str = reader.string("usage", "file")
+        if self.usage_source not in USAGE_SOURCES:
+            raise ArmConfigError(f"{spec.origin}: field 'usage': {self.usage_source!r} is not one of "
+                                 f"{', '.join(USAGE_SOURCES)}")
+        self.env = read_env(reader)
+        self.secrets = read_secrets(reader, suite)
+        self.prices = suite.prices
+        self.price = price_for(suite.prices, self.model)
+        self.cap = read_cap(reader, self.price)
+        if self.cap.is_set and self.usage_source == "file":
+            raise ArmConfigError(f"{spec.origin}: max_usd / max_tokens need a streamed usage (usage = \"opencode\"); "
+                                 "a usage file is only read at the end")
+        self.home: OpencodeHome | None = None
+        if self.usage_source == "opencode":
+            executable = find_program(reader.string("opencode", "opencode"), suite, spec.origin, "opencode")
+            self.home = read_opencode_home(reader, executable)
+        reader.finish()
+        self.spec = spec
+
+    def _check_placeholders(self, spec: ArmSpec) -> None:
+        sample = {name: name for name in PLACEHOLDERS}
+        for part in [self.command] if isinstance(self.command, str) else self.command:
+            try:
+                part.format_map(sample)
+            except KeyError as error:
+                raise ArmConfigError(f"{spec.origin}: field 'command': unknown placeholder {{{error.args[0]}}}; "
+                                     f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}") from None
+            except (ValueError, IndexError) as error:
+                raise ArmConfigError(f"{spec.origin}: field 'command': {part!r}: {error} "
+                                     "(write a literal brace as {{ or }})") from None
+
+    def argv(self, values: Mapping[str, str]) -> list[str]:
+        if isinstance(self.command, str):
+            quoted = {name: shlex.quote(value) for name, value in values.items()}
+            return ["/bin/sh", "-c", self.command.format_map(quoted)]
+        return [part.format_map(values) for part in self.command]
+
+    def run(self, request: CellRequest) -> ArmResult:
+        prompt = write_prompt(request, self.suffix)
+        usage_file = request.run_dir / "usage.json"
+        streamed = self.usage_source != "file"
+        stdout = request.run_dir / ("events.jsonl" if streamed else "stdout.log")
+        values = {"prompt_file": str(prompt), "workspace": str(request.workspace.path),
+                  "model": self.model or "", "run_dir": str(request.run_dir)}
+        env = {**self.env, USAGE_FILE_VARIABLE: str(usage_file)}
+        if self.home is not None:
+            self.home.install(request)
+            env = {**OPENCODE_QUIET_ENV, **env}
+        watch = CapWatch(self.cap, stdout) if self.cap.is_set else None
+        outcome = run_agent(
+            self.argv(values), request=request, cwd=request.workspace.path, env=request.cell.env(env),
+            secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,
+            stderr=request.run_dir / "stderr.log", stdin=prompt if self.stdin == "prompt" else None,
+            should_stop=watch, what=f"command {self.spec.name}",
+        )
+        error = outcome.error
+        if outcome.status == "over_budget" and watch is not None:
+            error = f"command {self.spec.name} stopped: {watch.reason}"
+        provenance: dict[str, Any] = dict(self.home.provenance) if self.home else {}
+        if self.secrets:
+            provenance["secrets"] = self.secrets.describe()
+        details: dict[str, Any] = {"returncode": outcome.returncode, "agent_seconds": round(outcome.seconds, 3)}
+        served: str | None = None
+        models: dict[str, Usage] = {}
+        if streamed:
+            usage, models, served, stream_details = account_opencode(request, read_stream(stdout).usage(),
+                                                                     self.prices, self.price)
+            details.update(stream_details)
+        else:
+            usage, served, problem = read_usage_file(usage_file)
+            if problem:
+                details["usage_error"] = problem
+            usage = usage.priced(price_for(self.prices, served or self.model))
+            if served or self.model:
+                models = {(served or self.model or ""): usage}
+        return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
+                         served_model=served, provenance=provenance, details=details)
+
+
+def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
+    """(usage, served model, problem) from the agent's usage file; no file means unknown usage."""
+    if not path.is_file():
+        return Usage(), None, None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        return Usage(), None, f"{path.name}: not JSON: {error}"
+    if not isinstance(data, dict):
+        return Usage(), None, f"{path.name}: expected a JSON object"
+    values: dict[str, Any] = {}
+    for name in NUMBER_FIELDS:
+        value = data.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            return Usage(), None, f"{path.name}: field {name!r}: {value!r} is not a whole number >= 0"
+        values[name] = value
+    cost = data.get("cost_usd")
+    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
+        return Usage(), None, f"{path.name}: field 'cost_usd': {cost!r} is not a number >= 0"
+    model = data.get("model")
+    served = model if isinstance(model, str) and model else None
+    return Usage(**values, cost_usd=cost, cost_source="reported" if cost is not None else "unknown"), served, None
+
+
+@pytest.hookimpl
+def pytest_arena_arm_kinds() -> Mapping[str, ArmKind]:
+    return {"command": CommandArm}
