@@ -40,6 +40,7 @@ def opencode_config(base_url: str, api_key: str = "sk-scripted", models: tuple[s
         "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny", "external_directory": "deny"},
         "autoupdate": False,
         "share": "disabled",
+        "snapshot": False,  # no shadow-git snapshot per step: faster, and nothing the arms rely on
     }
 
 

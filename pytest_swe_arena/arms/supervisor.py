@@ -1,0 +1,287 @@
+"""The ``supervisor`` kind (SUP): the loops supervisor driver, fail-closed, with its hidden worker spend.
+
+For each cell it writes ``params.json`` in the run dir, exports the env knobs
+(plus ``LOOPS_BRAIN_LOG`` in the run dir) and runs the driver command with
+cwd = the loops checkout, whose commit is recorded as provenance. The driver
+gets ``DRIVER_CANCEL_TIMEOUT_MS`` + 10 s between SIGTERM and SIGKILL to cancel
+and settle its workers. Afterwards it reads ``<ws>/.loops/supervisor/<id>/``:
+``state.json`` (status, verdict, result), ``journal.jsonl`` (spawned and
+settled workers, their labels as subtasks) and ``workers/*.ndjson`` (settled
+spend, started cwd). Workers run opencode with the cell's environment, so their
+sessions are in the cell's opencode store: joining their cwds to the
+``session`` table recovers what they spent. A store that cannot be read gives
+null, never 0. Anything but a driver that exits 0 with state ``completed`` is
+``arm_error`` and is not scored.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..suite import Suite
+from ..usage import SessionSpend, Usage, add_usages, read_sessions, sessions_by_model
+from .agent import OPENCODE_QUIET_ENV, find_program, read_env, read_opencode_home, read_secrets, run_agent
+from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+
+DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
+PLACEHOLDERS = ("shim", "extension", "workspace", "params", "run_dir", "loops_repo")
+DEFAULT_KNOBS = {
+    "WORKER_BACKEND": "cli",
+    "LOOPS_WORKER_HARNESS": "opencode",
+    "LOOPS_BRAIN_RETRIES": "30",
+    "DRIVER_DEADLINE_MS": "2600000",
+}
+DEFAULT_CANCEL_TIMEOUT_MS = 30_000
+#: Time the driver gets beyond its own cancellation deadline to settle its workers.
+SETTLE_SECONDS = 10.0
+DEFAULT_TIMEOUT = 2800.0
+SUBTASK_LABEL_LIMIT = 100
+
+
+@dataclass
+class SupervisorRun:
+    """What the driver left in ``<ws>/.loops/supervisor/<id>/`` (None where a file said nothing)."""
+
+    id: str | None = None
+    status: str | None = None
+    verdict: str | None = None
+    delivered: bool | None = None
+    spent_tokens: int | None = None
+    spent_usd: float | None = None
+    spawned: int = 0
+    workers: int = 0
+    settled: int = 0
+    subtasks: list[str] = field(default_factory=list)
+    worker_cwds: list[str] = field(default_factory=list)
+    #: input + output tokens the workers' own ``settled`` events report (CLI workers often report none).
+    settled_tokens: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in self.__dict__.items()}
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _number(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def read_supervisor_run(workspace: Path) -> SupervisorRun:
+    """Parse the latest supervisor run dir in ``workspace`` (an empty ``SupervisorRun`` when there is none)."""
+    root = workspace / ".loops" / "supervisor"
+    ids = sorted(entry.name for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else []
+    run = SupervisorRun()
+    if not ids:
+        return run
+    run.id = ids[-1]
+    directory = root / run.id
+    try:
+        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}  # killed mid-write, or never written: every field stays unknown
+    if isinstance(state, dict):
+        run.status = state.get("status") if isinstance(state.get("status"), str) else None
+        run.verdict = state.get("verdict") if isinstance(state.get("verdict"), str) else None
+        result = state.get("result") if isinstance(state.get("result"), dict) else {}
+        run.delivered = result.get("delivered") if isinstance(result.get("delivered"), bool) else None
+        tokens, usd = result.get("spentTokens"), result.get("spentUsd")
+        run.spent_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+        run.spent_usd = float(usd) if isinstance(usd, (int, float)) and not isinstance(usd, bool) else None
+    for event in _json_lines(directory / "journal.jsonl"):
+        if event.get("kind") == "spawned":
+            run.spawned += 1
+            label = event.get("label")
+            if isinstance(label, str) and label and label != "root":
+                run.workers += 1
+                run.subtasks.append(label[:SUBTASK_LABEL_LIMIT])
+        elif event.get("kind") == "settled":
+            run.settled += 1
+    for worker_file in sorted((directory / "workers").glob("*.ndjson")):
+        for event in _json_lines(worker_file):
+            if event.get("kind") == "started" and isinstance(event.get("cwd"), str):
+                run.worker_cwds.append(event["cwd"])
+            elif event.get("kind") == "settled":
+                spend = event.get("spend") if isinstance(event.get("spend"), dict) else {}
+                tokens = spend.get("tokens") if isinstance(spend.get("tokens"), dict) else {}
+                run.settled_tokens += _number(tokens.get("input")) + _number(tokens.get("output"))
+    return run
+
+
+def worker_sessions(sessions: list[SessionSpend] | None, cwds: list[str]) -> list[SessionSpend] | None:
+    """The sessions that ran in a worker's cwd (subagents share their parent's directory)."""
+    if sessions is None:
+        return None
+    wanted = set(cwds)
+    return [session for session in sessions if session.directory in wanted]
+
+
+class SupervisorArm:
+    """SUP: the loops supervisor driver, run through a command template in the loops checkout."""
+
+    def __init__(self, spec: ArmSpec, suite: Suite):
+        reader = SettingsReader(spec)
+        origin = spec.origin
+        loops_repo = reader.path("loops_repo", required=True)
+        assert loops_repo is not None
+        if not loops_repo.is_dir():
+            raise ArmConfigError(f"{origin}: field 'loops_repo': {loops_repo} is not a directory")
+        self.loops_repo = loops_repo
+        self.loops_commit = _git_head(loops_repo, origin)
+        self.command: list[str] = reader.strings("command", DEFAULT_COMMAND)
+        if not self.command:
+            raise ArmConfigError(f"{origin}: field 'command' must not be empty")
+        self.shim = reader.path("shim")
+        self.extension = reader.path("extension") or loops_repo / "extensions" / "pi" / "loops.ts"
+        self._check_template(origin)
+        self.worker_model: str = reader.string("worker_model", required=True)
+        self.driver_model: str = reader.string("driver_model", required=True)
+        self.params_defaults = {
+            "budget": reader.number("budget", 40),
+            "maxSandboxes": reader.number("max_sandboxes", 4),
+            "maxUsd": reader.number("max_usd", 8),
+            "maxDepth": reader.number("max_depth", 3),
+        }
+        self.verify_cmd: str | None = reader.string("verify_cmd")
+        self.suffix: str = reader.string("worker_suffix", "")
+        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
+        self.knobs = {**DEFAULT_KNOBS, **read_env(reader)}
+        self.grace = cancel_grace(self.knobs, origin)
+        self.secrets = read_secrets(reader, suite)
+        executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
+        self.home = read_opencode_home(reader, executable)
+        self.prices = suite.prices
+        reader.finish()
+        self.spec = spec
+
+    def _check_template(self, origin: str) -> None:
+        for part in self.command:
+            try:
+                part.format_map({name: name for name in PLACEHOLDERS})
+            except KeyError as error:
+                raise ArmConfigError(f"{origin}: field 'command': unknown placeholder {{{error.args[0]}}}; "
+                                     f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}") from None
+        if any("{shim}" in part for part in self.command) and (self.shim is None or not self.shim.is_file()):
+            raise ArmConfigError(f"{origin}: field 'shim': the command uses {{shim}}, so 'shim' must name the "
+                                 f"driver shim file (got {self.shim})")
+
+    def params(self, request: CellRequest) -> dict[str, Any]:
+        return {
+            "task": request.instance.problem_statement + self.suffix,
+            "workspaceDir": str(request.workspace.path),
+            "budget": self.params_defaults["budget"],
+            "verifyCmd": self.verify_cmd if self.verify_cmd is not None else request.instance.verify,
+            "workerModel": self.worker_model,
+            "driverModel": self.driver_model,
+            "maxSandboxes": self.params_defaults["maxSandboxes"],
+            "maxUsd": self.params_defaults["maxUsd"],
+            "maxDepth": self.params_defaults["maxDepth"],
+        }
+
+    def run(self, request: CellRequest) -> ArmResult:
+        workspace = request.workspace.path
+        self.home.install(request)
+        shutil.rmtree(workspace / ".loops", ignore_errors=True)
+        params = request.run_dir / "params.json"
+        params.write_text(json.dumps(self.params(request), indent=1), encoding="utf-8")
+        values = {"shim": str(self.shim), "extension": str(self.extension), "workspace": str(workspace),
+                  "params": str(params), "run_dir": str(request.run_dir), "loops_repo": str(self.loops_repo)}
+        env = {**OPENCODE_QUIET_ENV, **self.knobs, "LOOPS_BRAIN_LOG": str(request.run_dir / "brain.jsonl")}
+        outcome = run_agent(
+            [part.format_map(values) for part in self.command], request=request, cwd=self.loops_repo,
+            env=request.cell.env(env), secrets=self.secrets, timeout=self.timeout, grace=self.grace,
+            stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
+            what="the supervisor driver",
+        )
+        run = read_supervisor_run(workspace)
+        status, error = "completed", None
+        if outcome.status != "completed":
+            status, error = "arm_error", f"{outcome.error} (supervisor state {run.status or 'missing'})"
+        elif run.status != "completed":
+            status, error = "arm_error", f"supervisor state {run.status or 'missing'}; expected completed"
+        usage, models, recovered = self.account(request, run)
+        return ArmResult(
+            status=status, error=error, usage=usage, models=models,
+            asked_model=self.worker_model, served_model=_served(models, self.driver_model),
+            provenance={**self.home.provenance, "loops_repo": str(self.loops_repo),
+                        "loops_commit": self.loops_commit, "env_knobs": self.knobs,
+                        **({"secrets": self.secrets.describe()} if self.secrets else {})},
+            details={"supervisor": run.to_json(), "recovered_worker_spend": recovered,
+                     "driver_returncode": outcome.returncode, "driver_seconds": round(outcome.seconds, 3)},
+        )
+
+    def account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage],
+                                                                           dict[str, Any] | None]:
+        """Workers' spend recovered from the store, plus the driver's own reported spend.
+
+        ``usage`` tokens are the workers' (the driver reports one undivided
+        total, kept in ``models[driver_model]`` and the details); its dollars
+        are the workers' plus the driver's.
+        """
+        sessions = worker_sessions(read_sessions(request.cell.opencode_db) if run.worker_cwds else [],
+                                   run.worker_cwds)
+        driver = Usage(cost_usd=run.spent_usd, cost_source="reported" if run.spent_usd is not None else "unknown")
+        if sessions is None:
+            return Usage(), {self.driver_model: driver}, None
+        models = sessions_by_model(sessions, self.prices)
+        workers = add_usages(models.values())
+        recovered = {"sessions": len(sessions), "input_tokens": workers.input_tokens,
+                     "output_tokens": (workers.output_tokens or 0) + (workers.reasoning_tokens or 0),
+                     "cost_usd": workers.cost_usd, "cost_source": workers.cost_source}
+        cost = None if workers.cost_usd is None or run.spent_usd is None else round(workers.cost_usd + run.spent_usd, 9)
+        source = workers.cost_source if cost is not None else "unknown"
+        usage = Usage(workers.input_tokens, workers.output_tokens, workers.reasoning_tokens,
+                      workers.cache_read_tokens, workers.cache_write_tokens, None, None, cost, source)
+        return usage, {**models, self.driver_model: driver}, recovered
+
+
+def _served(models: Mapping[str, Usage], driver_model: str) -> str | None:
+    served = sorted(model for model in models if model != driver_model)
+    return ",".join(served) or None
+
+
+def cancel_grace(knobs: Mapping[str, str], origin: str) -> float:
+    """``DRIVER_CANCEL_TIMEOUT_MS`` + 10 s: the driver's own cancellation deadline, and time to settle."""
+    raw = knobs.get("DRIVER_CANCEL_TIMEOUT_MS", str(DEFAULT_CANCEL_TIMEOUT_MS))
+    try:
+        milliseconds = float(raw)
+    except ValueError:
+        milliseconds = -1
+    if not milliseconds > 0:
+        raise ArmConfigError(f"{origin}: field 'env': DRIVER_CANCEL_TIMEOUT_MS = {raw!r} is not a positive number")
+    return milliseconds / 1000 + SETTLE_SECONDS
+
+
+def _git_head(repo: Path, origin: str) -> str:
+    completed = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                               check=False)
+    if completed.returncode != 0:
+        raise ArmConfigError(f"{origin}: field 'loops_repo': {repo} is not a git checkout with a commit "
+                             f"({completed.stderr.strip()[:200]})")
+    return completed.stdout.strip()
+
+
+@pytest.hookimpl
+def pytest_arena_arm_kinds() -> Mapping[str, ArmKind]:
+    return {"supervisor": SupervisorArm}

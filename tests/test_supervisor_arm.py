@@ -1,0 +1,161 @@
+"""The ``supervisor`` kind through a test driver that keeps the loops driver's contract (real opencode workers)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from agents import ASKED, OPENCODE, arm_table, opencode_config, priced, prices_table, summed
+from gitrepos import commit, git
+from scripted_model import ScriptedModel
+
+XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+DRIVER = Path(__file__).with_name("loops_driver.py")
+FIXED_MUL = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+DRIVER_MODEL = "scripted/driver-model"
+
+
+@pytest.fixture
+def loops(tmp_path_factory):
+    """A loops checkout holding the test driver as its shim; returns (path, commit)."""
+    repo = tmp_path_factory.mktemp("loops")
+    git(repo, "init", "-q", "-b", "main")
+    sha = commit(repo, {"driver/run_supervisor.py": DRIVER.read_text()}, "driver")
+    return repo, sha
+
+
+def supervisor(suite, loops, plan, name="SUP", **settings):
+    repo, _ = loops
+    plan_file = suite.path / f"{name.lower()}-plan.json"
+    plan_file.write_text(json.dumps({"opencode": OPENCODE, **plan}))
+    return arm_table(
+        name, "supervisor", loops_repo=str(repo), shim=str(repo / "driver/run_supervisor.py"),
+        extension=str(plan_file), command=[sys.executable, "{shim}", "{extension}", "{workspace}", "{params}"],
+        worker_model=ASKED, driver_model=DRIVER_MODEL, opencode=OPENCODE, **settings,
+    )
+
+
+@pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
+@pytest.mark.parametrize("xdist", XDIST)
+def test_supervisor_cell_reports_workers_subtasks_and_recovered_spend(suite, calc, loops, xdist):
+    usages = {
+        "SUBTASK-1": [{"prompt_tokens": 4000, "completion_tokens": 70, "reasoning_tokens": 10},
+                      {"prompt_tokens": 4200, "completion_tokens": 9, "cached_tokens": 4000}],
+        "SUBTASK-2": [{"prompt_tokens": 2500, "completion_tokens": 30}],
+    }
+    script = {"by_marker": {
+        "SUBTASK-1": [
+            {"tool_calls": [{"name": "write", "arguments": {"filePath": "calc/ops.py", "content": FIXED_MUL}}],
+             "usage": usages["SUBTASK-1"][0]},
+            {"content": "mul fixed", "usage": usages["SUBTASK-1"][1]},
+        ],
+        "SUBTASK-2": [{"content": "nothing to change", "usage": usages["SUBTASK-2"][0]}],
+    }}
+    plan = {"workers": [{"label": "fix mul in calc/ops.py", "marker": "SUBTASK-1"},
+                        {"label": "review the change", "marker": "SUBTASK-2"}],
+            "final": "completed", "spent": {"tokens": 5000, "usd": 0.02},
+            "worker_args": ["--print-logs", "--log-level", "INFO"]}
+    suite.instances([calc.row()])
+    with ScriptedModel(script) as model:
+        (suite.path / "oc.json").write_text(json.dumps(opencode_config(model.base_url)))
+        suite.arms_toml = supervisor(suite, loops, plan, config="oc.json") + prices_table()
+        result = suite.run("--arena-arms=SUP", *xdist)
+    result.assert_outcomes(passed=1)
+    (row,) = suite.ledger()
+    out = suite.path / "arena-out" / row["run_dir"]
+    assert row["status"] == "resolved"
+    patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
+    assert "return a * b" in patch and ".loops" not in patch
+
+    run = row["details"]["supervisor"]
+    assert run["status"] == "completed" and run["verdict"] == "pass" and run["delivered"] is True
+    assert (run["spawned"], run["workers"], run["settled"]) == (3, 2, 3)
+    assert run["subtasks"] == ["fix mul in calc/ops.py", "review the change"]
+    assert len(run["worker_cwds"]) == 2 and run["settled_tokens"] == 0  # CLI workers report nothing ...
+    workers = summed(usages["SUBTASK-1"] + usages["SUBTASK-2"])
+    recovered = row["details"]["recovered_worker_spend"]  # ... the store knows
+    assert recovered["sessions"] == 2
+    assert recovered["input_tokens"] == workers["input_tokens"]
+    assert recovered["output_tokens"] == workers["output_tokens"] + workers["reasoning_tokens"]
+    assert {k: row["usage"][k] for k in workers} == workers
+    assert row["usage"]["cost_usd"] == pytest.approx(priced(workers) + 0.02)
+    assert row["usage"]["cost_source"] == "priced"
+    assert row["models"][DRIVER_MODEL]["cost_usd"] == 0.02
+    assert row["models"][ASKED]["cost_usd"] == pytest.approx(priced(workers))
+    assert row["asked_model"] == row["served_model"] == ASKED
+
+    assert row["provenance"]["loops_commit"] == loops[1]
+    assert row["provenance"]["env_knobs"] == {"WORKER_BACKEND": "cli", "LOOPS_WORKER_HARNESS": "opencode",
+                                              "LOOPS_BRAIN_RETRIES": "30", "DRIVER_DEADLINE_MS": "2600000"}
+    params = json.loads((out / "params.json").read_text())
+    assert params == {"task": calc.row()["problem_statement"], "workspaceDir": params["workspaceDir"],
+                      "budget": 40, "verifyCmd": calc.row()["verify"], "workerModel": ASKED,
+                      "driverModel": DRIVER_MODEL, "maxSandboxes": 4, "maxUsd": 8, "maxDepth": 3}
+    start = json.loads((out / "brain.jsonl").read_text().splitlines()[0])
+    assert start["cwd"] == str(loops[0]) and start["knobs"] == row["provenance"]["env_knobs"]
+    assert "status=completed" in (out / "driver.log").read_text()
+
+
+def test_supervisor_failures_are_arm_errors_and_unknown_spend_is_null(suite, calc, loops):
+    suite.instances([calc.row()])
+    suite.arms_toml = (
+        # ends "failed" after fixing the bug itself: never scored from that partial work
+        supervisor(suite, loops, {"final": "failed", "direct_edit": {"calc/ops.py": FIXED_MUL},
+                                  "spent": {"tokens": 10, "usd": 0.001}}, name="SUPFAIL")
+        + supervisor(suite, loops, {"sleep": 120}, name="SUPSLOW", timeout=3,
+                     env={"DRIVER_CANCEL_TIMEOUT_MS": "500"})
+        # workers that leave no opencode store behind: their spend is unknown (null), not 0
+        + supervisor(suite, loops, {"opencode": "/bin/true", "workers": [{"label": "w", "marker": "M"}],
+                                    "spent": {"tokens": 10, "usd": 0.001}}, name="SUPNODB")
+    )
+    result = suite.run("--arena-arms=SUPFAIL,SUPSLOW,SUPNODB")
+    result.assert_outcomes(failed=3)
+    rows = {row["arm"]: row for row in suite.ledger()}
+
+    failed = rows["SUPFAIL"]
+    assert failed["status"] == "arm_error"
+    assert failed["error"] == "the supervisor driver exited with status 1 (supervisor state failed)"
+    assert not failed["patch_scored"] and failed["verify"] is None and failed["patch_file"] is None
+    assert failed["usage"]["cost_usd"] == 0.001  # the driver's own spend; no workers ran
+
+    slow = rows["SUPSLOW"]
+    assert slow["status"] == "arm_error"
+    assert slow["error"] == "the supervisor driver did not finish within 3 s (supervisor state cancelled)"
+    assert slow["phases"]["arm"] < 3 + 5
+
+    nodb = rows["SUPNODB"]
+    assert nodb["status"] == "unresolved" and nodb["error"] == "empty patch"
+    assert nodb["details"]["recovered_worker_spend"] is None
+    assert nodb["usage"]["input_tokens"] is None and nodb["usage"]["cost_usd"] is None
+    assert nodb["usage"]["cost_source"] == "unknown"
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"loops_repo": "nowhere"}, "field 'loops_repo': */nowhere is not a directory"),
+    ({"shim": "missing.mjs"}, "field 'shim': the command uses {shim}, so 'shim' must name the driver shim file*"),
+    ({"env": {"DRIVER_CANCEL_TIMEOUT_MS": "soon"}},
+     "field 'env': DRIVER_CANCEL_TIMEOUT_MS = 'soon' is not a positive*"),
+    ({"command": ["node", "{script}"]}, "field 'command': unknown placeholder {script}; known: {shim}, *"),
+    ({"worker_model": None}, "field 'worker_model': is required (a string)"),
+])
+def test_bad_supervisor_settings_are_usage_errors(suite, calc, loops, settings, message):
+    repo, _ = loops
+    table = {"loops_repo": str(repo), "shim": str(repo / "driver/run_supervisor.py"), "worker_model": ASKED,
+             "driver_model": DRIVER_MODEL, "opencode": OPENCODE or "/bin/true", **settings}
+    suite.instances([calc.row()])
+    suite.arms_toml = arm_table("SUP", "supervisor", **{k: v for k, v in table.items() if v is not None})
+    result = suite.run("--arena-arms=SUP", subprocess=False)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*[[]tool.swe_arena.arms.SUP[]]: {message}"])
+
+
+def test_a_loops_repo_without_commits_is_a_usage_error(suite, calc, tmp_path):
+    git(tmp_path, "init", "-q")
+    suite.instances([calc.row()])
+    suite.arms_toml = arm_table("SUP", "supervisor", loops_repo=str(tmp_path), command=["x"], worker_model=ASKED,
+                                driver_model=DRIVER_MODEL, opencode=OPENCODE or "/bin/true")
+    result = suite.run("--arena-arms=SUP", subprocess=False)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*field 'loops_repo': {tmp_path} is not a git checkout with a commit*"])
