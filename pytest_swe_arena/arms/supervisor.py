@@ -84,6 +84,10 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
     return events
 
 
+def _table(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _number(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -104,7 +108,7 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
     if isinstance(state, dict):
         run.status = state.get("status") if isinstance(state.get("status"), str) else None
         run.verdict = state.get("verdict") if isinstance(state.get("verdict"), str) else None
-        result = state.get("result") if isinstance(state.get("result"), dict) else {}
+        result = _table(state.get("result"))
         run.delivered = result.get("delivered") if isinstance(result.get("delivered"), bool) else None
         tokens, usd = result.get("spentTokens"), result.get("spentUsd")
         run.spent_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
@@ -123,8 +127,7 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
             if event.get("kind") == "started" and isinstance(event.get("cwd"), str):
                 run.worker_cwds.append(event["cwd"])
             elif event.get("kind") == "settled":
-                spend = event.get("spend") if isinstance(event.get("spend"), dict) else {}
-                tokens = spend.get("tokens") if isinstance(spend.get("tokens"), dict) else {}
+                tokens = _table(_table(event.get("spend")).get("tokens"))
                 run.settled_tokens += _number(tokens.get("input")) + _number(tokens.get("output"))
     return run
 
