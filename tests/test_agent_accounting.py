@@ -1,0 +1,132 @@
+"""Pure pieces of the agent arms: stream tallies, prices, sums, the store reader, supervisor artifacts, caps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_swe_arena.arms.agent import Secrets, SpendCap
+from pytest_swe_arena.arms.base import ArmConfigError
+from pytest_swe_arena.arms.supervisor import cancel_grace, read_supervisor_run
+from pytest_swe_arena.usage import StreamFollower, Usage, add_usages, price_tokens, read_sessions, read_stream
+
+PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+
+
+def step(input_tokens, output, reasoning=0, read=0, write=0, cost=0.0):
+    total = input_tokens + output + reasoning + read + write
+    return json.dumps({"type": "step_finish", "sessionID": "ses_1", "part": {
+        "type": "step-finish", "reason": "stop", "cost": cost,
+        "tokens": {"total": total, "input": input_tokens, "output": output, "reasoning": reasoning,
+                   "cache": {"read": read, "write": write}}}})
+
+
+def test_stream_tally_sums_steps_and_keeps_the_largest_context(tmp_path):
+    stream = tmp_path / "events.jsonl"
+    stream.write_text("\n".join([
+        json.dumps({"type": "step_start", "sessionID": "ses_1", "part": {}}),
+        step(900, 29, 11, 300, cost=0.00339),
+        "not json: a wrapper's noise",
+        step(400, 45, read=1900, cost=0.002445),
+        json.dumps({"type": "error", "sessionID": "ses_1", "error": {"name": "APIError", "data": {"message": "boom"}}}),
+    ]) + "\n")
+    tally = read_stream(stream)
+    assert tally.usage() == Usage(1300, 74, 11, 2200, 0, 2, 2345, 0.005835, "reported")
+    assert tally.errors == ["boom"] and tally.session_id == "ses_1"
+
+
+def test_follower_reads_only_complete_lines(tmp_path):
+    stream = tmp_path / "events.jsonl"
+    line = step(100, 10)
+    stream.write_text(line[:30])
+    follower = StreamFollower(stream)
+    assert follower.poll().steps == 0
+    stream.write_text(line + "\n" + line[:10])
+    assert follower.poll().steps == 1
+    with open(stream, "a") as out:
+        out.write(line[10:] + "\n")
+    assert follower.poll().steps == 2
+    assert StreamFollower(tmp_path / "missing").poll().steps == 0
+
+
+def test_cost_sources():
+    spent = Usage(1000, 100, 10, 500, 0, 1, 1610, 0.0, "reported")
+    assert spent.priced(PRICE) == Usage(1000, 100, 10, 500, 0, 1, 1610, pytest.approx(0.00480), "priced")
+    assert Usage(1000, 100, 10, 500, 0, 1, 1610, 0.5, "reported").priced(PRICE).cost_source == "reported"
+    assert spent.priced(None).cost_usd is None and spent.priced(None).cost_source == "unknown"  # 0 is not believed
+    assert Usage(0, 0, 0, 0, 0, 0, 0, 0.0).priced(None) == Usage(0, 0, 0, 0, 0, 0, 0, 0.0, "reported")
+    assert Usage().priced(PRICE) == Usage(cost_source="unknown")
+    # tokens of a kind the table has no price for: not priceable
+    assert price_tokens(Usage(10, 10, 0, 0, 5), {"input": 1.0, "output": 1.0}) is None
+    assert price_tokens(Usage(10, 10, 0, 0, 0), {"input": 1.0, "output": 1.0}) == pytest.approx(20 / 1e6)
+
+
+def test_sums_are_unknown_as_soon_as_a_part_is():
+    known = Usage(10, 5, 0, 0, 0, 1, 15, 0.01, "reported")
+    priced = Usage(20, 5, 1, 0, 0, 2, 40, 0.02, "priced")
+    total = add_usages([known, priced])
+    assert total == Usage(30, 10, 1, 0, 0, 3, 40, pytest.approx(0.03), "priced")
+    unknown = add_usages([known, Usage(10, 5, 0, 0, 0, 1, 15, None, "unknown")])
+    assert unknown.cost_usd is None and unknown.cost_source == "unknown" and unknown.input_tokens == 20
+
+
+def test_an_unreadable_store_is_none_not_zero(tmp_path):
+    assert read_sessions(tmp_path / "missing.db") is None
+    corrupt = tmp_path / "opencode.db"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    assert read_sessions(corrupt) is None
+    import sqlite3
+
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    assert read_sessions(empty) is None  # no session table
+
+
+def test_spend_cap_prices_a_stream_that_reports_no_cost():
+    cap = SpendCap(max_usd=0.01, max_tokens=None, price=PRICE)
+    assert cap.exceeded(Usage(3000, 10, 0, 0, 0, 1, 0, 0.0)) is None
+    assert cap.exceeded(Usage(3000, 100, 0, 0, 0, 1, 0, 0.0)) == "spent $0.010500, over max_usd $0.01"
+    tokens = SpendCap(max_usd=None, max_tokens=1000, price=None)
+    assert tokens.exceeded(Usage(900, 101, 0, 5000, 0)) == "spent 1,001 tokens, over max_tokens 1,000"
+
+
+def test_secrets_wrap_runs_dotenvx_from_the_secrets_dir(tmp_path):
+    secrets = Secrets(tmp_path, ("a.env", "b.env"), "/bin/dotenvx")
+    argv, cwd = secrets.wrap(["opencode", "run"], Path("/ws"))
+    assert cwd == tmp_path
+    assert argv == ["/bin/dotenvx", "run", "--quiet", "--strict", "-f", "a.env", "-f", "b.env", "--",
+                    "env", "-C", "/ws", "opencode", "run"]
+
+
+def test_kill_grace_is_the_cancel_timeout_plus_ten_seconds():
+    assert cancel_grace({}, "here") == 40.0
+    assert cancel_grace({"DRIVER_CANCEL_TIMEOUT_MS": "45000"}, "here") == 55.0
+    with pytest.raises(ArmConfigError, match="here: field 'env': DRIVER_CANCEL_TIMEOUT_MS = '0' is not a positive"):
+        cancel_grace({"DRIVER_CANCEL_TIMEOUT_MS": "0"}, "here")
+
+
+def test_supervisor_artifacts(tmp_path):
+    assert read_supervisor_run(tmp_path).status is None
+    run_dir = tmp_path / ".loops" / "supervisor" / "sup-1-abc"
+    (run_dir / "workers").mkdir(parents=True)
+    (run_dir / "state.json").write_text('{"status": "compl')  # killed mid-write
+    run = read_supervisor_run(tmp_path)
+    assert (run.id, run.status, run.spent_usd, run.delivered) == ("sup-1-abc", None, None, None)
+    (run_dir / "state.json").write_text(json.dumps(
+        {"status": "completed", "verdict": "pass", "result": {"delivered": True, "spentTokens": 70, "spentUsd": 0.5}}))
+    (run_dir / "journal.jsonl").write_text("\n".join(json.dumps(e) for e in [
+        {"kind": "spawned", "id": "sup-1-abc", "label": "root"},
+        {"kind": "spawned", "id": "w1", "parent": "sup-1-abc", "label": "x" * 150},
+        {"kind": "settled", "id": "w1"},
+    ]) + "\n{torn")
+    (run_dir / "workers" / "w1.ndjson").write_text("\n".join(json.dumps(e) for e in [
+        {"kind": "started", "cwd": "/sandboxes/w1"},
+        {"kind": "settled", "spend": {"tokens": {"input": 7, "output": 3}}},
+    ]))
+    run = read_supervisor_run(tmp_path)
+    assert (run.status, run.verdict, run.delivered, run.spent_tokens, run.spent_usd) == (
+        "completed", "pass", True, 70, 0.5)
+    assert (run.spawned, run.workers, run.settled, run.subtasks) == (2, 1, 1, ["x" * 100])
+    assert run.worker_cwds == ["/sandboxes/w1"] and run.settled_tokens == 10
