@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -204,3 +207,32 @@ def test_a_missing_secrets_file_is_a_usage_error(suite, calc, tmp_path):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         [f"*[[]tool.swe_arena.arms.SOLO[]]: field 'secrets': env file 'nope.env' is not in {tmp_path}*"])
+
+
+def test_ctrl_c_during_an_opencode_cell_stops_it_without_orphans(suite, calc):
+    mark = uuid.uuid4().hex
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {
+            "command": "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started", "description": "detach"}}]},
+        {"mode": "hang"},
+    ]
+    suite.instances([calc.row()])
+    with ScriptedModel(script) as model:
+        suite.arms_toml = solo(suite, model, env={"ARENA_TEST_MARK": mark})
+        suite.write_config()
+        with open(suite.path / "sweep.log", "w") as log:
+            sweep = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--arena-arms=SOLO"],
+                                     cwd=suite.path, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                model.wait_for_requests(2, timeout=120)  # the grandchild runs, the model hangs
+                assert processes_with("ARENA_TEST_MARK", mark)
+                sweep.send_signal(signal.SIGINT)
+                returncode = sweep.wait(timeout=60)
+
+            finally:
+                if sweep.poll() is None:
+                    sweep.kill()
+    assert returncode == pytest.ExitCode.INTERRUPTED, (suite.path / "sweep.log").read_text()[-3000:]
+    assert processes_with("ARENA_TEST_MARK", mark) == []
+    (row,) = suite.ledger()
+    assert row["status"] == "interrupted"
