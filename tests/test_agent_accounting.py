@@ -130,3 +130,29 @@ def test_supervisor_artifacts(tmp_path):
         "completed", "pass", True, 70, 0.5)
     assert (run.spawned, run.workers, run.settled, run.subtasks) == (2, 1, 1, ["x" * 100])
     assert run.worker_cwds == ["/sandboxes/w1"] and run.settled_tokens == 10
+
+
+def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
+    from pytest_swe_arena.arms.agent import OpencodeHome
+    from pytest_swe_arena.arms.base import CellRequest
+    from pytest_swe_arena.cell import create_cell_environment
+
+    auth = tmp_path / "auth.json"
+    auth.write_text('{"p": {"type": "api", "key": "k"}}')
+    shared = tmp_path / "shared-packages"
+    home = OpencodeHome('{"provider": {}}', "test", auth, shared, "1.18.33")
+    cells = [create_cell_environment(tmp_path / f"cell{n}", base={"PATH": "/usr/bin"}) for n in (1, 2)]
+    for cell in cells:
+        home.install(CellRequest(instance=None, workspace=None, cell=cell, trial=1))  # type: ignore[arg-type]
+        config_dir = Path(cell.variables["XDG_CONFIG_HOME"]) / "opencode"
+        assert Path(cell.variables["OPENCODE_CONFIG"]).read_text() == '{"provider": {}}'
+        lock = json.loads((config_dir / "package-lock.json").read_text())
+        assert lock["packages"][""]["dependencies"] == {"@opencode-ai/plugin": "1.18.33"}
+        assert (config_dir / "node_modules").is_dir()
+        copied = Path(cell.variables["XDG_DATA_HOME"]) / "opencode" / "auth.json"
+        assert copied.read_text() == auth.read_text() and copied.stat().st_mode & 0o777 == 0o600
+        # provider packages opencode installs land in one shared directory, not in each cell
+        packages = Path(cell.variables["XDG_CACHE_HOME"]) / "opencode" / "packages"
+        assert packages.is_symlink() and packages.resolve() == shared.resolve()
+        assert list(cell.run_dir.iterdir()) == []
+    assert home.provenance["opencode_config_sha256"] and "provider" not in json.dumps(home.provenance)

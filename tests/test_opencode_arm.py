@@ -236,3 +236,26 @@ def test_ctrl_c_during_an_opencode_cell_stops_it_without_orphans(suite, calc):
     assert processes_with("ARENA_TEST_MARK", mark) == []
     (row,) = suite.ledger()
     assert row["status"] == "interrupted"
+
+
+def test_the_users_config_and_auth_reach_the_cell(suite, calc, tmp_path, monkeypatch):
+    """No ``config`` setting: OPENCODE_CONFIG_CONTENT is used; the API key comes only from the user's auth.json."""
+    key = f"sk-{uuid.uuid4().hex}"
+    data_home = tmp_path / "user-data"
+    (data_home / "opencode").mkdir(parents=True)
+    (data_home / "opencode" / "auth.json").write_text(json.dumps({"scripted": {"type": "api", "key": key}}))
+    monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
+    suite.instances([calc.row()])
+    with ScriptedModel(fix_turns([{"prompt_tokens": 700, "completion_tokens": 20}] * 2), api_key=key) as model:
+        config = opencode_config(model.base_url)
+        del config["provider"]["scripted"]["options"]["apiKey"]
+        monkeypatch.setenv("OPENCODE_CONFIG_CONTENT", json.dumps(config))
+        suite.arms_toml = arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE)
+        result = suite.run("--arena-arms=SOLO")
+        kinds = [r["kind"] for r in model.chat_requests()]
+    result.assert_outcomes(passed=1)
+    assert kinds == ["turn", "turn"]
+    (row,) = suite.ledger()
+    assert row["provenance"]["opencode_config"] == "OPENCODE_CONFIG_CONTENT"
+    leaks = [p for p in (suite.path / "arena-out").rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert leaks == []
