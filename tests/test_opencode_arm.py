@@ -24,6 +24,7 @@ from agents import (
     summed,
 )
 from scripted_model import ScriptedModel
+from test_sweep import ledger_validator
 
 pytestmark = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
 
@@ -68,6 +69,8 @@ def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
     assert sorted(r["kind"] for r in requests) == ["turn"] * 4  # --title: no hidden title request
     ledger = {row["instance_id"]: row for row in suite.ledger()}
     dbs = set()
+    for ledger_row in suite.ledger():
+        ledger_validator().validate(ledger_row)
     for key, turns in usages.items():
         row = ledger[f"demo__{key}"]
         assert row["status"] == "resolved"

@@ -10,6 +10,7 @@ import pytest
 from agents import ASKED, OPENCODE, arm_table, opencode_config, priced, prices_table, summed
 from gitrepos import commit, git
 from scripted_model import ScriptedModel
+from test_sweep import ledger_validator
 
 XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
 DRIVER = Path(__file__).with_name("loops_driver.py")
@@ -66,6 +67,8 @@ def test_supervisor_cell_reports_workers_subtasks_and_recovered_spend(suite, cal
     (row,) = suite.ledger()
     out = suite.path / "arena-out" / row["run_dir"]
     assert row["status"] == "resolved"
+    for ledger_row in suite.ledger():
+        ledger_validator().validate(ledger_row)
     patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
     assert "return a * b" in patch and ".loops" not in patch
 
