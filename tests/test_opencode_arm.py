@@ -49,30 +49,53 @@ def fix_turns(marker_usage):
     ]
 
 
+def bundled_row(suite, instance_id):
+    rows = [json.loads(line) for line in (REPO_ROOT / "instances/suite.jsonl").read_text().splitlines()]
+    (row,) = [row for row in rows if row["instance_id"] == instance_id]
+    bundle = row["source"]["bundle"]
+    (suite.path / "instances" / bundle).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / "instances" / bundle, suite.path / "instances" / bundle)
+    return row
+
+
 @pytest.mark.parametrize("xdist", XDIST)
 def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
+    """A bundled instance and a calc instance, fixed through opencode's edit tool, each in its own cell."""
+    bundled = bundled_row(suite, "arena__dateranges-41")
+    calc_row = calc.row(problem_statement="[calc] calc.mul(3, 4) returns 7, expected 12.")
+    suite.instances([bundled, calc_row])
     usages = {
-        "calc-1": [{"prompt_tokens": 2000, "completion_tokens": 60, "reasoning_tokens": 20},
-                   {"prompt_tokens": 2300, "completion_tokens": 15, "cached_tokens": 1900}],
-        "calc-2": [{"prompt_tokens": 5000, "completion_tokens": 90},
-                   {"prompt_tokens": 5400, "completion_tokens": 7, "cached_tokens": 4800, "reasoning_tokens": 3}],
+        bundled["instance_id"]: [{"prompt_tokens": 2000, "completion_tokens": 60, "reasoning_tokens": 20},
+                                 {"prompt_tokens": 2300, "completion_tokens": 15, "cached_tokens": 1900}],
+        calc_row["instance_id"]: [{"prompt_tokens": 5000, "completion_tokens": 90},
+                                  {"prompt_tokens": 5400, "completion_tokens": 7, "cached_tokens": 4800,
+                                   "reasoning_tokens": 3}],
     }
-    rows = [calc.row(f"demo__{key}", problem_statement=f"[{key}] calc.mul(3, 4) returns 7, expected 12.")
-            for key in usages]
-    suite.instances(rows)
-    script = {"by_marker": {f"[{key}]": fix_turns(turns) for key, turns in usages.items()}}
+    fixes = {bundled["instance_id"]: edit_calls(bundled["patch"]), calc_row["instance_id"]: edit_calls(calc.patch)}
+    markers = {bundled["instance_id"]: bundled["problem_statement"][:40], calc_row["instance_id"]: "[calc]"}
+    script = {"by_marker": {
+        markers[iid]: [{"tool_calls": fixes[iid], "usage": turns[0]}, {"content": "Fixed.", "usage": turns[1]}]
+        for iid, turns in usages.items()
+    }}
     with ScriptedModel(script) as model:
         suite.arms_toml = solo(suite, model) + prices_table()
         result = suite.run("--arena-arms=SOLO", *xdist)
         requests = model.chat_requests()
+        reported = model.usage_total
     result.assert_outcomes(passed=2)
     assert sorted(r["kind"] for r in requests) == ["turn"] * 4  # --title: no hidden title request
-    ledger = {row["instance_id"]: row for row in suite.ledger()}
-    dbs = set()
-    for ledger_row in suite.ledger():
-        ledger_validator().validate(ledger_row)
-    for key, turns in usages.items():
-        row = ledger[f"demo__{key}"]
+    rows = suite.ledger()
+    for row in rows:
+        ledger_validator().validate(row)
+    # the ledger's tokens are what the endpoint reported
+    assert sum(row["usage"]["input_tokens"] + row["usage"]["cache_read_tokens"] for row in rows) \
+        == reported["prompt_tokens"]
+    assert sum(row["usage"]["output_tokens"] + row["usage"]["reasoning_tokens"] for row in rows) \
+        == reported["completion_tokens"]
+    ledger = {row["instance_id"]: row for row in rows}
+    assert (suite.path / "arena-out" / ledger[bundled["instance_id"]]["patch_file"]).read_text() == bundled["patch"]
+    for iid, turns in usages.items():
+        row = ledger[iid]
         assert row["status"] == "resolved"
         expected = summed(turns)
         assert {k: row["usage"][k] for k in expected} == expected  # its own spend, not the other cell's
@@ -84,39 +107,28 @@ def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
         assert row["asked_model"] == row["served_model"] == ASKED and not row["model_mismatch"]
         assert row["provenance"]["agent"] == "opencode" and row["provenance"]["agent_version"] == "1.18.33"
         assert row["details"]["stream"]["input_tokens"] == expected["input_tokens"]
-        (session,) = row["details"]["sessions"]
-        dbs.add(session["id"])
+        (session,) = row["details"]["sessions"]  # a private database: only this cell's session in it
+        assert session["model"] == ASKED
         out = suite.path / "arena-out" / row["run_dir"]
         prompt = (out / "prompt.txt").read_text()
-        assert prompt.startswith(f"[{key}] calc.mul") and "Work only inside your current working directory" in prompt
+        assert prompt.startswith(markers[iid]) and "Work only inside your current working directory" in prompt
         assert '"type":"step_finish"' in (out / "events.jsonl").read_text()
-        assert "return a * b" in (suite.path / "arena-out" / row["patch_file"]).read_text()
-    assert len(dbs) == 2
     if xdist:
-        assert {row["worker"] for row in ledger.values()} <= {"gw0", "gw1"}
+        assert {row["worker"] for row in rows} <= {"gw0", "gw1"}
 
 
 def test_timeout_leaves_no_process_behind(suite, calc):
-    """The agent leaves a setsid'd grandchild behind, then its endpoint never answers: timeout, no orphan."""
+    """The endpoint never answers: the cell times out after the arm's timeout and none of its processes survive."""
     mark = uuid.uuid4().hex
-    script = [
-        {"tool_calls": [{"name": "bash", "arguments": {
-            "command": "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started", "description": "detach"}}]},
-        {"mode": "hang"},
-    ]
     suite.instances([calc.row()])
-    with ScriptedModel(script) as model:
-        suite.arms_toml = solo(suite, model, timeout=20, grace=2, env={"ARENA_TEST_MARK": mark})
+    with ScriptedModel([{"mode": "hang"}]) as model:
+        suite.arms_toml = solo(suite, model, timeout=8, grace=2, env={"ARENA_TEST_MARK": mark})
         result = suite.run("--arena-arms=SOLO")
-        modes = [r["mode"] for r in model.chat_requests()]
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*TIMEOUT*opencode did not finish within 20 s*"])
+    result.stdout.fnmatch_lines(["*TIMEOUT*opencode did not finish within 8 s*"])
     (row,) = suite.ledger()
     assert row["status"] == "timeout" and not row["patch_scored"] and row["verify"] is None
-    assert modes[0] == "normal"
-    events = (suite.path / "arena-out" / row["run_dir"] / "events.jsonl").read_text()
-    assert '"tool":"bash"' in events  # the grandchild was started
-    assert 20 <= row["phases"]["arm"] < 20 + 2 + 5
+    assert 8 <= row["phases"]["arm"] < 8 + 2 + 5
     assert processes_with("ARENA_TEST_MARK", mark) == []
 
 
@@ -144,39 +156,6 @@ def test_spend_cap_stops_the_agent_mid_run(suite, calc):
     assert (suite.path / "arena-out" / row["run_dir"] / "partial.patch").is_file()
 
 
-def bundled_row(suite, instance_id):
-    rows = [json.loads(line) for line in (REPO_ROOT / "instances/suite.jsonl").read_text().splitlines()]
-    (row,) = [row for row in rows if row["instance_id"] == instance_id]
-    bundle = row["source"]["bundle"]
-    (suite.path / "instances" / bundle).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO_ROOT / "instances" / bundle, suite.path / "instances" / bundle)
-    return row
-
-
-def test_bundled_instance_resolved_through_edit_tools(suite):
-    row = bundled_row(suite, "arena__dateranges-41")
-    suite.instances([row])
-    usage = [{"prompt_tokens": 3100, "completion_tokens": 80, "reasoning_tokens": 30},
-             {"prompt_tokens": 3300, "completion_tokens": 10, "cached_tokens": 3000}]
-    script = [{"tool_calls": edit_calls(row["patch"]), "usage": usage[0]}, {"content": "Fixed.", "usage": usage[1]}]
-    with ScriptedModel(script) as model:
-        suite.arms_toml = solo(suite, model) + prices_table()
-        result = suite.run("--arena-arms=SOLO")
-        reported = model.usage_total
-    result.assert_outcomes(passed=1)
-    (ledger_row,) = suite.ledger()
-    assert ledger_row["status"] == "resolved"
-    assert (suite.path / "arena-out" / ledger_row["patch_file"]).read_text() == row["patch"]
-    expected = summed(usage)
-    # the ledger's tokens are what the endpoint reported
-    assert expected["input_tokens"] + expected["cache_read_tokens"] == reported["prompt_tokens"]
-    assert ledger_row["usage"]["input_tokens"] + ledger_row["usage"]["cache_read_tokens"] == reported["prompt_tokens"]
-    assert (ledger_row["usage"]["output_tokens"] + ledger_row["usage"]["reasoning_tokens"]
-            == reported["completion_tokens"])
-    assert ledger_row["usage"]["cost_source"] == "priced"
-    assert ledger_row["usage"]["cost_usd"] == pytest.approx(priced(expected))
-
-
 def test_secrets_reach_the_agent_only(suite, calc, tmp_path):
     """The API key lives in an env file read by dotenvx; the out dir never holds it, verify never sees it."""
     secret = f"sk-{uuid.uuid4().hex}"
@@ -191,9 +170,10 @@ def test_secrets_reach_the_agent_only(suite, calc, tmp_path):
         suite.arms_toml = arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE, config="oc.json",
                                     secrets={"dir": str(secrets), "files": ["model.env"], "dotenvx": DOTENVX})
         result = suite.run("--arena-arms=SOLO", "-n", "2")
-        kinds = [r["kind"] for r in model.chat_requests()]
+        requests = model.chat_requests()
     result.assert_outcomes(passed=1)
-    assert kinds == ["turn", "turn"]  # authorized: the agent saw the key
+    assert [r["kind"] for r in requests] == ["turn", "turn"]  # authorized: the agent saw the key
+    assert requests[0]["messages"][-1]["content"].startswith("calc.mul(3, 4) returns 7")  # stdin passed through
     (ledger_row,) = suite.ledger()
     assert ledger_row["provenance"]["secrets"] == {"dir": str(secrets), "files": ["model.env"]}
     leaks = [path for path in (suite.path / "arena-out").rglob("*")
@@ -213,6 +193,7 @@ def test_a_missing_secrets_file_is_a_usage_error(suite, calc, tmp_path):
 
 
 def test_ctrl_c_during_an_opencode_cell_stops_it_without_orphans(suite, calc):
+    """The agent leaves a setsid'd grandchild (bash tool), its model hangs, the user hits Ctrl-C."""
     mark = uuid.uuid4().hex
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {

@@ -1,0 +1,124 @@
+"""Harness overhead of an opencode (SOLO) cell, against the same opencode run made by hand.
+
+Baseline: ``opencode run`` started directly in a private HOME/XDG tree with a
+fresh database, the same config and the scripted model (tests/scripted_model.py)
+answering one step; measured ``--cells`` times. Arena: a sweep of ``--cells``
+instances with a SOLO arm on the same endpoint (``-p no:xdist``); its ledger's
+``phases.arm`` is the arm's time per cell. The overhead per cell is the median
+arm time minus the median baseline: the opencode home install, process-group
+control and reaping, following the stream and reading the store. Both sides
+run in the same process on the same machine, so the ratio compares across
+machines.
+
+    python bench/opencode_cell.py --cells 5 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from agents import ASKED, OPENCODE, arm_table, opencode_config  # noqa: E402
+from gitrepos import calc_project, git, write_jsonl  # noqa: E402
+from scripted_model import ScriptedModel  # noqa: E402
+
+from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV, agent_version  # noqa: E402
+
+
+def bare_run(root: Path, repo: Path, config: Path, version: str) -> float:
+    """One hand-made opencode run in a fresh private tree; returns its wall seconds."""
+    dirs = {name: root / name for name in ("home", "config", "data", "cache", "state", "runtime", "tmp")}
+    for directory in dirs.values():
+        directory.mkdir(parents=True, mode=0o700)
+    seed = dirs["config"] / "opencode"
+    (seed / "node_modules").mkdir(parents=True)
+    dependencies = {"@opencode-ai/plugin": version}
+    (seed / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+    (seed / "package-lock.json").write_text(json.dumps(
+        {"name": "opencode", "lockfileVersion": 3, "requires": True, "packages": {"": {"dependencies": dependencies}}}))
+    workspace = root / "workspace"
+    git(repo, "clone", "-q", "--shared", str(repo), str(workspace))
+    (root / "prompt.txt").write_text("calc.mul(3, 4) returns 7, expected 12.")
+    env = {
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]]), "PWD": str(workspace),
+        "HOME": str(dirs["home"]), "XDG_CONFIG_HOME": str(dirs["config"]), "XDG_DATA_HOME": str(dirs["data"]),
+        "XDG_CACHE_HOME": str(dirs["cache"]), "XDG_STATE_HOME": str(dirs["state"]),
+        "XDG_RUNTIME_DIR": str(dirs["runtime"]), "TMPDIR": str(dirs["tmp"]), "OPENCODE_CONFIG": str(config),
+        "OPENCODE_DB": str(dirs["data"] / "opencode.db"), **OPENCODE_QUIET_ENV,
+    }
+    started = time.monotonic()
+    with open(root / "prompt.txt", "rb") as prompt, open(root / "events.jsonl", "wb") as events:
+        subprocess.run([OPENCODE, "run", "-m", ASKED, "--format", "json", "--title", "bench"], cwd=workspace,
+                       env=env, stdin=prompt, stdout=events, stderr=subprocess.DEVNULL, check=True)
+    return time.monotonic() - started
+
+
+def arena_sweep(root: Path, project_rows: list[dict[str, object]], config: Path) -> tuple[float, list[float]]:
+    """A SOLO sweep over the rows; returns (sweep wall seconds, the arm phase of each cell)."""
+    suite = root / "suite"
+    write_jsonl(suite / "instances" / "bench.jsonl", project_rows)
+    (suite / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n"
+        f'arena_cache = "{root / "cache"}"\n'
+        'addopts = "-p no:hypothesispytest -p no:benchmark"\n\n'
+        "[tool.swe_arena]\n"
+        + arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE, config=str(config))
+    )
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+                    "--arena-arms=SOLO"], cwd=suite, stdout=subprocess.DEVNULL, check=False)
+    wall = time.monotonic() - started
+    rows = [json.loads(line) for line in (suite / "arena-out" / "ledger.jsonl").read_text().splitlines()]
+    return wall, [row["phases"]["arm"] for row in rows]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cells", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if OPENCODE is None:
+        print("opencode not found (npm install)", file=sys.stderr)
+        return 2
+    root = Path(tempfile.mkdtemp(prefix="bench-opencode-"))
+    try:
+        project = calc_project(root / "repos")
+        version = agent_version(OPENCODE)
+        with ScriptedModel([]) as model:  # every request gets the fallback: one step, "done"
+            config = root / "opencode.json"
+            config.write_text(json.dumps(opencode_config(model.base_url)))
+            bare = [bare_run(root / f"bare{n}", project.repo, config, version) for n in range(args.cells)]
+            rows = [project.row(f"bench__calc-{n}") for n in range(args.cells)]
+            wall, arm = arena_sweep(root, rows, config)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    figures = {
+        "cells": args.cells,
+        "bare_opencode_run_s": round(statistics.median(bare), 3),
+        "arena_arm_phase_s": round(statistics.median(arm), 3),
+        "overhead_per_cell_s": round(statistics.median(arm) - statistics.median(bare), 3),
+        "arm_over_bare_ratio": round(statistics.median(arm) / statistics.median(bare), 3),
+        "arena_sweep_wall_per_cell_s": round(wall / args.cells, 3),
+        "bare_runs_s": [round(b, 3) for b in bare],
+        "arm_phases_s": [round(a, 3) for a in arm],
+    }
+    for name, value in figures.items():
+        print(f"{name:32} {value}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
