@@ -33,7 +33,9 @@ from agents import ASKED, OPENCODE, arm_table, opencode_config  # noqa: E402
 from gitrepos import calc_project, git, write_jsonl  # noqa: E402
 from scripted_model import ScriptedModel  # noqa: E402
 
+from pytest_swe_arena import proc  # noqa: E402
 from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV, agent_version  # noqa: E402
+from pytest_swe_arena.usage import read_sessions, read_stream  # noqa: E402
 
 
 def bare_run(root: Path, repo: Path, config: Path, version: str) -> float:
@@ -83,6 +85,26 @@ def arena_sweep(root: Path, project_rows: list[dict[str, object]], config: Path)
     return wall, [row["phases"]["arm"] for row in rows]
 
 
+def harness_steps(root: Path, repeats: int = 20) -> dict[str, float]:
+    """Median seconds of the harness's own per-cell steps, each beside the plain operation it wraps."""
+    def median_of(action: object) -> float:
+        times = []
+        for _ in range(repeats):
+            started = time.monotonic()
+            action()  # type: ignore[operator]
+            times.append(time.monotonic() - started)
+        return statistics.median(times)
+
+    log = root / "true.log"
+    bare = root / "bare0"
+    return {
+        "subprocess_run_true_s": median_of(lambda: subprocess.run(["true"], check=True)),
+        "proc_run_true_s": median_of(lambda: proc.run(["true"], cwd=root, env=dict(os.environ), stdout=log)),
+        "read_stream_and_store_s": median_of(lambda: (read_stream(bare / "events.jsonl"),
+                                                      read_sessions(bare / "data" / "opencode.db"))),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cells", type=int, default=5)
@@ -101,6 +123,7 @@ def main() -> int:
             bare = [bare_run(root / f"bare{n}", project.repo, config, version) for n in range(args.cells)]
             rows = [project.row(f"bench__calc-{n}") for n in range(args.cells)]
             wall, arm = arena_sweep(root, rows, config)
+        steps = harness_steps(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     figures = {
@@ -110,6 +133,7 @@ def main() -> int:
         "overhead_per_cell_s": round(statistics.median(arm) - statistics.median(bare), 3),
         "arm_over_bare_ratio": round(statistics.median(arm) / statistics.median(bare), 3),
         "arena_sweep_wall_per_cell_s": round(wall / args.cells, 3),
+        **{name: round(value, 4) for name, value in steps.items()},
         "bare_runs_s": [round(b, 3) for b in bare],
         "arm_phases_s": [round(a, 3) for a in arm],
     }
