@@ -20,7 +20,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class SupervisorRun:
     settled_tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {key: value for key, value in self.__dict__.items()}
+        return asdict(self)
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
