@@ -2,13 +2,14 @@
 
 Baseline: ``opencode run`` started directly in a private HOME/XDG tree with a
 fresh database, the same config and the scripted model (tests/scripted_model.py)
-answering one step; measured ``--cells`` times. Arena: a sweep of ``--cells``
-instances with a SOLO arm on the same endpoint (``-p no:xdist``); its ledger's
-``phases.arm`` is the arm's time per cell. The overhead per cell is the median
-arm time minus the median baseline: the opencode home install, process-group
-control and reaping, following the stream and reading the store. Both sides
-run in the same process on the same machine, so the ratio compares across
-machines.
+answering one step. Arena: a one-cell sweep with a SOLO arm on the same
+endpoint (``-p no:xdist``); the ledger's ``phases.arm`` is the arm's time in
+the cell. The two alternate ``--cells`` times, so a change in the machine's
+load hits both. The overhead per cell is the median arm time minus the median
+baseline (the opencode home install, process-group control and reaping,
+following the stream, reading the store); the harness's own steps are also
+timed beside the plain operations they wrap. Both sides run on the same
+machine in the same run, so the ratio compares across machines.
 
     python bench/opencode_cell.py --cells 5 [--json out.json]
 """
@@ -66,13 +67,12 @@ def bare_run(root: Path, repo: Path, config: Path, version: str) -> float:
     return time.monotonic() - started
 
 
-def arena_sweep(root: Path, project_rows: list[dict[str, object]], config: Path) -> tuple[float, list[float]]:
-    """A SOLO sweep over the rows; returns (sweep wall seconds, the arm phase of each cell)."""
-    suite = root / "suite"
-    write_jsonl(suite / "instances" / "bench.jsonl", project_rows)
+def arena_sweep(suite: Path, cache: Path, row: dict[str, object], config: Path) -> tuple[float, float]:
+    """A one-cell SOLO sweep; returns (the sweep's wall seconds, the cell's arm phase)."""
+    write_jsonl(suite / "instances" / "bench.jsonl", [row])
     (suite / "pyproject.toml").write_text(
         "[tool.pytest.ini_options]\n"
-        f'arena_cache = "{root / "cache"}"\n'
+        f'arena_cache = "{cache}"\n'
         'addopts = "-p no:hypothesispytest -p no:benchmark"\n\n'
         "[tool.swe_arena]\n"
         + arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE, config=str(config))
@@ -81,8 +81,8 @@ def arena_sweep(root: Path, project_rows: list[dict[str, object]], config: Path)
     subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
                     "--arena-arms=SOLO"], cwd=suite, stdout=subprocess.DEVNULL, check=False)
     wall = time.monotonic() - started
-    rows = [json.loads(line) for line in (suite / "arena-out" / "ledger.jsonl").read_text().splitlines()]
-    return wall, [row["phases"]["arm"] for row in rows]
+    (ledger_row,) = [json.loads(line) for line in (suite / "arena-out" / "ledger.jsonl").read_text().splitlines()]
+    return wall, ledger_row["phases"]["arm"]
 
 
 def harness_steps(root: Path, repeats: int = 20) -> dict[str, float]:
@@ -120,9 +120,13 @@ def main() -> int:
         with ScriptedModel([]) as model:  # every request gets the fallback: one step, "done"
             config = root / "opencode.json"
             config.write_text(json.dumps(opencode_config(model.base_url)))
-            bare = [bare_run(root / f"bare{n}", project.repo, config, version) for n in range(args.cells)]
-            rows = [project.row(f"bench__calc-{n}") for n in range(args.cells)]
-            wall, arm = arena_sweep(root, rows, config)
+            bare, arm, walls = [], [], []
+            for n in range(args.cells):  # interleaved, so a change in the machine's load hits both sides
+                bare.append(bare_run(root / f"bare{n}", project.repo, config, version))
+                wall, seconds = arena_sweep(root / f"suite{n}", root / "cache", project.row(f"bench__calc-{n}"),
+                                            config)
+                arm.append(seconds)
+                walls.append(wall)
         steps = harness_steps(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -132,7 +136,7 @@ def main() -> int:
         "arena_arm_phase_s": round(statistics.median(arm), 3),
         "overhead_per_cell_s": round(statistics.median(arm) - statistics.median(bare), 3),
         "arm_over_bare_ratio": round(statistics.median(arm) / statistics.median(bare), 3),
-        "arena_sweep_wall_per_cell_s": round(wall / args.cells, 3),
+        "one_cell_sweep_wall_s": round(statistics.median(walls), 3),
         **{name: round(value, 4) for name, value in steps.items()},
         "bare_runs_s": [round(b, 3) for b in bare],
         "arm_phases_s": [round(a, 3) for a in arm],
