@@ -18,6 +18,7 @@ The "extension" argument is a JSON plan saying what to do::
      "final": "completed" | "failed",
      "direct_edit": {"path": "text"},     # written into the workspace by the driver itself
      "sleep": 0,                           # seconds to wait before finishing
+     "ignore_sigterm": false,              # a driver that never settles: only SIGKILL ends it
      "spent": {"tokens": 1234, "usd": 0.01}}
 """
 
@@ -103,7 +104,7 @@ def main() -> int:
         write_state(run_dir, {"status": "cancelled", "result": {}})
         sys.exit(128 + signum)
 
-    signal.signal(signal.SIGTERM, cancelled)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if plan.get("ignore_sigterm") else cancelled)
     write_state(run_dir, {"status": "running", "progress": "spawning"})
     append(run_dir / "journal.jsonl", {"kind": "spawned", "id": supervisor_id, "label": "root"})
     for number, worker in enumerate(plan.get("workers", []), start=1):

@@ -109,12 +109,15 @@ def test_supervisor_failures_are_arm_errors_and_unknown_spend_is_null(suite, cal
                                   "spent": {"tokens": 10, "usd": 0.001}}, name="SUPFAIL")
         + supervisor(suite, loops, {"sleep": 120}, name="SUPSLOW", timeout=3,
                      env={"DRIVER_CANCEL_TIMEOUT_MS": "500"})
+        # ignores SIGTERM: killed after DRIVER_CANCEL_TIMEOUT_MS + 10 s
+        + supervisor(suite, loops, {"sleep": 120, "ignore_sigterm": True}, name="SUPSTUCK", timeout=2,
+                     env={"DRIVER_CANCEL_TIMEOUT_MS": "500"})
         # workers that leave no opencode store behind: their spend is unknown (null), not 0
         + supervisor(suite, loops, {"opencode": "/bin/true", "workers": [{"label": "w", "marker": "M"}],
                                     "spent": {"tokens": 10, "usd": 0.001}}, name="SUPNODB")
     )
-    result = suite.run("--arena-arms=SUPFAIL,SUPSLOW,SUPNODB")
-    result.assert_outcomes(failed=3)
+    result = suite.run("--arena-arms=SUPFAIL,SUPSLOW,SUPSTUCK,SUPNODB", "-n", "2")
+    result.assert_outcomes(failed=4)
     rows = {row["arm"]: row for row in suite.ledger()}
 
     failed = rows["SUPFAIL"]
@@ -127,6 +130,10 @@ def test_supervisor_failures_are_arm_errors_and_unknown_spend_is_null(suite, cal
     assert slow["status"] == "arm_error"
     assert slow["error"] == "the supervisor driver did not finish within 3 s (supervisor state cancelled)"
     assert slow["phases"]["arm"] < 3 + 5
+
+    stuck = rows["SUPSTUCK"]
+    assert stuck["status"] == "arm_error" and "(supervisor state running)" in stuck["error"]
+    assert 2 + 10.5 <= stuck["phases"]["arm"] < 2 + 10.5 + 5
 
     nodb = rows["SUPNODB"]
     assert nodb["status"] == "unresolved" and nodb["error"] == "empty patch"
