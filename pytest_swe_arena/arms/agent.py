@@ -38,14 +38,10 @@ OPENCODE_QUIET_ENV = {
 }
 
 
-def prompt_text(request: CellRequest, suffix: str) -> str:
-    """The agent's task: the problem statement and the worker suffix."""
-    return request.instance.problem_statement + suffix
-
-
 def write_prompt(request: CellRequest, suffix: str) -> Path:
+    """The agent's task, the problem statement and the worker suffix, as ``prompt.txt`` in the run dir."""
     path = request.run_dir / "prompt.txt"
-    path.write_text(prompt_text(request, suffix), encoding="utf-8")
+    path.write_text(request.instance.problem_statement + suffix, encoding="utf-8")
     return path
 
 
@@ -176,7 +172,6 @@ class AgentOutcome:
 def run_agent(
     argv: Sequence[str],
     *,
-    request: CellRequest,
     cwd: Path,
     env: Mapping[str, str],
     secrets: Secrets | None,
@@ -188,7 +183,11 @@ def run_agent(
     should_stop: Callable[[], str | None] | None = None,
     what: str = "the agent",
 ) -> AgentOutcome:
-    """Run the agent in its own process group (under dotenvx when it has secrets); never raises for its failures."""
+    """Run the agent in its own process group (under dotenvx when it has secrets) and say how it ended.
+
+    Its failures are statuses, not exceptions; only an agent that cannot be
+    started at all raises ``ArmError``.
+    """
     command, directory = (secrets.wrap(argv, cwd) if secrets else (list(argv), cwd))
     # opencode (Bun) takes its working directory from PWD when set: it must be the agent's cwd.
     env = {**env, "PWD": str(cwd)}

@@ -120,7 +120,7 @@ class CommandArm:
             env = {**OPENCODE_QUIET_ENV, **env}
         watch = CapWatch(self.cap, stdout) if self.cap.is_set else None
         outcome = run_agent(
-            self.argv(values), request=request, cwd=request.workspace.path, env=request.cell.env(env),
+            self.argv(values), cwd=request.workspace.path, env=request.cell.env(env),
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,
             stderr=request.run_dir / "stderr.log", stdin=prompt if self.stdin == "prompt" else None,
             should_stop=watch, what=f"command {self.spec.name}",

@@ -66,7 +66,7 @@ class OpencodeArm:
         argv = [self.executable, "run", "-m", self.model, "--format", "json", "--title", title, *self.args]
         watch = CapWatch(self.cap, events) if self.cap.is_set else None
         outcome = run_agent(
-            argv, request=request, cwd=request.workspace.path, env=request.cell.env({**OPENCODE_QUIET_ENV, **self.env}),
+            argv, cwd=request.workspace.path, env=request.cell.env({**OPENCODE_QUIET_ENV, **self.env}),
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=events,
             stderr=request.run_dir / "stderr.log", stdin=prompt, should_stop=watch, what="opencode",
         )

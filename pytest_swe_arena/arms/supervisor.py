@@ -212,7 +212,7 @@ class SupervisorArm:
                   "params": str(params), "run_dir": str(request.run_dir), "loops_repo": str(self.loops_repo)}
         env = {**OPENCODE_QUIET_ENV, **self.knobs, "LOOPS_BRAIN_LOG": str(request.run_dir / "brain.jsonl")}
         outcome = run_agent(
-            [part.format_map(values) for part in self.command], request=request, cwd=self.loops_repo,
+            [part.format_map(values) for part in self.command], cwd=self.loops_repo,
             env=request.cell.env(env), secrets=self.secrets, timeout=self.timeout, grace=self.grace,
             stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
             what="the supervisor driver",
