@@ -36,6 +36,10 @@ class ArenaState:
     #: Reads the controller's budget.json before each cell (None when no budget is set).
     budget_gate: BudgetGate | None = None
     interrupts: InterruptSignals | None = None
+    #: (repo, version) -> env spec, from --arena-env-specs.
+    env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: With --arena-calibrated-only: ids that failed calibration (deselected).
+    calibration_failed: list[str] = field(default_factory=list)
 
     def claim_instance_id(self, instance_id: str, where: str) -> str | None:
         """Record where an id is defined; return the earlier place if it was already taken."""
