@@ -196,18 +196,14 @@ class EnvironmentStore:
             raise EnvBuildError("uv is needed to build instance environments: pip install uv (or the 'envs' extra)")
         interpreter, python_version = find_interpreter(spec.python)
         _log(log, f"interpreter {interpreter} (Python {python_version})")
-        lock, fresh = self._resolve(uv, spec, interpreter, python_version, log, timeout)
-        # A lock resolved earlier is installed from the shared cache without the network; should the
-        # cache have been pruned in between, the online retry fetches what is missing.
-        attempts: list[list[str]] = [[]] if fresh else [["--offline"], []]
-        for number, extra in enumerate(attempts):
+        if not self._resolve_and_create(uv, spec, interpreter, python_version, venv, log, timeout):
+            lock = self.spec_dir(spec, python_version) / "requirements.lock"
             try:
-                self._create(uv, interpreter, venv, lock, extra, log, timeout)
-                break
+                # Resolved earlier and its packages are in uv's shared cache: no network needed.
+                self._create(uv, interpreter, venv, lock, ["--offline"], log, timeout)
             except EnvBuildError:
-                if number == len(attempts) - 1:
-                    raise
-                _log(log, "offline install from the shared cache failed; retrying online")
+                _log(log, "offline install from the shared cache failed (pruned?); retrying online")
+                self._create(uv, interpreter, venv, lock, [], log, timeout)
         environment = PythonEnvironment(venv=venv, spec=spec, python_version=python_version)
         for step in spec.pre_install:
             self.run_step(environment, step, workspace, cell_env, log, timeout, "pre_install")
@@ -215,19 +211,23 @@ class EnvironmentStore:
             self.run_step(environment, spec.install, workspace, cell_env, log, timeout, "install")
         return environment
 
-    def _resolve(self, uv: str, spec: EnvSpec, interpreter: Path, python_version: str,
-                 log: Path, timeout: float) -> tuple[Path, bool]:
-        """The spec's pinned lock file, resolved by whoever gets here first; True if resolved now."""
+    def _resolve_and_create(self, uv: str, spec: EnvSpec, interpreter: Path, python_version: str, venv: Path,
+                            log: Path, timeout: float) -> bool:
+        """Resolve the spec to a pinned lock and build the first venv from it, if nobody has; True if we did.
+
+        Both happen under the spec's file lock, so a cell that waited for it finds
+        the lock resolved and uv's cache warm, and builds offline.
+        """
         from filelock import FileLock
 
         directory = self.spec_dir(spec, python_version)
         lock = directory / "requirements.lock"
         if lock.is_file():
-            return lock, False
+            return False
         directory.mkdir(parents=True, exist_ok=True)
         with FileLock(str(directory) + ".lock"):
             if lock.is_file():
-                return lock, False
+                return False
             requirements = directory / "requirements.in"
             requirements.write_text("".join(line + "\n" for line in spec.requirements))
             staging = directory / f"requirements.lock.{os.getpid()}"
@@ -237,10 +237,12 @@ class EnvironmentStore:
                               str(staging), str(requirements)], log, timeout)
             else:
                 staging.write_text("")
+            self._create(uv, interpreter, venv, staging, [], log, timeout)
             os.replace(staging, lock)
             with open(directory / "arena-builds.log", "a") as builds:
-                builds.write(f"{time.time():.3f} pid={os.getpid()} resolved in {time.monotonic() - clock:.2f}s\n")
-            return lock, True
+                builds.write(f"{time.time():.3f} pid={os.getpid()} resolved and built in "
+                             f"{time.monotonic() - clock:.2f}s\n")
+            return True
 
     def _create(self, uv: str, interpreter: Path, venv: Path, lock: Path, extra: Sequence[str],
                 log: Path, timeout: float) -> None:
@@ -255,6 +257,7 @@ class EnvironmentStore:
         env.pop("VIRTUAL_ENV", None)
         _log(log, "$ uv " + " ".join(args))
         result = proc.run([uv, *args], cwd=self.root, env=env, stdout=log, timeout=timeout)
+        _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
             raise EnvBuildError(f"environment build failed: `uv {args[0]} {args[1]}` {why} (see env.log)")
@@ -267,6 +270,7 @@ class EnvironmentStore:
         _log(log, f"$ ({what}) {command}")
         shell = shutil.which("bash") or "/bin/sh"
         result = proc.run([shell, "-c", command], cwd=workspace, env=env, stdout=log, timeout=timeout)
+        _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
             raise EnvBuildError(f"environment build failed: {what} step `{command}` {why} (see env.log)")

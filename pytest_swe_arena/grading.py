@@ -61,13 +61,14 @@ def has_pytest_config(workspace: Path) -> bool:
 def runner_command(test_cmd: str | None, files: list[str], junitxml: str, workspace: Path | None = None) -> str:
     """The shell command that runs ``files``: ``{tests}`` and ``{junitxml}`` filled in, or files appended.
 
-    The default runner is kept inside a repository without a pytest configuration
-    (``--rootdir=. -c /dev/null``): a config file in a directory above the
-    workspace must not change how its tests run.
+    The default runner is kept inside the workspace (``--confcutdir=.``, and for a
+    repository without a pytest configuration ``--rootdir=. -c /dev/null``): a
+    conftest or config file in a directory above it must not change how its tests run.
     """
     template = test_cmd or DEFAULT_TEST_CMD
-    if test_cmd is None and workspace is not None and not has_pytest_config(workspace):
-        template = template.replace(" {tests}", " --rootdir=. -c /dev/null {tests}")
+    if test_cmd is None and workspace is not None:
+        confined = "--confcutdir=." if has_pytest_config(workspace) else "--confcutdir=. --rootdir=. -c /dev/null"
+        template = template.replace(" {tests}", f" {confined} {{tests}}")
     tests = " ".join(shlex.quote(path) for path in files)
     command = template.replace("{junitxml}", shlex.quote(junitxml))
     if "{tests}" in command:
