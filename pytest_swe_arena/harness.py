@@ -21,9 +21,9 @@ import pytest
 from . import __version__
 from .arms.base import Arm, ArmError, ArmResult, CellRequest
 from .cell import CellEnvironment
+from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .instances import Instance
 from .outcome import CellOutcome, cell_key
-from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .verify import ContainerHost, VerifyInfrastructureError, run_verify
 from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
 

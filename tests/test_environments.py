@@ -75,7 +75,7 @@ def test_two_cells_with_one_spec_resolve_it_once_and_verify_in_their_own_venvs(s
     assert len(builds) == 1, builds  # resolved once, by whichever worker came first
     venvs = set()
     out = suite.path / "arena-out"
-    for arm, row in rows.items():
+    for row in rows.values():
         env_log = (out / row["run_dir"] / "env.log").read_text()
         [venv] = {line.split()[-1] for line in env_log.splitlines() if line.startswith("$ uv venv")}
         venvs.add(venv)
@@ -102,7 +102,8 @@ def test_missing_python_and_failed_build_are_harness_errors_with_their_log(suite
     assert by_id["acme__shapes-1"]["error"].startswith("env: Python 2.5 is not installed on this machine (looked on")
     failed = by_id["acme__shapes-2"]
     assert failed["status"] == "harness_error"
-    assert failed["error"] == "env: environment build failed: pre_install step `echo building; exit 3` exited 3 (see env.log)"
+    assert failed["error"] == ("env: environment build failed: pre_install step `echo building; exit 3` exited 3 "
+                               "(see env.log)")
     log = (suite.path / "arena-out" / failed["run_dir"] / "env.log").read_text()
     assert "building" in log
     assert by_id["acme__shapes-3"]["status"] == "resolved"
