@@ -10,7 +10,10 @@ one (see ``grading``).
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,10 +69,10 @@ class ContainerHost:
     engine: str
     image: str
 
-    def argv(self, command: str, workspace: Path, run_dir: Path) -> list[str]:
+    def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
         # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
         activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
-        return [self.engine, "run", "--rm", "--network", "none",
+        return [self.engine, "run", "--rm", "--name", name, "--network", "none",
                 "--volume", f"{workspace}:/testbed:ro", "--volume", f"{run_dir}:/arena-run",
                 "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
                 self.image, "bash", "-lc", activate + command]
@@ -78,10 +81,20 @@ class ContainerHost:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
 
 
-def _argv(host: ContainerHost | None, command: str, workspace: Path, run_dir: Path) -> list[str]:
-    if host is not None:
-        return host.argv(command, workspace, run_dir)
-    return [shutil.which("bash") or "/bin/sh", "-c", command]
+def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
+         timeout: float) -> proc.ProcessResult:
+    """Run a shell command in the workspace, here or inside the instance's image."""
+    if host is None:
+        return proc.run([shutil.which("bash") or "/bin/sh", "-c", command], cwd=workspace, env=env,
+                        stdout=log, timeout=timeout)
+    name = f"arena-verify-{uuid.uuid4().hex[:12]}"
+    # The engine client gets the harness's environment (its config and credentials), not the cell's.
+    result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
+                      stdout=log, timeout=timeout)
+    if result.returncode is None:
+        # Killing the client does not stop the container.
+        subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    return result
 
 
 def run_verify(
@@ -107,8 +120,7 @@ def run_verify(
         after_reset()
     if not instance.verify:
         return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host)
-    result = proc.run(_argv(host, instance.verify, workspace.path, log.parent), cwd=workspace.path, env=env,
-                      stdout=log, timeout=timeout)
+    result = _run(host, instance.verify, workspace.path, log, env, timeout)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
     return VerifyResult(
         passed=result.returncode == 0,
@@ -134,8 +146,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
     report_path = host.path(report, log.parent) if host is not None else str(report)
     command = grading.runner_command(instance.test_cmd, files, report_path, workspace.path)
     log.parent.mkdir(parents=True, exist_ok=True)
-    result = proc.run(_argv(host, command, workspace.path, log.parent), cwd=workspace.path, env=env,
-                      stdout=log, timeout=timeout)
+    result = _run(host, command, workspace.path, log, env, timeout)
     if grading.uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
         reported, source = grading.parse_junitxml(report) or {}, "junitxml"

@@ -249,7 +249,9 @@ def materialize_image(instance: Instance, engines: EngineProbe, engine: str, des
     if problem:
         raise WorkspaceError(f"image {image} needs a container engine: {problem}")
     name = f"arena-{instance.instance_id}-{os.getpid()}-{time.monotonic_ns()}"
-    created = subprocess.run([engine, "create", "--name", name, image], capture_output=True, text=True,
+    # The container is never started (only copied from), so its command never runs; an image
+    # without CMD still needs one for `create`.
+    created = subprocess.run([engine, "create", "--name", name, image, "true"], capture_output=True, text=True,
                              check=False)
     if created.returncode != 0:
         raise WorkspaceError(f"{engine} create {image} failed: {' '.join(created.stderr.split())[:500]}")

@@ -78,3 +78,41 @@ def test_image_instances_without_an_engine_are_one_line_harness_errors(suite, ca
     assert "image swebench/sweb.eval.x86_64.demo__image-1:latest needs a container engine: container engine " \
            "'docker' " in error
     assert "not installed" in error or "does not answer" in error
+
+
+@pytest.fixture(scope="module")
+def testbed_image(tmp_path_factory):
+    from gitrepos import calc_project
+    from testbed_image import answering_engine, build_testbed_image
+
+    engine = answering_engine()
+    if engine is None:
+        pytest.skip("no container engine answers on this machine")
+    project = calc_project(tmp_path_factory.mktemp("image-repo"))
+    tag = f"localhost/swe-arena-test/calc:{project.base[:12]}"
+    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
+    yield engine, tag, project
+    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(suite, testbed_image):
+    engine, tag, calc = testbed_image
+    # Inside the image the workspace is read-only: verify proves it can run there and not write.
+    verify = "python -m pytest -q -p no:cacheprovider tests && ! touch /testbed/probe 2>/dev/null"
+    graded = calc.row("demo__image-2", source={"image": tag}, FAIL_TO_PASS='["tests/test_ops.py::test_mul"]',
+                      PASS_TO_PASS='["tests/test_ops.py::test_add"]')
+    del graded["verify"]
+    suite.instances([calc.row("demo__image-1", source={"image": tag}, verify=verify), graded])
+    result = suite.run(f"--arena-engine={engine}", "-n", "2")
+    result.assert_outcomes(passed=2, failed=2)
+    rows = {(row["instance_id"], row["arm"]): row for row in suite.ledger()}
+    gold = rows["demo__image-1", "GOLD"]
+    assert gold["status"] == "resolved" and gold["patch_lines"] == calc.patch.count("\n")
+    assert rows["demo__image-1", "EMPTY"]["status"] == "unresolved"
+    assert rows["demo__image-1", "EMPTY"]["verify"]["passed"] is False
+    assert "2 passed" in (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text()
+    # Per-test grading inside the image: pytest's report reaches the run dir through its mount.
+    assert rows["demo__image-2", "GOLD"]["verify"]["tests"] == {
+        "FAIL_TO_PASS": {"tests/test_ops.py::test_mul": "passed"},
+        "PASS_TO_PASS": {"tests/test_ops.py::test_add": "passed"}, "report": "junitxml"}
+    assert rows["demo__image-2", "EMPTY"]["verify"]["tests"]["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}
