@@ -115,4 +115,5 @@ def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(su
     assert rows["demo__image-2", "GOLD"]["verify"]["tests"] == {
         "FAIL_TO_PASS": {"tests/test_ops.py::test_mul": "passed"},
         "PASS_TO_PASS": {"tests/test_ops.py::test_add": "passed"}, "report": "junitxml"}
-    assert rows["demo__image-2", "EMPTY"]["verify"]["tests"]["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}
+    empty_tests = rows["demo__image-2", "EMPTY"]["verify"]["tests"]
+    assert empty_tests["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}
