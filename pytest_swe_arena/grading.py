@@ -93,16 +93,23 @@ def parse_output(text: str) -> dict[str, str]:
     return statuses
 
 
-def parse_junitxml(path: Path) -> dict[str, str] | None:
-    """Statuses from pytest's JUnit XML (``junit_family=xunit1``), keyed by node id; None if unreadable."""
+def parse_junitxml(path: Path, files: Iterable[str] = ()) -> dict[str, str] | None:
+    """Statuses from pytest's JUnit XML, keyed by node id; None if unreadable.
+
+    ``junit_family=xunit1`` gives each case its ``file``; for other families the
+    file is found among ``files`` (those the runner ran) by its dotted module name.
+    """
     try:
         root = ElementTree.parse(path).getroot()
     except (OSError, ElementTree.ParseError):
         return None
+    modules = {file.removesuffix(".py").replace("/", "."): file for file in files}
     statuses: dict[str, str] = {}
     for case in root.iter("testcase"):
-        node_id = _junit_node_id(case.get("file") or "", case.get("classname") or "", case.get("name") or "")
-        _record(statuses, node_id, _junit_status(case))
+        classname = case.get("classname") or ""
+        file = case.get("file") or next((file for module, file in modules.items()
+                                         if classname == module or classname.startswith(module + ".")), "")
+        _record(statuses, _junit_node_id(file, classname, case.get("name") or ""), _junit_status(case))
     return statuses
 
 

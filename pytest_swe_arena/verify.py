@@ -149,7 +149,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
     result = _run(host, command, workspace.path, log, env, timeout)
     if grading.uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
-        reported, source = grading.parse_junitxml(report) or {}, "junitxml"
+        reported, source = grading.parse_junitxml(report, files) or {}, "junitxml"
     else:
         reported, source = grading.parse_output(log.read_text(encoding="utf-8", errors="replace")), "output"
     grades = grading.grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)

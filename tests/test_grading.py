@@ -53,6 +53,10 @@ def test_junitxml_cases_become_node_ids(tmp_path):
         "pkg/tests/test_a.py::test_e": "error",
     }
     assert parse_junitxml(tmp_path / "absent.xml") is None
+    # Other junit families have no file attribute: the file is found among those the runner ran.
+    report.write_text('<testsuite><testcase classname="pkg.tests.test_a.TestThing" name="test_p"/></testsuite>')
+    assert parse_junitxml(report, ["pkg/tests/test_b.py", "pkg/tests/test_a.py"]) == {
+        "pkg/tests/test_a.py::TestThing::test_p": "passed"}
 
 
 def test_ids_cut_at_their_first_space_match_and_the_worst_status_wins():
