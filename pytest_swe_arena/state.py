@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from .arms.base import Arm
     from .budget import BudgetGate
     from .guard import InterruptSignals
+    from .harness import Case
+    from .outcome import CellOutcome
     from .settings import Settings
     from .suite import Suite
 
@@ -50,8 +52,9 @@ class ArenaState:
 
 
 STATE_KEY = pytest.StashKey[ArenaState]()
-CASE_KEY = pytest.StashKey["Case"]()
-OUTCOME_KEY = pytest.StashKey["CellOutcome"]()
+# Annotated rather than subscripted: the types exist only for the type checker (import cycle).
+CASE_KEY: pytest.StashKey[Case] = pytest.StashKey()
+OUTCOME_KEY: pytest.StashKey[CellOutcome] = pytest.StashKey()
 PHASES_KEY = pytest.StashKey[dict[str, float]]()
 STARTED_KEY = pytest.StashKey[str]()
 #: Set on an item that is not run: {"reused": verdict} or {"skipped": reason}.
