@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from .harness import Case
-from .instances import INSTANCE_SUFFIXES, InstanceFileError, load_instances, read_rows
+from .instances import INSTANCE_SUFFIXES, InstanceFileError, load_instances, read_rows, with_env_spec
 from .state import CASE_KEY, SHORTCUT_KEY, STATE_KEY
 
 
@@ -32,6 +32,8 @@ class InstanceFile(pytest.File):
             if rows is None:
                 rows = list(read_rows(self.path))
             instances = load_instances(self.path, rows, state.settings.repos)
+            if state.env_specs:
+                instances = [with_env_spec(instance, state.env_specs) for instance in instances]
             for instance in instances:
                 where = f"{self.path}:{instance.line}"
                 first = state.claim_instance_id(instance.instance_id, where)
@@ -59,6 +61,7 @@ class InstanceFile(pytest.File):
                         instance=instance, arm=arm, trial=trial,
                         verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,
                         worker=worker, strict_models=state.settings.strict_models,
+                        cache=state.settings.cache, engine=state.settings.engine,
                     )
                     for mark in marks:
                         item.add_marker(mark)

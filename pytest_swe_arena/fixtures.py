@@ -69,7 +69,8 @@ def arena_workspace(request: pytest.FixtureRequest, arena_instance: Instance,
     """The instance's repository at ``base_commit`` on a clean work branch, private to the cell."""
     clock = time.monotonic()
     try:
-        workspace = materialize(arena_instance, arena_repo_store, arena_cell_env.root / "workspace")
+        workspace = materialize(arena_instance, arena_repo_store, arena_cell_env.root / "workspace",
+                                engine=_case(request).engine)
     except WorkspaceError as error:
         pytest.fail(f"harness_error: {error}", pytrace=False)
     request.node.stash[PHASES_KEY]["workspace"] = time.monotonic() - clock

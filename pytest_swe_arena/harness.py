@@ -6,10 +6,11 @@ failing harness (not counted, run again on resume) is drawn.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,10 +21,11 @@ import pytest
 from . import __version__
 from .arms.base import Arm, ArmError, ArmResult, CellRequest
 from .cell import CellEnvironment
+from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .instances import Instance
 from .outcome import CellOutcome, cell_key
-from .verify import VerifyInfrastructureError, run_verify
-from .workspace import Workspace, WorkspaceError, extract_patch
+from .verify import ContainerHost, VerifyInfrastructureError, run_verify
+from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
 
 #: A run dir file larger than this is cut (head and tail kept) before it travels.
 MAX_LOG_BYTES = 8 * 1024 * 1024
@@ -41,6 +43,10 @@ class Case:
     #: The xdist worker id ("gw0"...) or "controller" when running in one process.
     worker: str
     strict_models: bool = False
+    #: The shared cache (mirrors, resolved environments, uv's packages).
+    cache: Path | None = None
+    #: Container engine for image-backed instances.
+    engine: str = "docker"
 
     @property
     def key(self) -> str:
@@ -79,8 +85,18 @@ def run_cell(
 ) -> CellOutcome:
     """Run the arm and grade its patch. Never raises for arm or harness failures."""
     timings = dict(phases)
-    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial)
     outcome = base_outcome(case, nodeid, "harness_error").replace(started_at=started_at)
+    python_env = None
+    if case.instance.env is not None and case.instance.source.kind != "image":
+        clock = time.monotonic()
+        try:
+            python_env, workspace = build_environment(case, cell, workspace)
+        except (EnvBuildError, WorkspaceError) as error:
+            timings["env"] = time.monotonic() - clock
+            return _finish(outcome, cell, timings, status="harness_error", error=f"env: {error}")
+        timings["env"] = time.monotonic() - clock
+        cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
+    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial)
 
     clock = time.monotonic()
     try:
@@ -128,8 +144,9 @@ def run_cell(
         verdict = run_verify(
             workspace, case.instance, patch, verify_on=case.verify_on,
             env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
+            after_reset=reinstaller(case, cell, workspace, python_env), host=container_host(case),
         )
-    except (VerifyInfrastructureError, WorkspaceError) as error:
+    except (VerifyInfrastructureError, WorkspaceError, EnvBuildError) as error:
         timings["verify"] = time.monotonic() - clock
         return _finish(outcome, cell, timings, status="harness_error", error=f"verify: {error}")
     except pytest.fail.Exception as error:
@@ -149,6 +166,31 @@ def run_cell(
     if verdict.passed:
         return _finish(outcome, cell, timings, status="resolved", error=None)
     return _finish(outcome, cell, timings, status="unresolved", error=verdict.detail)
+
+
+def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace) -> tuple[PythonEnvironment, Workspace]:
+    """Build the cell's venv for the instance's ``env``; commit what its steps changed in the workspace."""
+    assert case.instance.env is not None
+    store = EnvironmentStore(case.cache or cell.root / "cache")
+    python_env = store.build(EnvSpec.from_mapping(case.instance.env), cell.root / "venv", workspace.path,
+                             cell.env(), cell.run_dir / "env.log", case.verify_timeout)
+    return python_env, commit_environment_setup(workspace)
+
+
+def reinstaller(case: Case, cell: CellEnvironment, workspace: Workspace,
+                python_env: PythonEnvironment | None) -> Callable[[], None] | None:
+    """The install step again, for verify: resetting to base removed what it built in the workspace."""
+    if python_env is None or not python_env.spec.install:
+        return None
+    install = python_env.spec.install
+    store = EnvironmentStore(case.cache or cell.root / "cache")
+    return lambda: store.run_step(python_env, install, workspace.path, cell.env(), cell.run_dir / "env.log",
+                                  case.verify_timeout, "install (before verify)")
+
+
+def container_host(case: Case) -> ContainerHost | None:
+    source = case.instance.source
+    return ContainerHost(case.engine, source.location) if source.kind == "image" else None
 
 
 def is_pytest_timeout(error: BaseException) -> bool:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -70,7 +70,11 @@ class Instance:
     @property
     def content_sha256(self) -> str:
         """Hash of the row's content: part of the cell key, so an edited instance runs again."""
-        canonical = json.dumps(self.row, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        content: Any = self.row
+        if self.env != self.row.get("env"):
+            # The environment came from --arena-env-specs: editing the spec runs the cell again.
+            content = {"row": self.row, "env": self.env}
+        canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     @property
@@ -198,6 +202,28 @@ def _schema_error(path: Path, line: int, row: Any) -> InstanceFileError | None:
     else:
         message = error.message
     return InstanceFileError(path, line, f"{message}{accepted}", field_path)
+
+
+def env_problem(spec: Mapping[str, Any]) -> str | None:
+    """What is wrong with an ``env`` table (from a row or --arena-env-specs), or None."""
+    import jsonschema
+
+    env_schema = _validator().schema["properties"]["env"]
+    errors = list(jsonschema.Draft202012Validator(env_schema).iter_errors(spec))
+    if not errors:
+        return None
+    error = jsonschema.exceptions.best_match(errors)
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"field {where!r}: {error.message}; expected {env_schema['description']}" if where else (
+        f"{error.message}; expected {env_schema['description']}")
+
+
+def with_env_spec(instance: Instance, specs: Mapping[tuple[str, str], Mapping[str, Any]]) -> Instance:
+    """The instance with the env spec for its repo and ``version``, unless its row has its own ``env``."""
+    if instance.env is not None:
+        return instance
+    spec = specs.get((instance.repo, str(instance.row.get("version", ""))))
+    return replace(instance, env=dict(spec)) if spec is not None else instance
 
 
 def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None) -> Source:

@@ -72,6 +72,18 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from .sweep import deselect_uncalibrated
+
+    deselect_uncalibrated(config, items)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from .sweep import report_header
+
+    return report_header(config)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     from .sweep import attach_outcome

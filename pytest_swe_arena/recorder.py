@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from . import __version__
+from . import __version__, calibration
 from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .guard import SweepLock, forward_interrupt, reap_sweep
 from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
@@ -57,6 +57,7 @@ class ArenaRecorder:
         self.interrupted = False
         self.lock: SweepLock | None = None
         self.written: list[Path] = []
+        self.calibration: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []
 
     @property
@@ -99,6 +100,9 @@ class ArenaRecorder:
             summary = {"run_id": self.writer.run_id, **self.summary()}
             write_atomic(self.out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
             self.written.append(self.out / "summary.json")
+            if self.state.settings.calibrate:
+                self.calibration = calibration.verdicts(self.writer.rows)
+                self.written.append(calibration.write_calibration(self.out, self.calibration, self.writer.run_id))
         if self.lock is not None:
             self.lock.release()
 
@@ -204,6 +208,12 @@ class ArenaRecorder:
         for line in format_summary(self.summary()):
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
+        if self.calibration:
+            failed = sorted(iid for iid, verdict in self.calibration.items() if not verdict["ok"])
+            terminalreporter.write_line(f"calibration: {len(self.calibration)} instance(s), {len(failed)} failed"
+                                        + (f": {', '.join(failed)}" if failed else ""))
+            for iid in failed:
+                terminalreporter.write_line(f"  {iid}: {'; '.join(self.calibration[iid]['problems'])}")
         for message in self.notes:
             terminalreporter.write_line(f"warning: {message}", yellow=True)
         terminalreporter.write_line(f"out: {self.out} (run {self.writer.run_id})")

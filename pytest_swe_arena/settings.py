@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 VERIFY_MODES = ("patch", "workspace")
+ENGINES = ("docker", "podman")
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,28 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _boolean, default="false", switch=True,
     ),
     ArenaOption(
+        "env-specs",
+        'TOML file mapping repo + version to a Python environment: [specs."owner/name"."VERSION"] '
+        "with python, requirements, pre_install, install (for rows without 'env', e.g. SWE-bench's)",
+        _text,
+        metavar="FILE",
+    ),
+    ArenaOption(
+        "engine", "container engine for image-backed instances (source.image)", _choice(*ENGINES),
+        default="docker", metavar="ENGINE",
+    ),
+    ArenaOption(
+        "calibrate",
+        "also run GOLD and EMPTY and write calibration.json to the out dir: per instance, whether "
+        "verify fails on the untouched base and passes with the gold patch",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
+        "calibrated-only",
+        "deselect instances that failed calibration (as recorded in the out dir's calibration.json)",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
         "lock-heartbeat", "seconds between heartbeats of the out dir's arena.lock",
         _positive_number, default="20", metavar="SECONDS",
     ),
@@ -228,6 +251,10 @@ class Settings:
     resume: bool
     lock_heartbeat: float
     lock_stale: float
+    env_specs: Path | None
+    engine: str
+    calibrate: bool
+    calibrated_only: bool
     #: True when the user asked for an arena sweep (an option, an ini value or a
     #: [tool.swe_arena] table); otherwise the plugin stays out of the way.
     enabled: bool
@@ -289,9 +316,13 @@ def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Setting
 
     cache = path_or_none("cache") or _default_cache()
     enabled = suite_has_arena_table or any(raw.given for raw in raws.values())
+    arms: tuple[str, ...] = single("arms")
+    if single("calibrate"):
+        # Calibration is read from the GOLD and EMPTY cells; run them alongside the chosen arms.
+        arms += tuple(name for name in ("GOLD", "EMPTY") if name not in arms)
     return Settings(
         instances=tuple(_path(raws["instances"], v) for v in parsed["instances"]),
-        arms=single("arms"),
+        arms=arms,
         config_file=path_or_none("config"),
         out=path_or_none("out") or config.rootpath / "arena-out",
         repos=path_or_none("repos"),
@@ -305,6 +336,10 @@ def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Setting
         resume=single("resume"),
         lock_heartbeat=single("lock-heartbeat"),
         lock_stale=single("lock-stale"),
+        env_specs=path_or_none("env-specs"),
+        engine=single("engine"),
+        calibrate=single("calibrate"),
+        calibrated_only=single("calibrated-only"),
         enabled=enabled,
         instances_given=raws["instances"].given,
     )

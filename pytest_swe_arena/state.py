@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from .arms.base import Arm
     from .budget import BudgetGate
     from .guard import InterruptSignals
+    from .harness import Case
+    from .outcome import CellOutcome
     from .settings import Settings
     from .suite import Suite
 
@@ -34,6 +36,10 @@ class ArenaState:
     #: Reads the controller's budget.json before each cell (None when no budget is set).
     budget_gate: BudgetGate | None = None
     interrupts: InterruptSignals | None = None
+    #: (repo, version) -> env spec, from --arena-env-specs.
+    env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    #: With --arena-calibrated-only: ids that failed calibration (deselected).
+    calibration_failed: list[str] = field(default_factory=list)
 
     def claim_instance_id(self, instance_id: str, where: str) -> str | None:
         """Record where an id is defined; return the earlier place if it was already taken."""
@@ -46,8 +52,9 @@ class ArenaState:
 
 
 STATE_KEY = pytest.StashKey[ArenaState]()
-CASE_KEY = pytest.StashKey["Case"]()
-OUTCOME_KEY = pytest.StashKey["CellOutcome"]()
+# Annotated rather than subscripted: the types exist only for the type checker (import cycle).
+CASE_KEY: pytest.StashKey[Case] = pytest.StashKey()
+OUTCOME_KEY: pytest.StashKey[CellOutcome] = pytest.StashKey()
 PHASES_KEY = pytest.StashKey[dict[str, float]]()
 STARTED_KEY = pytest.StashKey[str]()
 #: Set on an item that is not run: {"reused": verdict} or {"skipped": reason}.

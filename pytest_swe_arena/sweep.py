@@ -15,6 +15,8 @@ import pytest
 
 from .arms.base import ArmKind
 from .budget import BUDGET_FILE, BudgetGate
+from .calibration import failed_instances
+from .environments import EnvSpecsError, load_env_specs
 from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
 from .harness import base_outcome
 from .outcome import STATUSES
@@ -33,6 +35,11 @@ def configure_arena(config: pytest.Config) -> ArenaState | None:
     if not settings.enabled:
         return None
     state = ArenaState(settings=settings, suite=load_suite(suite_file, table))
+    if settings.env_specs is not None:
+        try:
+            state.env_specs = load_env_specs(settings.env_specs)
+        except EnvSpecsError as error:
+            raise pytest.UsageError(f"--arena-env-specs: {error}") from None
     config.stash[STATE_KEY] = state
     config.addinivalue_line("markers", "arena: an arena cell (instance x arm x trial)")
     from . import fixtures
@@ -50,7 +57,10 @@ def configure_arena(config: pytest.Config) -> ArenaState | None:
     if workerinput is not None:
         state.reuse = workerinput.get("arena_reuse", {})
         state.sweep_token = workerinput.get("arena_sweep_token", "")
+        state.calibration_failed = workerinput.get("arena_calibration_failed", [])
     else:
+        if settings.calibrated_only:
+            state.calibration_failed = failed_instances(settings.out)
         state.sweep_token = uuid.uuid4().hex
         # Inherited by xdist workers and every process they start (see guard.reap_sweep).
         os.environ[SWEEP_TOKEN_VARIABLE] = state.sweep_token
@@ -88,6 +98,32 @@ def configure_worker_node(config: pytest.Config, workerinput: dict[str, Any]) ->
     if state is not None and state.sweep_run:
         workerinput["arena_reuse"] = state.reuse
         workerinput["arena_sweep_token"] = state.sweep_token
+        workerinput["arena_calibration_failed"] = state.calibration_failed
+
+
+def deselect_uncalibrated(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --arena-calibrated-only, drop the cells of instances that failed calibration."""
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or not state.calibration_failed:
+        return
+    failed = set(state.calibration_failed)
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        case = item.stash.get(CASE_KEY, None)
+        (drop if case is not None and case.instance.instance_id in failed else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def report_header(config: pytest.Config) -> list[str]:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or not state.settings.calibrated_only:
+        return []
+    failed = state.calibration_failed
+    names = f": {', '.join(failed[:10])}{' ...' if len(failed) > 10 else ''}" if failed else ""
+    return [f"swe-arena: calibrated only: {len(failed)} instance(s) failed calibration and are deselected{names}"]
 
 
 def arm_kinds(config: pytest.Config) -> dict[str, ArmKind]:

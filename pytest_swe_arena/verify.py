@@ -3,18 +3,23 @@
 Patch mode resets the workspace to base, applies only the extracted patch and
 then ``test_patch``, so an arm that edited tests cannot change its grade.
 Workspace mode restores the files ``test_patch`` touches, applies it over the
-arm's work, and runs verify on the tree as the arm left it.
+arm's work, and runs verify on the tree as the arm left it. Without a
+``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
+one (see ``grading``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Mapping
+import subprocess
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import proc
+from . import grading, proc
 from .instances import Instance
 from .workspace import (
     PatchApplyError,
@@ -57,6 +62,41 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: str, verify_on
         raise VerifyInfrastructureError(str(error)) from None
 
 
+@dataclass(frozen=True)
+class ContainerHost:
+    """Runs verify inside the instance's image: workspace at /testbed read-only, no network."""
+
+    engine: str
+    image: str
+
+    def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
+        # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
+        activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
+        return [self.engine, "run", "--rm", "--name", name, "--network", "none",
+                "--volume", f"{workspace}:/testbed:ro", "--volume", f"{run_dir}:/arena-run",
+                "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
+                self.image, "bash", "-lc", activate + command]
+
+    def path(self, host_path: Path, run_dir: Path) -> str:
+        return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
+
+
+def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
+         timeout: float) -> proc.ProcessResult:
+    """Run a shell command in the workspace, here or inside the instance's image."""
+    if host is None:
+        return proc.run([shutil.which("bash") or "/bin/sh", "-c", command], cwd=workspace, env=env,
+                        stdout=log, timeout=timeout)
+    name = f"arena-verify-{uuid.uuid4().hex[:12]}"
+    # The engine client gets the harness's environment (its config and credentials), not the cell's.
+    result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
+                      stdout=log, timeout=timeout)
+    if result.returncode is None:
+        # Killing the client does not stop the container.
+        subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    return result
+
+
 def run_verify(
     workspace: Workspace,
     instance: Instance,
@@ -66,20 +106,68 @@ def run_verify(
     env: Mapping[str, str],
     log: Path,
     timeout: float,
+    after_reset: Callable[[], None] | None = None,
+    host: ContainerHost | None = None,
 ) -> VerifyResult:
-    """Prepare the tree and run the instance's verify command; exit 0 = pass."""
+    """Prepare the tree and run the instance's verify command (exit 0 = pass), or grade it test by test.
+
+    :param after_reset: called once the tree is laid out in patch mode, to redo what the reset
+        removed (an environment's install step).
+    :param host: run inside the instance's image instead of on this machine.
+    """
     prepare_tree(workspace, instance, patch, verify_on)
+    if after_reset is not None and verify_on == "patch":
+        after_reset()
     if not instance.verify:
-        raise VerifyInfrastructureError(
-            f"{instance.instance_id} has no 'verify' command and per-test grading is not available"
-        )
-    shell = shutil.which("bash") or "/bin/sh"
-    result = proc.run([shell, "-c", instance.verify], cwd=workspace.path, env=env, stdout=log, timeout=timeout)
+        return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host)
+    result = _run(host, instance.verify, workspace.path, log, env, timeout)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
     return VerifyResult(
         passed=result.returncode == 0,
         returncode=result.returncode,
         timed_out=result.timed_out,
         seconds=result.seconds,
+        detail=detail,
+    )
+
+
+def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path,
+              timeout: float, host: ContainerHost | None = None) -> VerifyResult:
+    """Run the test files of FAIL_TO_PASS / PASS_TO_PASS and grade each recorded test."""
+    recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
+    files = grading.test_files(recorded, instance.test_patch, workspace.path)
+    if not files:
+        raise VerifyInfrastructureError(
+            f"{instance.instance_id}: no test files to run: FAIL_TO_PASS/PASS_TO_PASS ids name none that exist "
+            "and test_patch touches no .py file; give a 'verify' command or a 'test_cmd'"
+        )
+    report = log.parent / "verify-junit.xml"
+    report.unlink(missing_ok=True)
+    report_path = host.path(report, log.parent) if host is not None else str(report)
+    command = grading.runner_command(instance.test_cmd, files, report_path, workspace.path)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result = _run(host, command, workspace.path, log, env, timeout)
+    if grading.uses_junitxml(instance.test_cmd):
+        # A missing report (the runner died, or was made to exit early) leaves every test missing.
+        reported, source = grading.parse_junitxml(report, files) or {}, "junitxml"
+    else:
+        reported, source = grading.parse_output(log.read_text(encoding="utf-8", errors="replace")), "output"
+    grades = grading.grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)
+    passed = grades.passed and not result.timed_out
+    if result.timed_out:
+        detail = f"tests timed out after {timeout:g}s"
+    elif passed:
+        detail = f"all {len(recorded)} recorded tests passed"
+    else:
+        failing = grades.failing()
+        detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
+                  + (" ..." if len(failing) > 5 else "") if failing
+                  else f"every recorded test passed but the runner exited {result.returncode}")
+    return VerifyResult(
+        passed=passed,
+        returncode=result.returncode,
+        timed_out=result.timed_out,
+        seconds=result.seconds,
+        tests=grades.to_json(),
         detail=detail,
     )

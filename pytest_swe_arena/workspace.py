@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .instances import Instance, Source
@@ -79,6 +79,8 @@ class Workspace:
     path: Path
     base_commit: str  # full sha
     mirror: Path | None
+    #: False for an image's /testbed, whose ignored files are the image's build (compiled extensions...).
+    clean_ignored: bool = True
 
 
 class RepoStore:
@@ -86,6 +88,7 @@ class RepoStore:
 
     def __init__(self, root: Path):
         self.root = root
+        self.engines = EngineProbe()
 
     def mirror_path(self, source: Source, repo: str) -> Path:
         digest = hashlib.sha256(f"{source.kind}:{source.location}".encode()).hexdigest()[:12]
@@ -131,12 +134,10 @@ def _resolve_commit(mirror: Path, commit: str) -> str | None:
     return out.stdout.decode().strip() or None if out.returncode == 0 else None
 
 
-def materialize(instance: Instance, store: RepoStore, dest: Path) -> Workspace:
+def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = "docker") -> Workspace:
     """Check out ``instance`` at its base commit into ``dest`` on the work branch, clean."""
     if instance.source.kind == "image":
-        raise WorkspaceError(
-            f"{instance.instance_id}: image sources ({instance.source.location}) need a container engine"
-        )
+        return materialize_image(instance, store.engines, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
     dest.mkdir(parents=True, exist_ok=True)
     git("init", "--quiet", "--template=", str(dest), cwd=dest)
@@ -165,7 +166,7 @@ def extract_patch(workspace: Workspace) -> str:
 def reset_to_base(workspace: Workspace) -> None:
     """Discard every change: tracked, untracked and ignored files."""
     git("reset", "--quiet", "--hard", workspace.base_commit, cwd=workspace.path)
-    git("clean", "-qfdx", cwd=workspace.path)
+    git("clean", "-qfdx" if workspace.clean_ignored else "-qfd", cwd=workspace.path)
 
 
 def apply_patch(workspace: Workspace, patch: str, what: str) -> None:
@@ -200,3 +201,73 @@ def restore_from_base(workspace: Workspace, paths: list[str]) -> None:
             git("checkout", workspace.base_commit, "--", path, cwd=workspace.path)
         else:
             (workspace.path / path).unlink(missing_ok=True)
+
+
+def commit_environment_setup(workspace: Workspace) -> Workspace:
+    """Commit what an environment's steps changed, so the arm's patch holds only the arm's work.
+
+    Returns the workspace with that commit as its base (unchanged if the steps left the tree clean).
+    """
+    if not git("status", "--porcelain", cwd=workspace.path).strip():
+        return workspace
+    git("add", "-A", cwd=workspace.path)
+    git("commit", "--quiet", "--no-verify", "-m", "arena: environment setup", cwd=workspace.path)
+    return replace(workspace, base_commit=git("rev-parse", "HEAD", cwd=workspace.path).strip())
+
+
+class EngineProbe:
+    """Whether a container engine answers, asked once per engine and process."""
+
+    def __init__(self) -> None:
+        self._answers: dict[str, str | None] = {}
+
+    def problem(self, engine: str) -> str | None:
+        """None when ``engine`` answers; otherwise one line saying why it does not."""
+        if engine not in self._answers:
+            self._answers[engine] = _engine_problem(engine)
+        return self._answers[engine]
+
+
+def _engine_problem(engine: str) -> str | None:
+    if shutil.which(engine) is None:
+        return f"container engine {engine!r} is not installed"
+    try:
+        completed = subprocess.run([engine, "info", "--format", "{{json .}}"], capture_output=True, text=True,
+                                   timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return f"container engine {engine!r} does not answer (`{engine} info` timed out)"
+    if completed.returncode != 0:
+        why = " ".join((completed.stderr or completed.stdout).split())[:300]
+        return f"container engine {engine!r} does not answer ({why})"
+    return None
+
+
+def materialize_image(instance: Instance, engines: EngineProbe, engine: str, dest: Path) -> Workspace:
+    """Copy the image's ``/testbed`` out, then reset it to base on the work branch, clean."""
+    image = instance.source.location
+    problem = engines.problem(engine)
+    if problem:
+        raise WorkspaceError(f"image {image} needs a container engine: {problem}")
+    name = f"arena-{instance.instance_id}-{os.getpid()}-{time.monotonic_ns()}"
+    # The container is never started (only copied from), so its command never runs; an image
+    # without CMD still needs one for `create`.
+    created = subprocess.run([engine, "create", "--name", name, image, "true"], capture_output=True, text=True,
+                             check=False)
+    if created.returncode != 0:
+        raise WorkspaceError(f"{engine} create {image} failed: {' '.join(created.stderr.split())[:500]}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        copied = subprocess.run([engine, "cp", f"{name}:/testbed", str(dest)], capture_output=True,
+                                text=True, check=False)
+        if copied.returncode != 0:
+            raise WorkspaceError(f"{engine} cp {image}:/testbed failed: {' '.join(copied.stderr.split())[:500]}")
+    finally:
+        subprocess.run([engine, "rm", "--force", name], capture_output=True, check=False)
+    full = _resolve_commit(dest, instance.base_commit)
+    if not full:
+        raise WorkspaceError(f"base_commit {instance.base_commit} not found in {image}:/testbed")
+    git("config", "user.name", "swe-arena", cwd=dest)
+    git("config", "user.email", "swe-arena@localhost", cwd=dest)
+    git("checkout", "--quiet", "--force", "-B", WORK_BRANCH, full, cwd=dest)
+    git("clean", "-qfd", cwd=dest)
+    return Workspace(path=dest, base_commit=full, mirror=None, clean_ignored=False)

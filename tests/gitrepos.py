@@ -117,3 +117,61 @@ def write_jsonl(path: Path, rows: list[Mapping[str, Any]]) -> Path:
 
 def read_ledger(out: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines() if line.strip()]
+
+
+SHAPES_V1 = {
+    ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n*.egg-info/\n",
+    "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
+                      '[project]\nname = "shapes"\nversion = "1.0"\n\n[tool.setuptools]\npackages = ["shapes"]\n',
+    "shapes/__init__.py": "from .text import normalize\n",
+    "shapes/text.py": "def normalize(text):\n    return text.lower()\n",
+    "tests/test_text.py": "from shapes import normalize\n\n\ndef test_lower():\n    assert normalize('AB') == 'ab'\n",
+    "tests/test_other.py": (
+        "import os\nimport sys\n\n\ndef test_stable():\n    assert 1 + 1 == 2\n\n\n"
+        "def test_needs_network():\n    raise AssertionError('fails before and after the fix: in neither list')\n\n\n"
+        "def test_in_cell_venv():\n    if os.environ.get('VIRTUAL_ENV'):\n"
+        "        assert sys.prefix == os.environ['VIRTUAL_ENV'] != sys.base_prefix\n"
+    ),
+}
+SHAPES_FIX = {"shapes/text.py": "def normalize(text):\n    return ' '.join(text.split()).lower()\n"}
+SHAPES_TESTS = {
+    "tests/test_text.py": SHAPES_V1["tests/test_text.py"].replace("from shapes", "import pytest\n\nfrom shapes")
+    + "\n\n@pytest.mark.parametrize('raw, expected', [('a  b', 'a b'), ('X', 'x')])\n"
+      "def test_collapse(raw, expected):\n    assert normalize(raw) == expected\n"
+      "\n\ndef test_strip():\n    assert normalize(' Z ') == 'z'\n"
+}
+
+
+def shapes_swe_bench_row(root: Path) -> tuple[dict[str, Any], Path]:
+    """A repository with real history and its SWE-bench row, exported as the dataset has it.
+
+    The upstream fix (code and tests) is in the repository after ``base_commit``;
+    ``patch`` and ``test_patch`` are its diff split the way SWE-bench splits it.
+    """
+    repo = root / "acme__shapes"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    setup = commit(repo, SHAPES_V1, "shapes: normalize text")
+    commit(repo, {"README.md": "# shapes\n"}, "docs: readme")
+    base = commit(repo, {"CHANGES": "1.0: lower-case\n"}, "changes for 1.0")
+    fixed = commit(repo, {**SHAPES_FIX, **SHAPES_TESTS}, "normalize collapses runs of spaces (#42)")
+    patch = git(repo, "diff", base, fixed, "--", "shapes")
+    test_patch = git(repo, "diff", base, fixed, "--", "tests")
+    row = {
+        "repo": "acme/shapes",
+        "instance_id": "acme__shapes-42",
+        "base_commit": base,
+        "patch": patch,
+        "test_patch": test_patch,
+        "problem_statement": "normalize('a  b') gives 'a  b'; runs of spaces should collapse to one.",
+        "hints_text": "",
+        "created_at": "2024-01-02T03:04:05Z",
+        "version": "1.0",
+        # As exported: JSON-encoded strings, parametrized ids cut at their first space.
+        "FAIL_TO_PASS": json.dumps(["tests/test_text.py::test_collapse[a", "tests/test_text.py::test_strip"]),
+        "PASS_TO_PASS": json.dumps(["tests/test_text.py::test_lower", "tests/test_text.py::test_collapse[X-x]",
+                                    "tests/test_other.py::test_stable",
+                                    "tests/test_other.py::test_in_cell_venv"]),
+        "environment_setup_commit": setup,
+    }
+    return row, repo

@@ -1,0 +1,119 @@
+"""Calibration (--arena-calibrate, --arena-calibrated-only) and image-backed instances without an engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from test_sweep import XDIST
+
+
+def broken_and_good_rows(calc):
+    # The broken instance's gold patch touches only the README: it cannot make verify pass.
+    readme_only = ("diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n"
+                   "@@ -1 +1,2 @@\n # calc\n+fixed\n")
+    return [calc.row("demo__calc-1"), calc.row("demo__broken-1", patch=readme_only)]
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_calibration_finds_a_broken_instance_and_calibrated_only_skips_it(suite, calc, xdist):
+    suite.instances(broken_and_good_rows(calc))
+    result = suite.run("--arena-calibrate", "--arena-arms=GOLD", *xdist)
+    result.assert_outcomes(passed=1, failed=3)  # EMPTY joins GOLD for calibration
+    result.stdout.fnmatch_lines([
+        "calibration: 2 instance(s), 1 failed: demo__broken-1",
+        "  demo__broken-1: gold patch does not resolve (unresolved: verify exited 1)",
+    ])
+    calibration = json.loads((suite.path / "arena-out/calibration.json").read_text())
+    assert calibration["failed"] == ["demo__broken-1"]
+    good = calibration["instances"]["demo__calc-1"]
+    assert good["ok"] is True and good["problems"] == []
+    assert [g["status"] for g in good["gold"]] == ["resolved"]
+    assert [b["verify_passed"] for b in good["base"]] == [False]
+
+    result = suite.run("--arena-calibrated-only", "--arena-arms=GOLD", "--arena-out=arena-out", *xdist)
+    result.stdout.fnmatch_lines([
+        "swe-arena: calibrated only: 1 instance(s) failed calibration and are deselected: demo__broken-1",
+    ])
+    result.assert_outcomes(passed=1, deselected=0 if xdist else 1)
+    rows = [row for row in suite.ledger() if row["run_id"] != calibration["run_id"]]
+    assert [(row["instance_id"], row["arm"], row["status"]) for row in rows] == [("demo__calc-1", "GOLD", "resolved")]
+
+
+def test_a_base_that_already_passes_fails_calibration(suite, calc):
+    suite.instances([calc.row("demo__calc-1", verify="true")])
+    suite.run("--arena-calibrate").assert_outcomes(passed=1, failed=1)
+    calibration = json.loads((suite.path / "arena-out/calibration.json").read_text())
+    assert calibration["instances"]["demo__calc-1"]["problems"] == ["verify passes on the untouched base"]
+
+
+def test_calibrated_only_without_a_calibration_is_a_usage_error(suite, calc):
+    suite.instances([calc.row()])
+    result = suite.run("--arena-calibrated-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--arena-calibrated-only: */arena-out/calibration.json does not exist; "
+                                 "run the sweep with --arena-calibrate first*"])
+
+
+def engine_answers(engine: str) -> bool:
+    try:
+        return subprocess.run([engine, "info"], capture_output=True, timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_image_instances_without_an_engine_are_one_line_harness_errors(suite, calc, xdist):
+    if engine_answers("docker"):
+        pytest.skip("a container engine answers on this machine")
+    image_row = calc.row("demo__image-1", source={"image": "swebench/sweb.eval.x86_64.demo__image-1:latest"})
+    suite.instances([image_row, calc.row("demo__calc-1")])
+    result = suite.run("--arena-arms=GOLD", "--arena-engine=docker", *xdist)
+    result.assert_outcomes(passed=1, errors=1)
+    rows = {row["instance_id"]: row for row in suite.ledger()}
+    assert rows["demo__calc-1"]["status"] == "resolved"
+    error = rows["demo__image-1"]["error"]
+    assert rows["demo__image-1"]["status"] == "harness_error" and "\n" not in error
+    assert "image swebench/sweb.eval.x86_64.demo__image-1:latest needs a container engine: container engine " \
+           "'docker' " in error
+    assert "not installed" in error or "does not answer" in error
+
+
+@pytest.fixture(scope="module")
+def testbed_image(tmp_path_factory):
+    from gitrepos import calc_project
+    from testbed_image import answering_engine, build_testbed_image
+
+    engine = answering_engine()
+    if engine is None:
+        pytest.skip("no container engine answers on this machine")
+    project = calc_project(tmp_path_factory.mktemp("image-repo"))
+    tag = f"localhost/swe-arena-test/calc:{project.base[:12]}"
+    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
+    yield engine, tag, project
+    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(suite, testbed_image):
+    engine, tag, calc = testbed_image
+    # Inside the image the workspace is read-only: verify proves it can run there and not write.
+    verify = "python -m pytest -q -p no:cacheprovider tests && ! touch /testbed/probe 2>/dev/null"
+    graded = calc.row("demo__image-2", source={"image": tag}, FAIL_TO_PASS='["tests/test_ops.py::test_mul"]',
+                      PASS_TO_PASS='["tests/test_ops.py::test_add"]')
+    del graded["verify"]
+    suite.instances([calc.row("demo__image-1", source={"image": tag}, verify=verify), graded])
+    result = suite.run(f"--arena-engine={engine}", "-n", "2")
+    result.assert_outcomes(passed=2, failed=2)
+    rows = {(row["instance_id"], row["arm"]): row for row in suite.ledger()}
+    gold = rows["demo__image-1", "GOLD"]
+    assert gold["status"] == "resolved" and gold["patch_lines"] == calc.patch.count("\n")
+    assert rows["demo__image-1", "EMPTY"]["status"] == "unresolved"
+    assert rows["demo__image-1", "EMPTY"]["verify"]["passed"] is False
+    assert "2 passed" in (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text()
+    # Per-test grading inside the image: pytest's report reaches the run dir through its mount.
+    assert rows["demo__image-2", "GOLD"]["verify"]["tests"] == {
+        "FAIL_TO_PASS": {"tests/test_ops.py::test_mul": "passed"},
+        "PASS_TO_PASS": {"tests/test_ops.py::test_add": "passed"}, "report": "junitxml"}
+    empty_tests = rows["demo__image-2", "EMPTY"]["verify"]["tests"]
+    assert empty_tests["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}

@@ -1,0 +1,135 @@
+"""SWE-bench rows as exported: repos found under --arena-repos, per-test grading, forged output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gitrepos import git, shapes_swe_bench_row
+from test_sweep import XDIST, ledger_validator
+
+F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
+P2P = {"tests/test_text.py::test_lower": "passed", "tests/test_text.py::test_collapse[X-x]": "passed",
+       "tests/test_other.py::test_stable": "passed", "tests/test_other.py::test_in_cell_venv": "passed"}
+
+
+@pytest.fixture
+def shapes(tmp_path_factory):
+    return shapes_swe_bench_row(tmp_path_factory.mktemp("repos"))
+
+
+def write_export(suite, rows, name="instances/swe-bench-lite.json"):
+    """Rows written the way a SWE-bench JSON export is: a JSON array, no arena fields."""
+    path = suite.path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1))
+    return path
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_exported_rows_grade_per_test_gold_resolved_empty_unresolved(suite, shapes, xdist):
+    row, repo = shapes
+    assert isinstance(row["FAIL_TO_PASS"], str) and "verify" not in row and "source" not in row
+    write_export(suite, [row])
+    result = suite.run(f"--arena-repos={repo.parent}", *xdist)
+    result.assert_outcomes(passed=1, failed=1)
+    gold, empty = sorted(suite.ledger(), key=lambda r: r["arm"] != "GOLD")
+    validator = ledger_validator()
+    for ledger_row in (gold, empty):
+        validator.validate(ledger_row)
+    assert gold["status"] == "resolved" and gold["error"] is None
+    # pytest exits 1 (test_needs_network fails before and after the fix, in neither list): per-test grading
+    # from pytest's own report still resolves, as SWE-bench grades.
+    assert gold["verify"]["returncode"] == 1
+    assert gold["verify"]["tests"] == {"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "report": "junitxml"}
+    assert empty["status"] == "unresolved"
+    assert empty["verify"]["tests"]["FAIL_TO_PASS"] == {test_id: "failed" for test_id in F2P}
+    assert empty["verify"]["tests"]["PASS_TO_PASS"] == P2P
+    out = suite.path / "arena-out"
+    assert (out / gold["run_dir"] / "verify-junit.xml").is_file()
+    assert "PASSED tests/test_text.py::test_collapse[a  b-a b]" in (out / gold["run_dir"] / "verify.log").read_text()
+
+
+def test_repos_are_found_as_owner_slash_name_bare_mirrors(suite, shapes, tmp_path):
+    row, repo = shapes
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(tmp_path / "mirrors/acme/shapes.git"))
+    suite.instances([row], name="instances/lite.jsonl")
+    result = suite.run(f"--arena-repos={tmp_path / 'mirrors'}", "--arena-arms=GOLD")
+    result.assert_outcomes(passed=1)
+
+    result = suite.run(f"--arena-repos={tmp_path / 'nowhere'}", "--arena-arms=GOLD")
+    result.stdout.fnmatch_lines(["*lite.jsonl:1: field 'repo': repository 'acme/shapes' not found under "
+                                 "--arena-repos (looked for */nowhere/acme__shapes, */nowhere/acme/shapes)*"])
+
+
+FORGER_CONFTEST = '''
+from pytest_swe_arena.arms.base import ArmResult
+from pytest_swe_arena.usage import Usage
+
+FORGERY = """
+import atexit
+import os
+
+from .text import normalize
+
+_IDS = {ids!r}
+
+
+def _claim_every_test_passed():
+    # After pytest has stopped capturing: these lines reach the runner's real output.
+    os.write(1, "".join("PASSED " + test_id + "\\\\n" for test_id in _IDS).encode())
+    os.write(1, b"==== 6 passed in 0.01s ====\\\\n")
+
+
+atexit.register(_claim_every_test_passed)
+"""
+
+
+class ForgerArm:
+    """Does not fix the bug; makes the test run print PASSED for every recorded test instead."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        instance = request.instance
+        ids = [*instance.fail_to_pass, *instance.pass_to_pass, "tests/test_text.py::test_collapse[a  b-a b]"]
+        (request.workspace.path / "shapes" / "__init__.py").write_text(FORGERY.format(ids=ids))
+        return ArmResult(usage=Usage.no_model())
+
+
+def pytest_arena_arm_kinds():
+    return {"forger": ForgerArm}
+'''
+
+
+@pytest.mark.parametrize("test_cmd", [None, "python -m pytest -rA -p no:cacheprovider"], ids=["junitxml", "output"])
+def test_forged_passed_lines_with_a_failing_exit_are_unresolved(suite, shapes, test_cmd):
+    row, repo = shapes
+    if test_cmd:
+        row = {**row, "test_cmd": test_cmd}
+    write_export(suite, [row])
+    suite.pytester.makeconftest(FORGER_CONFTEST)
+    suite.arms_toml = '[tool.swe_arena.arms.FORGE]\nkind = "forger"\n'
+    result = suite.run(f"--arena-repos={repo.parent}", "--arena-arms=FORGE")
+    result.assert_outcomes(failed=1)
+    [ledger_row] = suite.ledger()
+    log = (suite.path / "arena-out" / ledger_row["run_dir"] / "verify.log").read_text()
+    assert "PASSED tests/test_text.py::test_strip" in log  # the forgery did print
+    assert ledger_row["status"] == "unresolved" and ledger_row["verify"]["returncode"] == 1
+    tests = ledger_row["verify"]["tests"]
+    assert tests["report"] == ("output" if test_cmd else "junitxml")
+    assert tests["FAIL_TO_PASS"] == {test_id: "failed" for test_id in F2P}
+    assert "2 of 6 recorded tests not passing" in ledger_row["error"]
+
+
+def test_tests_missing_from_the_report_do_not_resolve(suite, shapes):
+    row, repo = shapes
+    ghost = "tests/test_text.py::test_that_was_never_written"
+    row = {**row, "PASS_TO_PASS": json.dumps([*json.loads(row["PASS_TO_PASS"]), ghost])}
+    write_export(suite, [row])
+    result = suite.run(f"--arena-repos={repo.parent}", "--arena-arms=GOLD")
+    result.assert_outcomes(failed=1)
+    [ledger_row] = suite.ledger()
+    assert ledger_row["verify"]["tests"]["PASS_TO_PASS"][ghost] == "missing"
+    assert ledger_row["error"] == f"1 of 7 recorded tests not passing: {ghost} (missing)"
