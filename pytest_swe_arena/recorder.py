@@ -7,7 +7,6 @@ gives the same rows with and without ``-n``.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from .ledger import LedgerWriter, write_atomic, write_predictions
+from .ledger import LedgerWriter, write_predictions
 from .outcome import CellOutcome
-from .report import format_summary, summarize
+from .report import cell_records, format_summary, summarize, write_reports
 
 
 def new_run_id() -> str:
@@ -32,6 +31,7 @@ class ArenaRecorder:
         self.arm_order = arm_order
         self.writer = LedgerWriter(out, new_run_id(), repeat)
         self.written: list[Path] = []
+        self.final_summary: dict[str, Any] | None = None
 
     @property
     def out(self) -> Path:
@@ -45,22 +45,25 @@ class ArenaRecorder:
         self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.writer.rows, self.arm_order)
+        return summarize(cell_records(self.writer.rows), self.arm_order, self.writer.run_id)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         if not self.writer.rows:
             return
         self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
-        summary = {"run_id": self.writer.run_id, **self.summary()}
-        write_atomic(self.out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        self.written.append(self.out / "summary.json")
+        self.final_summary, reports = write_reports(
+            self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id
+        )
+        self.written += reports
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.writer.rows:
             return
         terminalreporter.write_sep("=", "swe-arena results")
-        for line in format_summary(self.summary()):
+        for line in format_summary(self.final_summary or self.summary()):
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
         terminalreporter.write_line(f"out: {self.out} (run {self.writer.run_id})")
+        for path in self.written:
+            terminalreporter.write_line(f"  {path}")

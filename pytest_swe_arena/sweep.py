@@ -13,6 +13,7 @@ import pytest
 from .arms.base import ArmKind
 from .harness import base_outcome
 from .outcome import STATUSES
+from .report import user_properties
 from .settings import load_settings
 from .state import CASE_KEY, OUTCOME_KEY, STATE_KEY, ArenaState
 from .suite import build_arms, find_suite_file, load_suite, read_arena_table
@@ -71,6 +72,10 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
         message = _failure_text(report)
         outcome = base_outcome(case, item.nodeid, "harness_error", f"{call.when}: {message}")
     report.arena = outcome.to_json()  # type: ignore[attr-defined]
+    # On the item too: the teardown report, which --junitxml reads, is built from the item.
+    properties = user_properties(report.arena, item.config.stash[STATE_KEY].settings.repeat)  # type: ignore[attr-defined]
+    report.user_properties.extend(properties)
+    item.user_properties.extend(properties)
 
 
 def _failure_text(report: pytest.TestReport) -> str:
