@@ -15,7 +15,7 @@ import pytest
 
 from .harness import Case
 from .instances import INSTANCE_SUFFIXES, InstanceFileError, load_instances, read_rows
-from .state import CASE_KEY, STATE_KEY
+from .state import CASE_KEY, SHORTCUT_KEY, STATE_KEY
 
 
 def item_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
@@ -58,7 +58,7 @@ class InstanceFile(pytest.File):
                     item.stash[CASE_KEY] = Case(
                         instance=instance, arm=arm, trial=trial,
                         verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,
-                        worker=worker,
+                        worker=worker, strict_models=state.settings.strict_models,
                     )
                     for mark in marks:
                         item.add_marker(mark)
@@ -66,11 +66,40 @@ class InstanceFile(pytest.File):
 
 
 class ArenaItem(pytest.Function):
-    """One cell. A ``pytest.Function`` so fixtures (and their conftest overrides) work."""
+    """One cell. A ``pytest.Function`` so fixtures (and their conftest overrides) work.
+
+    Before its fixtures run, a cell checks whether it needs to run at all: a
+    resumed sweep reuses its final row, and a spent budget skips it. Neither
+    costs a workspace.
+    """
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         case = self.stash[CASE_KEY]
         return self.path, case.instance.line - 1, self.name
+
+    def setup(self) -> None:
+        state = self.config.stash[STATE_KEY]
+        case = self.stash[CASE_KEY]
+        verdict = state.reuse.get(case.key)
+        if verdict is not None:
+            self.stash[SHORTCUT_KEY] = {"reused": verdict}
+            return
+        if state.budget_gate is not None:
+            reason = state.budget_gate.reason_to_skip(case.arm.spec.name)
+            if reason:
+                self.stash[SHORTCUT_KEY] = {"skipped": reason}
+                # Reported at the instance's line, not at this line of the plugin.
+                raise pytest.skip.Exception(reason, _use_item_location=True)
+        super().setup()
+
+    def runtest(self) -> None:
+        shortcut = self.stash.get(SHORTCUT_KEY, {})
+        verdict = shortcut.get("reused")
+        if verdict is None:
+            super().runtest()
+        elif verdict["status"] != "resolved":
+            detail = f": {verdict['error']}" if verdict.get("error") else ""
+            pytest.fail(f"{verdict['status']}{detail} (reused from run {verdict['run_id']})", pytrace=False)
 
 
 def is_instance_file(path: Path) -> bool:

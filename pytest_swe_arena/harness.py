@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from . import __version__
 from .arms.base import Arm, ArmError, ArmResult, CellRequest
 from .cell import CellEnvironment
@@ -38,6 +40,7 @@ class Case:
     verify_timeout: float
     #: The xdist worker id ("gw0"...) or "controller" when running in one process.
     worker: str
+    strict_models: bool = False
 
     @property
     def key(self) -> str:
@@ -84,16 +87,22 @@ def run_cell(
         result = case.arm.run(request)
     except ArmError as error:
         result = ArmResult(status="arm_error", error=str(error))
+    except pytest.fail.Exception as error:
+        if not is_pytest_timeout(error):
+            raise
+        result = ArmResult(status="timeout", error=f"pytest-timeout fired while the arm ran: {error}")
     except Exception:
         timings["arm"] = time.monotonic() - clock
         return _finish(outcome, cell, timings, status="harness_error",
                        error=f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
+    mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
     outcome = outcome.replace(
         usage=result.usage.to_json(),
         models={model: usage.to_json() for model, usage in result.models.items()},
         asked_model=result.asked_model,
         served_model=result.served_model,
+        model_mismatch=mismatch,
         provenance={**outcome.provenance, **result.provenance},
         details=dict(result.details),
     )
@@ -109,6 +118,10 @@ def run_cell(
     if result.status != "completed":
         # Never scored from partial work: keep the patch for forensics, do not verify it.
         return _finish(outcome, cell, timings, status=result.status, error=result.error)
+    if mismatch and case.strict_models:
+        return _finish(outcome, cell, timings, status="harness_error",
+                       error=f"served model {result.served_model!r} is not the asked {result.asked_model!r} "
+                             "(--arena-strict-models)")
 
     clock = time.monotonic()
     try:
@@ -119,6 +132,12 @@ def run_cell(
     except (VerifyInfrastructureError, WorkspaceError) as error:
         timings["verify"] = time.monotonic() - clock
         return _finish(outcome, cell, timings, status="harness_error", error=f"verify: {error}")
+    except pytest.fail.Exception as error:
+        if not is_pytest_timeout(error):
+            raise
+        timings["verify"] = time.monotonic() - clock
+        return _finish(outcome.replace(patch_scored=False), cell, timings, status="timeout",
+                       error=f"pytest-timeout fired during verify: {error}")
     timings["verify"] = time.monotonic() - clock
     verify: dict[str, Any] = {
         "passed": verdict.passed, "returncode": verdict.returncode,
@@ -130,6 +149,11 @@ def run_cell(
     if verdict.passed:
         return _finish(outcome, cell, timings, status="resolved", error=None)
     return _finish(outcome, cell, timings, status="unresolved", error=verdict.detail)
+
+
+def is_pytest_timeout(error: BaseException) -> bool:
+    """Whether pytest-timeout's signal method interrupted the cell (it raises ``pytest.fail("Timeout...")``)."""
+    return str(error).startswith("Timeout")
 
 
 def _finish(outcome: CellOutcome, cell: CellEnvironment, timings: Mapping[str, float],

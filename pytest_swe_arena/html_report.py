@@ -244,7 +244,7 @@ def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> st
         ["arm", "resolved", "rate", "95% CI", "harness errors", "skipped", "USD", "USD / resolved",
          "tokens", "tokens / resolved", "median wall"],
         [[arm["arm"], f"{arm['resolved']} / {arm['cells']}", percent(arm["resolve_rate"]),
-          interval_text(arm["resolve_rate_ci95"]), str(arm["harness_errors"]), str(arm["skipped_budget"]),
+          interval_text(arm["resolve_rate_ci95"]), str(arm["harness_errors"]), str(arm["skipped"]),
           usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]), count(arm["tokens"]),
           count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])] for arm in arms],
     ) + '<p class="note">Rates count resolved, unresolved, arm errors, timeouts and over-budget cells; harness '

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,12 +83,34 @@ class LedgerWriter:
         return row
 
     def append(self, row: Mapping[str, Any]) -> None:
-        line = json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n"
-        with open(self.path, "a", encoding="utf-8") as ledger:
+        """Append one line and fsync it; Ctrl-C waits until the line is whole."""
+        line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        with _signals_deferred(), open(self.path, "ab") as ledger:
+            if ledger.tell() > 0 and not self._ends_with_newline():
+                line = b"\n" + line  # a torn line from a killed sweep stays alone on its line
             ledger.write(line)
             ledger.flush()
             os.fsync(ledger.fileno())
         self.rows.append(dict(row))
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as ledger:
+            ledger.seek(-1, os.SEEK_END)
+            return ledger.read(1) == b"\n"
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM (main thread only) so a write is never cut in half."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:

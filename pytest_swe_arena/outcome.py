@@ -66,6 +66,10 @@ class CellOutcome:
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     asked_model: str | None = None
     served_model: str | None = None
+    #: The tripwire: the model that answered is not the one the arm asked for.
+    model_mismatch: bool = False
+    #: Run id of the earlier run whose row a resumed sweep reused.
+    reused_from: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
     host: str = ""

@@ -39,9 +39,20 @@ def pytest_configure(config: pytest.Config) -> None:
         if not config.pluginmanager.is_registered(module):
             config.pluginmanager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
     if not hasattr(config, "workerinput"):
-        config.pluginmanager.register(
-            ArenaRecorder(config, state.settings.out, state.settings.repeat, state.settings.arms), "swe-arena-recorder"
-        )
+        config.pluginmanager.register(ArenaRecorder(config, state), "swe-arena-recorder")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from .sweep import unconfigure_arena
+
+    unconfigure_arena(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    from .sweep import configure_worker_node
+
+    configure_worker_node(node.config, node.workerinput)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

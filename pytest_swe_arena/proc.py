@@ -130,8 +130,13 @@ def kill_tree(group: int, token: str) -> None:
 
 
 def token_holders(token: str) -> list[int]:
-    """Live processes whose environment carries ``ARENA_PROCESS_TOKEN=token`` (Linux /proc)."""
-    needle = f"{TOKEN_VARIABLE}={token}".encode()
+    """Live processes whose environment carries ``ARENA_PROCESS_TOKEN=token``."""
+    return holders_of(TOKEN_VARIABLE, token)
+
+
+def holders_of(variable: str, token: str) -> list[int]:
+    """Live processes whose environment carries ``variable=token`` (Linux /proc)."""
+    needle = f"{variable}={token}".encode()
     found: list[int] = []
     proc = Path("/proc")
     if not proc.is_dir():

@@ -2,21 +2,34 @@
 
 Registered only where there is no ``workerinput`` (the controller under xdist,
 or the only process without it), fed only by test reports, so the same sweep
-gives the same rows with and without ``-n``.
+gives the same rows with and without ``-n``. It also keeps what only the
+controller can know: the sweep's budget, its progress, the out dir's lock,
+the rows a resumed sweep reuses, and which cells were in flight when the
+sweep was interrupted.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .ledger import LedgerWriter, write_predictions
+from . import __version__
+from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
+from .guard import SweepLock, forward_interrupt, reap_sweep
+from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
 from .outcome import CellOutcome
 from .report import cell_records, format_summary, summarize, write_reports
+from .resume import reusable_rows, verdicts
+from .state import CASE_KEY, ArenaState
+
+NODE_NAME = re.compile(r"::(?P<iid>[^:\[]+)\[(?P<arm>.+?)(?:-r(?P<trial>\d+))?\]$")
 
 
 def new_run_id() -> str:
@@ -24,12 +37,26 @@ def new_run_id() -> str:
 
 
 class ArenaRecorder:
-    """Writes ``ledger.jsonl``, patches, run logs, predictions and ``summary.json``."""
+    """Writes ``ledger.jsonl``, patches, run logs, predictions, ``budget.json`` and ``summary.json``."""
 
-    def __init__(self, config: pytest.Config, out: Path, repeat: int, arm_order: tuple[str, ...]):
+    def __init__(self, config: pytest.Config, state: ArenaState):
+        settings = state.settings
         self.config = config
-        self.arm_order = arm_order
-        self.writer = LedgerWriter(out, new_run_id(), repeat)
+        self.state = state
+        self.arm_order = settings.arms
+        self.writer = LedgerWriter(settings.out, new_run_id(), settings.repeat)
+        limits = BudgetLimits(Limit(settings.max_usd, settings.max_tokens), dict(state.suite.arm_limits))
+        self.tally = BudgetTally(limits)
+        self.reusable: dict[str, dict[str, Any]] = {}
+        if settings.resume:
+            self.reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME))
+            state.reuse = verdicts(self.reusable)
+        self.total: int | None = None
+        self.started: set[str] = set()
+        self.finished: set[str] = set()
+        self.pending: dict[str, dict[str, Any]] = {}
+        self.interrupted = False
+        self.lock: SweepLock | None = None
         self.written: list[Path] = []
         self.final_summary: dict[str, Any] | None = None
 
@@ -37,25 +64,133 @@ class ArenaRecorder:
     def out(self) -> Path:
         return self.writer.out
 
+    # -- the sweep's lifetime -------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self) -> None:
+        if not self.state.sweep_run:
+            return
+        settings = self.state.settings
+        self.lock = SweepLock(self.out, self.writer.run_id, self.progress,
+                              heartbeat=settings.lock_heartbeat, stale_after=settings.lock_stale)
+        self.lock.acquire()
+        if self.tally.limits.is_set:
+            self.write_budget()
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+        if self.state.sweep_token:
+            forward_interrupt(self.state.sweep_token)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = True
+        if self.interrupted:
+            self.record_unfinished()
+        if self.state.sweep_token:
+            leftovers = reap_sweep(self.state.sweep_token)
+            if leftovers:
+                warnings.warn(pytest.PytestWarning(
+                    f"swe-arena stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}"
+                ), stacklevel=1)
+        if self.writer.rows:
+            self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
+            self.final_summary, reports = write_reports(
+                self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget()
+            )
+            self.written += reports
+        if self.lock is not None:
+            self.lock.release()
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.total = sum(1 for item in session.items if CASE_KEY in item.stash)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if self.total is None:
+            self.total = sum(1 for nodeid in ids if NODE_NAME.search(nodeid))
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
+        if not cases:
+            return []
+        reused = sum(1 for case in cases if case.key in self.state.reuse)
+        return [f"swe-arena: {len(cases)} cells, {len(cases) - reused} to run, {reused} reused from earlier runs"]
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.started.add(nodeid)
+
+    def progress(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "done": len(self.finished),
+            "running": len(self.started - self.finished),
+            "spent_usd": round(self.tally.sweep.usd, 6),
+            "spent_tokens": self.tally.sweep.tokens,
+            "unknown_usd_cells": self.tally.sweep.unknown_usd_cells,
+        }
+
+    # -- rows -------------------------------------------------------------------------------
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        pending = getattr(report, "arena_pending", None)
+        if pending:
+            self.pending[report.nodeid] = pending
         data = getattr(report, "arena", None)
         if not data:
             return
-        row = self.writer.record(CellOutcome.from_json(data))
+        if data.get("reused"):
+            row = self.record_reused(data["cell_key"], report.nodeid)
+        else:
+            row = self.writer.record(CellOutcome.from_json(data))
+        self.finished.add(report.nodeid)
+        self.tally.add(row)
+        if self.tally.limits.is_set:
+            self.write_budget()
+        if self.lock is not None:
+            self.lock.write()
         self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
 
-    def summary(self) -> dict[str, Any]:
-        return summarize(cell_records(self.writer.rows), self.arm_order, self.writer.run_id)
+    def record_reused(self, cell_key: str, nodeid: str) -> dict[str, Any]:
+        earlier = dict(self.reusable[cell_key])
+        earlier.update(run_id=self.writer.run_id, reused_from=earlier["run_id"], nodeid=nodeid)
+        self.writer.append(earlier)
+        return earlier
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self) -> None:
-        if not self.writer.rows:
-            return
-        self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
-        self.final_summary, reports = write_reports(
-            self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id
-        )
-        self.written += reports
+    def record_unfinished(self) -> None:
+        """Cells that started but never finished: recorded as ``interrupted`` (not final)."""
+        for nodeid in sorted(self.started - self.finished):
+            data = self.pending.get(nodeid) or self._unidentified(nodeid)
+            if data is not None:
+                self.writer.record(CellOutcome.from_json(data).replace(ended_at=datetime.now(UTC).isoformat()))
+                self.finished.add(nodeid)
+
+    def _unidentified(self, nodeid: str) -> dict[str, Any] | None:
+        """A cell interrupted during its setup: only its node id says what it was."""
+        match = NODE_NAME.search(nodeid)
+        if not match:
+            return None
+        arm = match["arm"]
+        return CellOutcome(
+            cell_key="", instance_id=match["iid"], arm=arm, trial=int(match["trial"] or 1),
+            status="interrupted", nodeid=nodeid, arm_identity={"name": arm},
+            error="interrupted during setup", provenance={"plugin_version": __version__},
+        ).to_json()
+
+    def write_budget(self) -> None:
+        write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
+
+    # -- the summary ------------------------------------------------------------------------
+
+    def budget(self) -> dict[str, Any] | None:
+        """The sweep's caps and spend, when it had caps (as in ``budget.json``)."""
+        return {"run_id": self.writer.run_id, **self.tally.to_json()} if self.tally.limits.is_set else None
+
+    def summary(self) -> dict[str, Any]:
+        return summarize(cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.writer.rows:

@@ -18,6 +18,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from .budget import SWEEP
 from .ledger import scored_patch_file, write_atomic
 from .outcome import STATUSES
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
@@ -76,7 +77,7 @@ class CellRecord:
             asked_model=row.get("asked_model"),
             served_model=row.get("served_model"),
             model_mismatch=bool(row.get("model_mismatch")),
-            reused=bool((row.get("details") or {}).get("reused")),
+            reused=bool(row.get("reused_from")),
             error=error.strip().splitlines()[0] if error and error.strip() else None,
         )
 
@@ -118,10 +119,12 @@ def cell_records(rows: Iterable[Mapping[str, Any]]) -> list[CellRecord]:
     return [CellRecord.from_row(row) for row in rows]
 
 
-def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None) -> dict[str, Any]:
+def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
+              budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
 
-    Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name.
+    Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name. ``budget`` is the
+    sweep's ``budget.json`` (caps and spend) when it had caps.
     """
     by_arm: dict[str, list[CellRecord]] = defaultdict(list)
     for cell in cells:
@@ -137,7 +140,9 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "trials": max((cell.trial for cell in cells), default=0),
         "arms": [arm_summary(name, by_arm[name]) for name in names],
         "pairs": paired_comparisons(names, by_arm),
-        "warnings": [warning for name in names for warning in arm_warnings(name, by_arm[name])],
+        "budget": dict(budget) if budget else None,
+        "warnings": [warning for name in names for warning in arm_warnings(name, by_arm[name])]
+        + budget_warnings(budget),
     }
 
 
@@ -162,7 +167,7 @@ def arm_summary(arm: str, cells: Sequence[CellRecord]) -> dict[str, Any]:
         "trials": max((cell.trial for cell in cells), default=0),
         "statuses": dict(sorted(statuses.items())),
         "harness_errors": statuses["harness_error"],
-        "skipped_budget": statuses["skipped_budget"],
+        "skipped": statuses["skipped_budget"],
         "interrupted": statuses["interrupted"],
         "reused": sum(cell.reused for cell in cells),
         "model_mismatches": sum(cell.model_mismatch for cell in cells),
@@ -261,7 +266,7 @@ def arm_warnings(arm: str, cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
     if mismatched:
         first = mismatched[0]
         warn("model_mismatch", mismatched,
-             f"{arm}: {len(mismatched)} cell(s) served by another model than asked "
+             f"served model differs from the asked one in {len(mismatched)} cell(s) of {arm} "
              f"(e.g. asked {first.asked_model}, served {first.served_model})")
     ran = [cell for cell in cells if cell.ran]
     unknown_cost = [cell for cell in ran if cell.cost_usd is None]
@@ -272,6 +277,22 @@ def arm_warnings(arm: str, cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
     unknown_tokens = [cell for cell in ran if cell.tokens is None]
     warn("unknown_tokens", unknown_tokens,
          f"{arm}: tokens unknown for {len(unknown_tokens)} of {len(ran)} cell(s), so its token figures are n/a")
+    return warnings
+
+
+def budget_warnings(budget: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Spent caps (from the controller's ``budget.json``), and dollars a cap could not count."""
+    if not budget:
+        return []
+    warnings = [{"kind": "budget_exhausted", "arm": None if arm == SWEEP else arm, "count": 1,
+                 "message": f"{reason}: no new cell started after that", "examples": []}
+                for arm, reason in sorted((budget.get("exhausted") or {}).items())]
+    spent = budget.get("spent") or {}
+    unknown = spent.get("unknown_usd_cells") or 0
+    if unknown and (budget.get("limits") or {}).get("sweep", {}).get("max_usd") is not None:
+        warnings.append({"kind": "budget_unknown_cost", "arm": None, "count": unknown,
+                         "message": f"{unknown} cell(s) of unknown USD cost were not counted against --arena-max-usd",
+                         "examples": []})
     return warnings
 
 

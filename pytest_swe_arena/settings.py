@@ -29,6 +29,7 @@ class ArenaOption:
     default: str | None = None
     metavar: str = "VALUE"
     many: bool = False  # several values: repeated/space separated on the CLI, a list in ini
+    switch: bool = False  # a flag on the CLI (no value), true/false in ini
 
     @property
     def flag(self) -> str:
@@ -72,6 +73,31 @@ def _positive_integer(value: str, source: str) -> int:
     if not value.strip().isdigit() or int(value) < 1:
         raise pytest.UsageError(f"{source}: {value!r} is not a whole number of at least 1")
     return int(value)
+
+
+def _non_negative_number(value: str, source: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not number >= 0:
+        raise pytest.UsageError(f"{source}: {value!r} is not a non-negative number")
+    return number
+
+
+def _non_negative_integer(value: str, source: str) -> int:
+    if not value.strip().isdigit():
+        raise pytest.UsageError(f"{source}: {value!r} is not a whole number of at least 0")
+    return int(value)
+
+
+def _boolean(value: str, source: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise pytest.UsageError(f"{source}: {value!r} is not true or false")
 
 
 def _arm_names(value: str, source: str) -> tuple[str, ...]:
@@ -139,13 +165,41 @@ OPTIONS: tuple[ArenaOption, ...] = (
         "repeat", "trials per instance x arm (pass@k, pass^k)", _positive_integer,
         default="1", metavar="N",
     ),
+    ArenaOption(
+        "max-usd", "sweep budget in USD: once spent, no new cell starts and the rest are skipped",
+        _non_negative_number, metavar="USD",
+    ),
+    ArenaOption(
+        "max-tokens", "sweep budget in tokens (input + output + reasoning), like --arena-max-usd",
+        _non_negative_integer, metavar="N",
+    ),
+    ArenaOption(
+        "strict-models", "a cell whose served model differs from the asked one is a harness error",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
+        "resume", "reuse the final ledger rows of cells whose cell key is unchanged; run the rest",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
+        "lock-heartbeat", "seconds between heartbeats of the out dir's arena.lock",
+        _positive_number, default="20", metavar="SECONDS",
+    ),
+    ArenaOption(
+        "lock-stale", "seconds after which a lock without heartbeat is taken over",
+        _positive_number, default="90", metavar="SECONDS",
+    ),
 )
 
 
 def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("swe-arena", "pytest-swe-arena: coding-agent benchmarks")
     for option in OPTIONS:
-        if option.many:
+        if option.switch:
+            group.addoption(option.flag, dest=option.dest, action="store_const", const="true",
+                            default=None, help=option.help)
+            parser.addini(option.ini_name, option.help, type="string", default=None)
+        elif option.many:
             group.addoption(option.flag, dest=option.dest, nargs="+", action="extend",
                             metavar=option.metavar, default=None, help=option.help)
             parser.addini(option.ini_name, option.help, type="linelist")
@@ -168,6 +222,12 @@ class Settings:
     verify_on: str
     verify_timeout: float
     repeat: int
+    max_usd: float | None
+    max_tokens: int | None
+    strict_models: bool
+    resume: bool
+    lock_heartbeat: float
+    lock_stale: float
     #: True when the user asked for an arena sweep (an option, an ini value or a
     #: [tool.swe_arena] table); otherwise the plugin stays out of the way.
     enabled: bool
@@ -239,6 +299,12 @@ def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Setting
         verify_on=single("verify-on"),
         verify_timeout=single("verify-timeout"),
         repeat=single("repeat"),
+        max_usd=single("max-usd"),
+        max_tokens=single("max-tokens"),
+        strict_models=single("strict-models"),
+        resume=single("resume"),
+        lock_heartbeat=single("lock-heartbeat"),
+        lock_stale=single("lock-stale"),
         enabled=enabled,
         instances_given=raws["instances"].given,
     )

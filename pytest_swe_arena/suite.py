@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from .arms.base import Arm, ArmConfigError, ArmKind, ArmSpec
+from .budget import Limit
 
 BUILTIN_ARMS = {"GOLD": "gold", "EMPTY": "empty"}
 ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -42,6 +43,8 @@ class Suite:
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     worker_suffix: str = DEFAULT_WORKER_SUFFIX
     table: Mapping[str, Any] = field(default_factory=dict)
+    #: Each arm's total budget for the sweep (``max_total_usd``, ``max_total_tokens``).
+    arm_limits: Mapping[str, Limit] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
@@ -87,6 +90,7 @@ def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
     arms = table.get("arms", {})
     if not isinstance(arms, dict):
         raise pytest.UsageError(f"{where}: [tool.swe_arena.arms] must be a table of arm tables")
+    arm_limits: dict[str, Limit] = {}
     for name, settings in arms.items():
         origin = f"{where} [tool.swe_arena.arms.{name}]"
         if name in BUILTIN_ARMS:
@@ -95,13 +99,34 @@ def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
             raise pytest.UsageError(f"{origin}: arm names are letters, digits, '_' and '-', starting with a letter")
         if not isinstance(settings, dict) or not isinstance(settings.get("kind"), str):
             raise pytest.UsageError(f"{origin}: field 'kind' is required (a string such as \"opencode\")")
-        specs[name] = ArmSpec(name, settings["kind"], {k: v for k, v in settings.items() if k != "kind"},
-                              origin, base_dir)
+        # The sweep-level budget belongs to the harness, not the kind, and not to the arm's identity.
+        kind_settings = {k: v for k, v in settings.items() if k not in ("kind", *ARM_BUDGET_FIELDS)}
+        limit = _arm_limit(origin, settings)
+        if limit.is_set:
+            arm_limits[name] = limit
+        specs[name] = ArmSpec(name, settings["kind"], kind_settings, origin, base_dir)
     prices = _prices(where, table.get("prices", {}))
     suffix = table.get("worker_suffix", DEFAULT_WORKER_SUFFIX)
     if not isinstance(suffix, str):
         raise pytest.UsageError(f"{where}: [tool.swe_arena] worker_suffix must be a string")
-    return Suite(path=path, arm_specs=specs, prices=prices, worker_suffix=suffix, table=table)
+    return Suite(path=path, arm_specs=specs, prices=prices, worker_suffix=suffix, table=table,
+                 arm_limits=arm_limits)
+
+
+ARM_BUDGET_FIELDS = ("max_total_usd", "max_total_tokens")
+
+
+def _arm_limit(origin: str, settings: Mapping[str, Any]) -> Limit:
+    values: dict[str, Any] = {}
+    for key in ARM_BUDGET_FIELDS:
+        value = settings.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise pytest.UsageError(f"{origin}: field {key!r}: {value!r} is not a non-negative number")
+        values[key] = value
+    tokens = values.get("max_total_tokens")
+    return Limit(max_usd=values.get("max_total_usd"), max_tokens=int(tokens) if tokens is not None else None)
 
 
 PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")

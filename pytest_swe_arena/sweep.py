@@ -6,16 +6,21 @@ to its test report, and showing arena statuses in pytest's terminal output.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
 from .arms.base import ArmKind
+from .budget import BUDGET_FILE, BudgetGate
+from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
 from .harness import base_outcome
 from .outcome import STATUSES
 from .report import user_properties
 from .settings import load_settings
-from .state import CASE_KEY, OUTCOME_KEY, STATE_KEY, ArenaState
+from .state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState
 from .suite import build_arms, find_suite_file, load_suite, read_arena_table
 
 
@@ -39,7 +44,51 @@ def configure_arena(config: pytest.Config) -> ArenaState | None:
         existing = [str(path) for path in settings.instances if path.exists()]
         if existing:
             config.args = existing
+    state.sweep_run = is_sweep_run(config, state)
+    if not state.sweep_run:
+        return state
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        state.reuse = workerinput.get("arena_reuse", {})
+        state.sweep_token = workerinput.get("arena_sweep_token", "")
+    else:
+        state.sweep_token = uuid.uuid4().hex
+        # Inherited by xdist workers and every process they start (see guard.reap_sweep).
+        os.environ[SWEEP_TOKEN_VARIABLE] = state.sweep_token
+    if settings.max_usd is not None or settings.max_tokens is not None or state.suite.arm_limits:
+        state.budget_gate = BudgetGate(settings.out / BUDGET_FILE)
+    state.interrupts = InterruptSignals()
+    state.interrupts.install()
     return state
+
+
+def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
+    """Whether this session collects instance files (so it runs cells and owns the out dir)."""
+    if config.option.collectonly:
+        return False
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if state.covers(path) or any(path in root.parents for root in state.settings.instances):
+            return True
+    return False
+
+
+def unconfigure_arena(config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None:
+        return
+    if state.interrupts is not None:
+        state.interrupts.uninstall()
+    if os.environ.get(SWEEP_TOKEN_VARIABLE) == state.sweep_token and not hasattr(config, "workerinput"):
+        del os.environ[SWEEP_TOKEN_VARIABLE]
+
+
+def configure_worker_node(config: pytest.Config, workerinput: dict[str, Any]) -> None:
+    """Controller side of xdist: what every worker needs from the controller."""
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None and state.sweep_run:
+        workerinput["arena_reuse"] = state.reuse
+        workerinput["arena_sweep_token"] = state.sweep_token
 
 
 def arm_kinds(config: pytest.Config) -> dict[str, ArmKind]:
@@ -60,17 +109,36 @@ def build_session_arms(config: pytest.Config) -> None:
 
 
 def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """Put the cell's outcome on the report that finishes it, as plain JSON."""
+    """Put the cell's outcome on the report that finishes it, as plain JSON.
+
+    A successful setup report carries the row to write should the cell never
+    finish (``arena_pending``, status ``interrupted``); a reused cell's call
+    report carries only its cell key, the controller holds its recorded row.
+    """
     case = item.stash.get(CASE_KEY, None)
-    if case is None:
+    if case is None or call.when == "teardown":
         return
-    outcome = item.stash.get(OUTCOME_KEY, None) if call.when == "call" else None
-    if outcome is None:
-        if not report.failed or call.when == "teardown":
-            return
-        # A fixture or the harness itself failed: a harness error, never the arm's fault.
-        message = _failure_text(report)
-        outcome = base_outcome(case, item.nodeid, "harness_error", f"{call.when}: {message}")
+    shortcut = item.stash.get(SHORTCUT_KEY, {})
+    if "reused" in shortcut:
+        if call.when == "call":
+            verdict = shortcut["reused"]
+            report.arena = {"reused": True, "cell_key": case.key, "status": verdict["status"]}  # type: ignore[attr-defined]
+        return
+    if "skipped" in shortcut:
+        outcome = base_outcome(case, item.nodeid, "skipped_budget", shortcut["skipped"])
+    elif call.when == "setup" and report.passed:
+        pending = base_outcome(case, item.nodeid, "interrupted", "interrupted before the cell finished")
+        report.arena_pending = pending.to_json()  # type: ignore[attr-defined]
+        return
+    else:
+        finished = item.stash.get(OUTCOME_KEY, None) if call.when == "call" else None
+        if finished is None:
+            if not report.failed:
+                return
+            # A fixture or the harness itself failed: a harness error, never the arm's fault.
+            message = _failure_text(report)
+            finished = base_outcome(case, item.nodeid, "harness_error", f"{call.when}: {message}")
+        outcome = finished
     report.arena = outcome.to_json()  # type: ignore[attr-defined]
     # On the item too: the teardown report, which --junitxml reads, is built from the item.
     properties = user_properties(report.arena, item.config.stash[STATE_KEY].settings.repeat)  # type: ignore[attr-defined]
@@ -93,4 +161,5 @@ def arena_teststatus(report: pytest.TestReport) -> tuple[str, str, tuple[str, Ma
     category = STATUSES[status][0]
     letter = {"passed": ".", "failed": "F", "error": "E", "skipped": "s"}[category]
     colour = {"passed": "green", "skipped": "yellow"}.get(category, "red")
-    return category, letter, (status.upper(), {colour: True})
+    word = status.upper() + (" (reused)" if data.get("reused") else "")
+    return category, letter, (word, {colour: True})
