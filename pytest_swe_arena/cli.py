@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .compare import compare_runs, format_comparison
 from .ledger import LEDGER_NAME, latest_run, latest_run_rows, read_ledger, write_predictions
-from .report import CellRecord, format_summary, previous_arm_order, write_reports
-from .status import LockFileError, sweep_status
+from .report import CellRecord, format_summary, previous_arm_order, recorded_budget, write_reports
+from .status import sweep_status
 
 
 def _ledger(out: Path) -> Path:
@@ -36,7 +36,8 @@ def _latest_cells(out: Path) -> list[CellRecord]:
 def command_report(args: argparse.Namespace) -> int:
     cells = _latest_cells(args.out)
     run_id = cells[-1].run_id
-    summary, written = write_reports(args.out, cells, previous_arm_order(args.out, run_id), run_id)
+    summary, written = write_reports(args.out, cells, previous_arm_order(args.out, run_id), run_id,
+                                     recorded_budget(args.out, run_id))
     print("\n".join(format_summary(summary)))
     print("", *(f"wrote {path}" for path in written), sep="\n")
     return 0
@@ -51,10 +52,7 @@ def command_compare(args: argparse.Namespace) -> int:
 
 def command_status(args: argparse.Namespace) -> int:
     while True:
-        try:
-            lines, live = sweep_status(args.out)
-        except LockFileError as error:
-            raise SystemExit(f"swe-arena: {error}") from None
+        lines, live = sweep_status(args.out)
         print("\n".join(lines), flush=True)
         if not (args.watch and live):
             return 0 if live else 1

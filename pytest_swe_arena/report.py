@@ -18,8 +18,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from .budget import SWEEP
-from .ledger import scored_patch_file, write_atomic
+from .budget import BUDGET_FILE, SWEEP
+from .ledger import write_atomic
 from .outcome import STATUSES
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
 
@@ -59,8 +59,8 @@ class CellRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> CellRecord:
-        usage = row.get("usage") or {}
-        parts = [usage.get(name) for name in ("input_tokens", "output_tokens", "reasoning_tokens")]
+        usage = row.get("usage")
+        cost, tokens = spend(usage)
         error = row.get("error")
         return cls(
             run_id=row.get("run_id"),
@@ -69,8 +69,8 @@ class CellRecord:
             trial=row.get("trial", 1),
             status=row["status"],
             ran=bool(usage),
-            cost_usd=usage.get("cost_usd") if usage else 0.0,
-            tokens=(None if None in parts else sum(parts)) if usage else 0,
+            cost_usd=cost,
+            tokens=tokens,
             wall_seconds=wall_seconds(row),
             patch_file=row.get("patch_file"),
             run_dir=row.get("run_dir"),
@@ -91,16 +91,26 @@ class CellRecord:
         return self.status == "resolved"
 
 
-def user_properties(outcome: Mapping[str, Any], repeat: int) -> list[tuple[str, object]]:
+def spend(usage: Mapping[str, Any] | None) -> tuple[float | None, int | None]:
+    """A cell's cost in USD and tokens (input + output + reasoning); None when not known.
+
+    A cell without usage never ran its arm (skipped, or its setup failed): it spent nothing.
+    """
+    if not usage:
+        return 0.0, 0
+    parts: list[int | None] = [usage.get(name) for name in ("input_tokens", "output_tokens", "reasoning_tokens")]
+    tokens = None if any(part is None for part in parts) else sum(part or 0 for part in parts)
+    return usage.get("cost_usd"), tokens
+
+
+def user_properties(row: Mapping[str, Any]) -> list[tuple[str, object]]:
     """A cell's status, spend and patch as pytest ``user_properties`` (for ``--junitxml`` and JSON reports).
 
     Cost and tokens are None when unknown; the patch is relative to the out dir, None when not graded.
     """
-    patch_file = (scored_patch_file(outcome["instance_id"], outcome["arm"], outcome["trial"], repeat)
-                  if outcome.get("patch_scored") else None)
-    cell = CellRecord.from_row({**outcome, "patch_file": patch_file})
-    return [("arena_status", cell.status), ("arena_cost_usd", cell.cost_usd),
-            ("arena_tokens", cell.tokens), ("arena_patch", patch_file)]
+    cost, tokens = spend(row.get("usage"))
+    return [("arena_status", row["status"]), ("arena_cost_usd", cost), ("arena_tokens", tokens),
+            ("arena_patch", row.get("patch_file"))]
 
 
 def wall_seconds(row: Mapping[str, Any]) -> float | None:
@@ -284,7 +294,7 @@ def budget_warnings(budget: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Spent caps (from the controller's ``budget.json``), and dollars a cap could not count."""
     if not budget:
         return []
-    warnings = [{"kind": "budget_exhausted", "arm": None if arm == SWEEP else arm, "count": 1,
+    warnings: list[dict[str, Any]] = [{"kind": "budget_exhausted", "arm": None if arm == SWEEP else arm, "count": 1,
                  "message": f"{reason}: no new cell started after that", "examples": []}
                 for arm, reason in sorted((budget.get("exhausted") or {}).items())]
     spent = budget.get("spent") or {}
@@ -386,15 +396,25 @@ def format_summary(summary: Mapping[str, Any]) -> list[str]:
 
 
 def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
-                  run_id: str | None = None) -> tuple[dict[str, Any], list[Path]]:
+                  run_id: str | None = None, budget: Mapping[str, Any] | None = None
+                  ) -> tuple[dict[str, Any], list[Path]]:
     """Write ``summary.json`` and ``report.html`` (each atomically); return the summary and the paths."""
     from .html_report import render_report
 
-    summary = summarize(cells, arm_order, run_id)
+    summary = summarize(cells, arm_order, run_id, budget)
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
     write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_atomic(report_path, render_report(summary, cells))
     return summary, [summary_path, report_path]
+
+
+def recorded_budget(out: Path, run_id: str | None) -> dict[str, Any] | None:
+    """The ``budget.json`` the controller wrote for ``run_id`` (None without caps or for another run)."""
+    try:
+        budget = json.loads((out / BUDGET_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return budget if isinstance(budget, dict) and budget.get("run_id") == run_id else None
 
 
 def previous_arm_order(out: Path, run_id: str | None) -> list[str]:

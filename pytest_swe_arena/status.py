@@ -1,116 +1,27 @@
 """``swe-arena status``: a live view of a sweep from another terminal.
 
-Reads the single-owner lock the controller keeps in the out dir
-(``arena.lock``: JSON with ``pid``, ``host``, ``run_id``, ``started_at``,
-``heartbeat_at`` and ``progress`` {total, done, running, spent_usd,
-spent_tokens}, refreshed every 20 s) and the ledger rows of that run so far.
-It only reads: it never takes or breaks the lock.
+Reads what the sweep's controller keeps in its out dir: ``arena.lock`` (owner,
+heartbeat and progress, see ``guard.SweepLock``, rewritten after every cell and
+every heartbeat) and the ledger rows of that run so far. It only reads: it
+never takes, refreshes or breaks the lock.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .guard import LOCK_NAME, read_lock, stale_reason
 from .ledger import LEDGER_NAME, latest_run, read_ledger
 from .report import SUMMARY_NAME, CellRecord, count, format_summary, summarize, usd
-
-LOCK_NAME = "arena.lock"
-#: A lock whose heartbeat is older than this belongs to a sweep that died (DESIGN: stale after 90 s).
-STALE_AFTER_SECONDS = 90.0
-
-
-class LockFileError(Exception):
-    """``arena.lock`` exists but does not follow the lock contract; the message names the field."""
-
-
-@dataclass(frozen=True)
-class SweepLock:
-    """The owner of an out dir and its progress, as the controller last wrote them."""
-
-    pid: int
-    host: str
-    run_id: str
-    started_at: datetime
-    heartbeat_at: datetime
-    total: int | None
-    done: int
-    running: int
-    spent_usd: float | None
-    spent_tokens: int
-
-    @classmethod
-    def from_json(cls, data: Any, source: Path) -> SweepLock:
-        def field(mapping: Any, name: str, kinds: tuple[type, ...], where: str = "") -> Any:
-            if not isinstance(mapping, Mapping) or name not in mapping:
-                raise LockFileError(f"{source}: missing field {where}{name!r}")
-            value = mapping[name]
-            if not isinstance(value, kinds) or isinstance(value, bool):
-                accepted = " or ".join("null" if kind is type(None) else kind.__name__ for kind in kinds)
-                raise LockFileError(f"{source}: field {where}{name!r} is {value!r}, expected {accepted}")
-            return value
-
-        def moment(name: str) -> datetime:
-            text = field(data, name, (str,))
-            try:
-                value = datetime.fromisoformat(text)
-            except ValueError:
-                raise LockFileError(f"{source}: field {name!r} is {text!r}, expected an ISO 8601 time") from None
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-        progress = field(data, "progress", (dict,))
-        return cls(
-            pid=field(data, "pid", (int,)),
-            host=field(data, "host", (str,)),
-            run_id=field(data, "run_id", (str,)),
-            started_at=moment("started_at"),
-            heartbeat_at=moment("heartbeat_at"),
-            total=field(progress, "total", (int, type(None)), "progress."),
-            done=field(progress, "done", (int,), "progress."),
-            running=field(progress, "running", (int,), "progress."),
-            spent_usd=field(progress, "spent_usd", (int, float, type(None)), "progress."),
-            spent_tokens=field(progress, "spent_tokens", (int,), "progress."),
-        )
-
-    def heartbeat_age(self, now: datetime) -> float:
-        return max(0.0, (now - self.heartbeat_at).total_seconds())
-
-    def owner_gone(self) -> bool:
-        """True when the owner ran on this machine and its process no longer exists."""
-        if self.host != socket.gethostname():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
-
-
-def read_lock(out: Path) -> SweepLock | None:
-    """The out dir's lock, or None when no sweep holds it."""
-    path = out / LOCK_NAME
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError as error:
-        raise LockFileError(f"{path}: not JSON ({error})") from None
-    return SweepLock.from_json(data, path)
 
 
 def duration(seconds: float) -> str:
     """4s, 3m12s, 2h05m."""
-    whole = int(seconds)
+    whole = max(int(seconds), 0)
     if whole < 60:
         return f"{whole}s"
     if whole < 3600:
@@ -118,46 +29,57 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
+def _age(iso: Any, now: datetime) -> str:
+    try:
+        moment = datetime.fromisoformat(str(iso))
+    except ValueError:
+        return "unknown"
+    return duration((now - moment).total_seconds()) + " ago"
+
+
 def _cells(out: Path, run_id: str | None) -> list[CellRecord]:
-    """The ledger's cells of ``run_id`` (or of its last run when None)."""
+    """The ledger's cells of ``run_id`` (of its last run when None)."""
     records = (CellRecord.from_row(row) for row in read_ledger(out / LEDGER_NAME))
     if run_id is None:
         return latest_run(records, lambda cell: cell.run_id)
     return [cell for cell in records if cell.run_id == run_id]
 
 
+def progress_lines(owner: Mapping[str, Any], now: datetime) -> list[str]:
+    """The lock's owner, heartbeat and progress as text."""
+    progress = owner.get("progress") or {}
+    total, done, running = progress.get("total"), progress.get("done", 0), progress.get("running", 0)
+    left = "not collected yet" if total is None else f"{max(total - done - running, 0)} left of {total}"
+    unknown = progress.get("unknown_usd_cells") or 0
+    spent_usd = f"${usd(progress.get('spent_usd'))}" + (f" (+ {unknown} cell(s) of unknown cost)" if unknown else "")
+    here = " (this machine)" if owner.get("host") == socket.gethostname() else ""
+    return [
+        f"  owner      pid {owner.get('pid')} on {owner.get('host')}{here}",
+        f"  started    {owner.get('started_at')}, {_age(owner.get('started_at'), now)}",
+        f"  heartbeat  {_age(owner.get('heartbeat_at'), now)}",
+        f"  cells      {done} done, {running} running, {left}",
+        f"  spent      {spent_usd}, {count(progress.get('spent_tokens'))} tokens",
+    ]
+
+
 def sweep_status(out: Path, now: datetime | None = None) -> tuple[list[str], bool]:
     """What is going on in ``out``: the lines to show, and whether a live sweep owns it."""
     now = now or datetime.now(UTC)
-    lock = read_lock(out)
-    if lock is None:
+    owner = read_lock(out)
+    if owner is None:
         cells = _cells(out, None)
         if not cells:
-            return [f"no sweep is running in {out}: no {LOCK_NAME} and no {LEDGER_NAME} (none has run here)"], False
+            return [f"no sweep is running in {out}: no {LOCK_NAME} and no {LEDGER_NAME} (no sweep has run here)"], False
         return [
-            f"no sweep is running in {out} (no {LOCK_NAME}): the last run, {cells[-1].run_id}, has finished "
-            f"with {len(cells)} cells recorded",
+            f"no sweep is running in {out} (no {LOCK_NAME}); the last run, {cells[-1].run_id}, "
+            f"recorded {len(cells)} cells",
             f"its results: {out / SUMMARY_NAME} (rebuild with `swe-arena report {out}`)",
         ], False
-    age = lock.heartbeat_age(now)
-    gone = lock.owner_gone()
-    live = age <= STALE_AFTER_SECONDS and not gone
-    if live:
-        state = "running"
-    else:
-        why = f"process {lock.pid} is gone" if gone else f"no heartbeat for {duration(age)}"
-        state = f"STALE ({why}): the sweep died; the next sweep in this out dir takes the lock over"
-    left = "" if lock.total is None else f", {max(lock.total - lock.done - lock.running, 0)} left of {lock.total}"
-    here = " (this machine)" if lock.host == socket.gethostname() else ""
-    lines = [
-        f"sweep {lock.run_id} in {out}: {state}",
-        f"  owner      pid {lock.pid} on {lock.host}{here}",
-        f"  started    {lock.started_at.isoformat(timespec='seconds')}, {duration((now - lock.started_at).total_seconds())} ago",
-        f"  heartbeat  {duration(age)} ago",
-        f"  cells      {lock.done} done, {lock.running} running{left}",
-        f"  spent      {usd(lock.spent_usd)} USD, {count(lock.spent_tokens)} tokens",
-    ]
-    cells = _cells(out, lock.run_id)
+    dead = stale_reason(owner)
+    state = "running" if dead is None else f"STALE ({dead}): the sweep died; the next sweep here takes over"
+    run_id = str(owner.get("run_id"))
+    lines = [f"sweep {run_id} in {out}: {state}", *progress_lines(owner, now)]
+    cells = _cells(out, run_id)
     if cells:
-        lines += ["", "results so far:", *format_summary(summarize(cells, run_id=lock.run_id))]
-    return lines, live
+        lines += ["", "results so far:", *format_summary(summarize(cells, run_id=run_id))]
+    return lines, dead is None

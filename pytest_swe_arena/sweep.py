@@ -17,6 +17,7 @@ from .arms.base import ArmKind
 from .budget import BUDGET_FILE, BudgetGate
 from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
 from .harness import base_outcome
+from .ledger import scored_patch_file
 from .outcome import STATUSES
 from .report import user_properties
 from .settings import load_settings
@@ -123,6 +124,7 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
         if call.when == "call":
             verdict = shortcut["reused"]
             report.arena = {"reused": True, "cell_key": case.key, "status": verdict["status"]}  # type: ignore[attr-defined]
+            _add_user_properties(item, report, user_properties(verdict))
         return
     if "skipped" in shortcut:
         outcome = base_outcome(case, item.nodeid, "skipped_budget", shortcut["skipped"])
@@ -140,8 +142,15 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
             finished = base_outcome(case, item.nodeid, "harness_error", f"{call.when}: {message}")
         outcome = finished
     report.arena = outcome.to_json()  # type: ignore[attr-defined]
+    repeat = item.config.stash[STATE_KEY].settings.repeat
+    patch_file = (scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, repeat)
+                  if outcome.patch_scored else None)
+    row = {"status": outcome.status, "usage": outcome.usage, "patch_file": patch_file}
+    _add_user_properties(item, report, user_properties(row))
+
+
+def _add_user_properties(item: pytest.Item, report: pytest.TestReport, properties: list[tuple[str, object]]) -> None:
     # On the item too: the teardown report, which --junitxml reads, is built from the item.
-    properties = user_properties(report.arena, item.config.stash[STATE_KEY].settings.repeat)  # type: ignore[attr-defined]
     report.user_properties.extend(properties)
     item.user_properties.extend(properties)
 
