@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .compare import compare_runs, format_comparison
 from .ledger import LEDGER_NAME, latest_run, latest_run_rows, read_ledger, write_predictions
-from .report import CellRecord, format_summary, previous_arm_order, recorded_budget, write_reports
+from .report import CellRecord, format_summary, previous_arm_order, recorded_budget, write_reports, written_lines
 from .status import sweep_status
 
 
@@ -38,8 +38,7 @@ def command_report(args: argparse.Namespace) -> int:
     run_id = cells[-1].run_id
     summary, written = write_reports(args.out, cells, previous_arm_order(args.out, run_id), run_id,
                                      recorded_budget(args.out, run_id))
-    print("\n".join(format_summary(summary)))
-    print("", *(f"wrote {path}" for path in written), sep="\n")
+    print("\n".join([*format_summary(summary), "", *written_lines(args.out, run_id, written)]))
     return 0
 
 

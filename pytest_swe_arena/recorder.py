@@ -25,7 +25,7 @@ from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .guard import SweepLock, forward_interrupt, reap_sweep
 from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
 from .outcome import CellOutcome
-from .report import cell_records, format_summary, summarize, write_reports
+from .report import cell_records, format_summary, summarize, write_reports, written_lines
 from .resume import reusable_rows, verdicts
 from .state import CASE_KEY, ArenaState
 
@@ -199,6 +199,5 @@ class ArenaRecorder:
         for line in format_summary(self.final_summary or self.summary()):
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
-        terminalreporter.write_line(f"out: {self.out} (run {self.writer.run_id})")
-        for path in self.written:
-            terminalreporter.write_line(f"  {path}")
+        for line in written_lines(self.out, self.writer.run_id, self.written):
+            terminalreporter.write_line(line)

@@ -10,6 +10,7 @@ show the same numbers. A value that cannot be computed is None ("n/a").
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k,
 SUMMARY_NAME = "summary.json"
 REPORT_NAME = "report.html"
 SUMMARY_SCHEMA_VERSION = 1
+#: The terminal summary's width.
+TERMINAL_WIDTH = 100
 #: How many example cells a warning lists.
 WARNING_EXAMPLES = 5
 
@@ -324,12 +327,12 @@ def usd(value: float | None) -> str:
 
 
 def count(value: float | None) -> str:
-    """A token count, exact below 100,000 and in k / M above (the JSON keeps it exact)."""
+    """A token count, exact below 100,000, then in k and M (the JSON keeps it exact)."""
     if value is None:
         return "n/a"
     if value < 100_000:
         return f"{value:,.0f}"
-    return f"{value / 1000:,.0f}k" if value < 10_000_000 else f"{value / 1_000_000:,.1f}M"
+    return f"{value / 1000:,.0f}k" if value < 999_500 else f"{value / 1_000_000:,.1f}M"
 
 
 def seconds(value: float | None) -> str:
@@ -356,8 +359,22 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
     return [line(header), "  ".join("-" * width for width in widths), *(line(row) for row in rows)]
 
 
-def format_summary(summary: Mapping[str, Any]) -> list[str]:
-    """The terminal summary: per-arm table, pass@k (with repeats), paired comparison, warnings."""
+def format_budget(budget: Mapping[str, Any]) -> str:
+    """One line: what the sweep spent against its caps."""
+    limits = (budget.get("limits") or {}).get("sweep") or {}
+    spent = budget.get("spent") or {}
+    usd_cap = "" if limits.get("max_usd") is None else f" of ${limits['max_usd']:g}"
+    token_cap = "" if limits.get("max_tokens") is None else f" of {limits['max_tokens']:,}"
+    unknown = spent.get("unknown_usd_cells") or 0
+    return (f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"
+            + (f" (+ {unknown} cell(s) of unknown USD cost)" if unknown else ""))
+
+
+def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> list[str]:
+    """The terminal summary: per-arm table, pass@k (with repeats), paired comparison, budget, warnings.
+
+    Tables fit in 100 columns for arm names up to 16 characters; warnings wrap at ``width``.
+    """
     header = ["arm", "resolved", "rate", "95% CI", "USD", "USD/res", "tokens", "tok/res", "wall p50"]
     body = [
         [arm["arm"], f"{arm['resolved']}/{arm['cells']}", percent(arm["resolve_rate"]),
@@ -365,7 +382,10 @@ def format_summary(summary: Mapping[str, Any]) -> list[str]:
          count(arm["tokens"]), count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])]
         for arm in summary["arms"]
     ]
-    lines = format_table(header, body)
+    trials = f", {summary['trials']} trials" if summary["trials"] > 1 else ""
+    lines = [f"{summary['instances']} instances x {len(summary['arms'])} arms{trials}: {summary['rows']} cells "
+             "(95% CI: Wilson; n/a: not computable)", ""]
+    lines += format_table(header, body)
     most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
     if most > 1:
         def at(arm: Mapping[str, Any], k: int, key: str) -> str:
@@ -386,10 +406,20 @@ def format_summary(summary: Mapping[str, Any]) -> list[str]:
               str(pair["only_first"]), str(pair["only_second"]), str(pair["neither"]), p_value(pair["mcnemar_p"])]
              for pair in summary["pairs"]],
         )
+    if summary.get("budget"):
+        lines += ["", format_budget(summary["budget"])]
     if summary["warnings"]:
         lines += ["", "warnings:"]
-        lines += [f"  ! {warning['message']}" for warning in summary["warnings"]]
+        for warning in summary["warnings"]:
+            lines += textwrap.wrap(warning["message"], width, initial_indent="  ! ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
     return lines
+
+
+def written_lines(out: Path, run_id: str | None, paths: Sequence[Path]) -> list[str]:
+    """Where the results went: the out dir, then each file written, relative to it."""
+    names = [str(path.relative_to(out)) if path.is_relative_to(out) else str(path) for path in paths]
+    return [f"out: {out} (run {run_id})", *(f"  {name}" for name in names)]
 
 
 # --- files -------------------------------------------------------------------------------------------------
