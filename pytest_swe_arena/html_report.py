@@ -9,6 +9,7 @@ the page is written in.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
@@ -40,7 +41,7 @@ table.data{border-collapse:collapse}table.data th,table.data td{padding:4px 10px
 text-align:right;white-space:nowrap}table.data th:first-child,table.data td:first-child{text-align:left}
 table.data thead th{background:#f6f8fa;border-bottom:1px solid #d0d7de}
 .na{color:#8c959f}.warnings{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 14px}
-.warnings li{margin:2px 0}.charts{display:flex;flex-wrap:wrap;gap:24px}.chart{flex:1 1 520px}
+.warnings li{margin:2px 0}.charts{display:flex;flex-wrap:wrap;gap:24px}.chart{flex:1 1 480px}.chart svg{width:100%;height:auto}
 svg text{font:12px system-ui,sans-serif;fill:#1f2328}svg .axis{stroke:#8c959f}svg .grid{stroke:#eaeef2}
 .note{color:#59636e;font-size:13px}
 table.matrix{border-collapse:collapse;font-size:13px}table.matrix th,table.matrix td{border:1px solid #eaeef2;
@@ -68,19 +69,17 @@ def _table(table_id: str, header: Sequence[str], rows: Sequence[Sequence[str]]) 
     return f'<table class="data" id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _nice_ceiling(value: float) -> float:
-    """A round axis maximum at or above ``value`` (1, 2, 2.5 or 5 times a power of ten)."""
+def _axis_maximum(value: float, steps: Sequence[float] = (1, 2, 2.5, 5)) -> float:
+    """A round axis maximum at or above ``value``: four ticks of 1, 2, 2.5 or 5 times a power of ten.
+
+    Counts pass ``steps=(1, 2, 5)`` so that every tick is a whole number.
+    """
     if value <= 0:
-        return 1.0
-    power = 1.0
-    while power * 10 <= value:
-        power *= 10
-    while power > value:
-        power /= 10
-    for step in (1, 2, 2.5, 5, 10):
-        if step * power >= value:
-            return step * power
-    return 10 * power
+        return 4.0 * steps[0]
+    quarter = value / 4
+    power = 10.0 ** math.floor(math.log10(quarter))
+    step = next((step * power for step in (*steps, 10) if step * power >= quarter * (1 - 1e-9)), 10 * power)
+    return 4 * step
 
 
 def _tick(value: float) -> str:
@@ -91,7 +90,7 @@ def rate_cost_chart(arms: Sequence[Mapping[str, Any]]) -> str:
     """Resolve rate (with its 95% interval) against mean cost per cell, one point per arm."""
     width, height, left, right, top, bottom = 640, 340, 56, 130, 16, 46
     plotted = [arm for arm in arms if arm["resolve_rate"] is not None and arm["cost_per_cell_usd"] is not None]
-    x_max = _nice_ceiling(max((arm["cost_per_cell_usd"] for arm in plotted), default=0.0))
+    x_max = _axis_maximum(max((arm["cost_per_cell_usd"] for arm in plotted), default=0.0) or 1.0)
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def x(value: float) -> float:
@@ -100,7 +99,7 @@ def rate_cost_chart(arms: Sequence[Mapping[str, Any]]) -> str:
     def y(value: float) -> float:
         return top + plot_h * (1 - value)
 
-    parts = [f'<svg id="rate-vs-cost" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+    parts = [f'<svg id="rate-vs-cost" role="img" viewBox="0 0 {width} {height}" '
              'xmlns="http://www.w3.org/2000/svg"><title>Resolve rate against cost per cell</title>']
     for step in range(5):
         rate = step / 4
@@ -137,20 +136,20 @@ def rate_cost_chart(arms: Sequence[Mapping[str, Any]]) -> str:
 
 
 def distribution_chart(chart_id: str, title: str, arms: Sequence[Mapping[str, Any]], key: str,
-                       label: Callable[[float], str], least_max: float) -> str:
+                       label: Callable[[float], str], least_max: float, steps: Sequence[float] = (1, 2, 2.5, 5)) -> str:
     """One horizontal box plot per arm (min, quartiles, max) of a per-cell quantity.
 
     ``least_max`` is the smallest axis maximum (so a sweep that spent nothing still has a readable axis).
     """
     row_h, left, right, top, bottom, width = 30, 120, 24, 8, 36, 640
     height = top + bottom + row_h * max(len(arms), 1)
-    x_max = _nice_ceiling(max([arm[key]["max"] for arm in arms if arm[key]] + [least_max]))
+    x_max = _axis_maximum(max([arm[key]["max"] for arm in arms if arm[key]] + [least_max]), steps)
     plot_w = width - left - right
 
     def x(value: float) -> float:
         return left + plot_w * value / x_max
 
-    parts = [f'<svg id="{chart_id}" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+    parts = [f'<svg id="{chart_id}" role="img" viewBox="0 0 {width} {height}" '
              f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>']
     axis_y = top + row_h * len(arms)
     for step in range(5):
@@ -257,7 +256,7 @@ def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> st
                              lambda v: "$" + _tick(v), least_max=1.0)
         + "<h3>Tokens per cell</h3>"
         + distribution_chart("token-distribution", "Tokens per cell, per arm", arms, "token_distribution",
-                             count, least_max=4.0)
+                             count, least_max=4.0, steps=(1, 2, 5))
         + "</div></div></section>"
     )
     most = max((len(arm["pass_at_k"]) for arm in arms), default=0)

@@ -10,6 +10,7 @@ show the same numbers. A value that cannot be computed is None ("n/a").
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -120,7 +121,7 @@ def wall_seconds(row: Mapping[str, Any]) -> float | None:
     """A cell's wall time: the sum of its phases, else ended minus started; None if neither is known."""
     phases = row.get("phases") or {}
     if phases:
-        return float(sum(phases.values()))
+        return math.fsum(phases.values())  # exact, so the order of the phases (JSON sorts them) cannot matter
     try:
         seconds = (datetime.fromisoformat(row["ended_at"]) - datetime.fromisoformat(row["started_at"])).total_seconds()
     except (KeyError, TypeError, ValueError):
