@@ -14,7 +14,15 @@ from pathlib import Path
 
 from .compare import compare_runs, format_comparison
 from .ledger import LEDGER_NAME, latest_run, latest_run_rows, read_ledger, write_predictions
-from .report import CellRecord, format_summary, previous_arm_order, recorded_budget, write_reports, written_lines
+from .report import (
+    CellRecord,
+    format_summary,
+    previous_arm_order,
+    read_cells,
+    recorded_budget,
+    write_reports,
+    written_lines,
+)
 from .status import sweep_status
 
 
@@ -27,7 +35,7 @@ def _ledger(out: Path) -> Path:
 
 def _latest_cells(out: Path) -> list[CellRecord]:
     """The cells of the ledger's last run, reduced while streaming (a large ledger is never held whole)."""
-    cells = latest_run((CellRecord.from_row(row) for row in read_ledger(_ledger(out))), lambda cell: cell.run_id)
+    cells = latest_run(read_cells(_ledger(out)), lambda cell: cell.run_id)
     if not cells:
         raise SystemExit(f"swe-arena: {out / LEDGER_NAME} has no rows")
     return cells

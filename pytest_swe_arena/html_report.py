@@ -10,8 +10,9 @@ the page is written in.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -41,7 +42,8 @@ table.data{border-collapse:collapse}table.data th,table.data td{padding:4px 10px
 text-align:right;white-space:nowrap}table.data th:first-child,table.data td:first-child{text-align:left}
 table.data thead th{background:#f6f8fa;border-bottom:1px solid #d0d7de}
 .na{color:#8c959f}.warnings{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 14px}
-.warnings li{margin:2px 0}.charts{display:flex;flex-wrap:wrap;gap:24px}.chart{flex:1 1 480px}.chart svg{width:100%;height:auto}
+.warnings li{margin:2px 0}.charts{display:flex;flex-wrap:wrap;gap:24px}.chart{flex:1 1 480px}
+.chart svg{width:100%;height:auto}
 svg text{font:12px system-ui,sans-serif;fill:#1f2328}svg .axis{stroke:#8c959f}svg .grid{stroke:#eaeef2}
 .note{color:#59636e;font-size:13px}
 table.matrix{border-collapse:collapse;font-size:13px}table.matrix th,table.matrix td{border:1px solid #eaeef2;
@@ -179,35 +181,45 @@ def distribution_chart(chart_id: str, title: str, arms: Sequence[Mapping[str, An
     return "".join(parts)
 
 
+#: Paths the ledger writes (validated instance ids and arm names) need no quoting.
+PLAIN_PATH = re.compile(r"[A-Za-z0-9._/-]*")
+
+
 def _href(path: str) -> str:
-    return escape(quote(path), quote=True)
+    return path if PLAIN_PATH.fullmatch(path) else escape(quote(path), quote=True)
 
 
 def _mark(cell: CellRecord) -> str:
     glyph, meaning = STATUS_MARKS.get(cell.status, ("?", cell.status))
-    tip = [f"{cell.instance_id} [{cell.arm}]" + (f" trial {cell.trial}" if cell.trial > 1 else ""), meaning]
+    tip = f"{cell.instance_id} [{cell.arm}]" + (f" trial {cell.trial}" if cell.trial > 1 else "") + f" · {meaning}"
     if cell.ran:
-        tip.append(f"{usd(cell.cost_usd)} USD, {count(cell.tokens)} tokens")
+        tip += f" · {usd(cell.cost_usd)} USD, {count(cell.tokens)} tokens"
     if cell.wall_seconds is not None:
-        tip.append(seconds(cell.wall_seconds))
-    if cell.error:
-        tip.append(cell.error[:200])
-    title = escape(" · ".join(tip), quote=True)
-    classes = f"st st-{cell.status}"
-    mark = (f'<a class="{classes}" href="{_href(cell.patch_file)}" title="{title}">{glyph}</a>' if cell.patch_file
-            else f'<span class="{classes}" title="{title}">{glyph}</span>')
+        tip += f" · {seconds(cell.wall_seconds)}"
+    if cell.error_line:
+        tip += f" · {cell.error_line[:200]}"
+    title = escape(tip, quote=True)
+    mark = (f'<a class="st st-{cell.status}" href="{_href(cell.patch_file)}" title="{title}">{glyph}</a>'
+            if cell.patch_file else f'<span class="st st-{cell.status}" title="{title}">{glyph}</span>')
     if cell.run_dir:
-        mark += f'<a class="log" href="{_href(cell.run_dir)}/" title="run dir: logs">log</a>'
+        mark += f'<a class="log" href="{_href(cell.run_dir)}/">log</a>'
     return mark
 
 
-def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> str:
-    """Rows are instances, columns arms; each trial is a mark coloured by status linking to its patch and logs."""
+def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> Iterator[str]:
+    """Rows are instances, columns arms; each trial is a mark coloured by status linking to its patch and logs.
+
+    Yields the table a row at a time, so a 100,000-cell sweep is never one giant string.
+    """
     grid: dict[str, dict[str, list[CellRecord]]] = defaultdict(lambda: defaultdict(list))
     for cell in cells:
         grid[cell.instance_id][cell.arm].append(cell)
     head = "".join(f"<th>{escape(name)}</th>" for name in arm_names)
-    rows = []
+    legend = "".join(f'<span class="st st-{status}">{glyph}</span> {escape(meaning)}'
+                     for status, (glyph, meaning) in STATUS_MARKS.items())
+    yield (f'<p class="legend">{legend}</p><input type="checkbox" id="only-differ"> '
+           '<label for="only-differ">only instances where the verdicts differ</label>'
+           f'<table class="matrix" id="matrix"><thead><tr><th>instance</th>{head}</tr></thead><tbody>')
     for instance_id in sorted(grid):
         by_arm = grid[instance_id]
         verdicts = {cell.resolved for marks in by_arm.values() for cell in marks if cell.counts}
@@ -216,17 +228,12 @@ def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> st
             "<td>" + "".join(_mark(cell) for cell in sorted(by_arm.get(name, ()), key=lambda c: c.trial)) + "</td>"
             for name in arm_names
         )
-        rows.append(f'<tr class="{row_class}"><th>{escape(instance_id)}</th>{tds}</tr>')
-    legend = "".join(f'<span class="st st-{status}">{glyph}</span> {escape(meaning)}'
-                     for status, (glyph, meaning) in STATUS_MARKS.items())
-    return (f'<p class="legend">{legend}</p><input type="checkbox" id="only-differ"> '
-            '<label for="only-differ">only instances where the verdicts differ</label>'
-            f'<table class="matrix" id="matrix"><thead><tr><th>instance</th>{head}</tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+        yield f'<tr class="{row_class}"><th>{escape(instance_id)}</th>{tds}</tr>\n'
+    yield "</tbody></table>"
 
 
-def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> str:
-    """The whole page, as one string."""
+def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> Iterator[str]:
+    """The whole page, in pieces to write one after the other."""
     arms = summary["arms"]
     names = [arm["arm"] for arm in arms]
     run = escape(str(summary["run_id"] or "unknown"))
@@ -261,7 +268,8 @@ def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> st
     )
     most = max((len(arm["pass_at_k"]) for arm in arms), default=0)
     if most > 1:
-        header = ["arm", "trials"] + [f"pass@{k}" for k in range(1, most + 1)] + [f"pass^{k}" for k in range(2, most + 1)]
+        header = ["arm", "trials", *(f"pass@{k}" for k in range(1, most + 1)),
+                  *(f"pass^{k}" for k in range(2, most + 1))]
         rows = []
         for arm in arms:
             table = {entry["k"]: entry for entry in arm["pass_at_k"]}
@@ -282,12 +290,12 @@ def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> st
         + '<p class="note">Over the (instance, trial) cells both arms have in their rates. McNemar p: exact '
           "two-sided binomial test of the only-A / only-B split.</p></section>"
     )
-    sections.append("<section><h2>Instances</h2>" + instance_matrix(names, cells) + "</section>")
-    sections.append(f'<footer><p class="note">pytest-swe-arena {escape(__version__)}</p></footer>')
-    return (
+    yield (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>swe-arena report · {run}</title><style>{STYLE}</style></head><body>\n"
-        + "\n".join(sections) + "\n</body></html>\n"
+        + "\n".join(sections) + "\n<section><h2>Instances</h2>"
     )
+    yield from instance_matrix(names, cells)
+    yield f'</section>\n<footer><p class="note">pytest-swe-arena {escape(__version__)}</p></footer>\n</body></html>\n'

@@ -27,13 +27,16 @@ LEDGER_NAME = "ledger.jsonl"
 T = TypeVar("T")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and ``os.replace``: never half a file."""
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+            if isinstance(text, str):
+                out.write(text)
+            else:
+                out.writelines(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)

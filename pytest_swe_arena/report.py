@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import warnings
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import combinations
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from .budget import BUDGET_FILE, SWEEP
 from .ledger import write_atomic
@@ -34,103 +37,129 @@ TERMINAL_WIDTH = 100
 WARNING_EXAMPLES = 5
 
 
-def counts_in_rate(status: str) -> bool:
-    return STATUSES.get(status, ("", False))[1]
+#: The statuses a resolve rate counts (resolved, unresolved, arm errors, timeouts, over budget).
+COUNTED_STATUSES = frozenset(status for status, (_, counted) in STATUSES.items() if counted)
 
 
-@dataclass(frozen=True, slots=True)
-class CellRecord:
-    """What the summary and the report need from one ledger row."""
+class Usage(msgspec.Struct, frozen=True):
+    """The part of a row's ``usage`` a summary reads."""
 
-    run_id: str | None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    cost_source: str | None = None
+
+    @property
+    def tokens(self) -> int | None:
+        """Input + output + reasoning tokens; None if any is unknown."""
+        if self.input_tokens is None or self.output_tokens is None or self.reasoning_tokens is None:
+            return None
+        return self.input_tokens + self.output_tokens + self.reasoning_tokens
+
+
+NO_USAGE = Usage()
+
+
+class CellRecord(msgspec.Struct, frozen=True):
+    """What the summary and the report read from one ledger row.
+
+    Decoded straight from a ledger line, skipping every other field, so a 100,000-row
+    ledger is read fast and stays small in memory (see ``read_cells``).
+    """
+
     instance_id: str
     arm: str
-    trial: int
     status: str
-    #: False when no usage was recorded (the arm never ran): it spent nothing.
-    ran: bool
-    cost_usd: float | None
-    tokens: int | None
-    wall_seconds: float | None
-    patch_file: str | None
-    run_dir: str | None
-    asked_model: str | None
-    served_model: str | None
-    model_mismatch: bool
-    reused: bool
-    #: The first line of the row's error text.
-    error: str | None
+    run_id: str | None = None
+    trial: int = 1
+    usage: Usage | None = None
+    phases: dict[str, float] = {}
+    started_at: str | None = None
+    ended_at: str | None = None
+    patch_file: str | None = None
+    run_dir: str | None = None
+    asked_model: str | None = None
+    served_model: str | None = None
+    model_mismatch: bool = False
+    reused_from: str | None = None
+    error: str | None = None
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> CellRecord:
-        usage = row.get("usage")
-        cost, tokens = spend(usage)
-        error = row.get("error")
-        return cls(
-            run_id=row.get("run_id"),
-            instance_id=row["instance_id"],
-            arm=row["arm"],
-            trial=row.get("trial", 1),
-            status=row["status"],
-            ran=bool(usage),
-            cost_usd=cost,
-            tokens=tokens,
-            wall_seconds=wall_seconds(row),
-            patch_file=row.get("patch_file"),
-            run_dir=row.get("run_dir"),
-            asked_model=row.get("asked_model"),
-            served_model=row.get("served_model"),
-            model_mismatch=bool(row.get("model_mismatch")),
-            reused=bool(row.get("reused_from")),
-            error=error.strip().splitlines()[0] if error and error.strip() else None,
-        )
+        return msgspec.convert(row, cls)
+
+    @property
+    def ran(self) -> bool:
+        """False when no usage was recorded (the arm never ran: skipped, or its setup failed)."""
+        return self.usage is not None and self.usage != NO_USAGE
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Dollars spent; 0 for a cell that never ran, None when not known."""
+        return self.usage.cost_usd if self.ran and self.usage else 0.0
+
+    @property
+    def tokens(self) -> int | None:
+        return self.usage.tokens if self.ran and self.usage else 0
+
+    @property
+    def wall_seconds(self) -> float | None:
+        """The sum of the cell's phases, else ended minus started; None if neither is known."""
+        if self.phases:
+            return math.fsum(self.phases.values())  # exact: the order of the phases (JSON sorts them) cannot matter
+        try:
+            seconds = (datetime.fromisoformat(self.ended_at or "")
+                       - datetime.fromisoformat(self.started_at or "")).total_seconds()
+        except ValueError:
+            return None
+        return seconds if seconds >= 0 else None
+
+    @property
+    def reused(self) -> bool:
+        return self.reused_from is not None
+
+    @property
+    def error_line(self) -> str | None:
+        """The first line of the row's error text."""
+        text = (self.error or "").strip()
+        return text.splitlines()[0] if text else None
 
     @property
     def counts(self) -> bool:
         """Whether the cell counts in its arm's resolve rate."""
-        return counts_in_rate(self.status)
+        return self.status in COUNTED_STATUSES
 
     @property
     def resolved(self) -> bool:
         return self.status == "resolved"
 
 
-def spend(usage: Mapping[str, Any] | None) -> tuple[float | None, int | None]:
-    """A cell's cost in USD and tokens (input + output + reasoning); None when not known.
-
-    A cell without usage never ran its arm (skipped, or its setup failed): it spent nothing.
-    """
-    if not usage:
-        return 0.0, 0
-    parts: list[int | None] = [usage.get(name) for name in ("input_tokens", "output_tokens", "reasoning_tokens")]
-    tokens = None if any(part is None for part in parts) else sum(part or 0 for part in parts)
-    return usage.get("cost_usd"), tokens
-
-
-def user_properties(row: Mapping[str, Any]) -> list[tuple[str, object]]:
+def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: str | None) -> list[tuple[str, object]]:
     """A cell's status, spend and patch as pytest ``user_properties`` (for ``--junitxml`` and JSON reports).
 
     Cost and tokens are None when unknown; the patch is relative to the out dir, None when not graded.
     """
-    cost, tokens = spend(row.get("usage"))
-    return [("arena_status", row["status"]), ("arena_cost_usd", cost), ("arena_tokens", tokens),
-            ("arena_patch", row.get("patch_file"))]
-
-
-def wall_seconds(row: Mapping[str, Any]) -> float | None:
-    """A cell's wall time: the sum of its phases, else ended minus started; None if neither is known."""
-    phases = row.get("phases") or {}
-    if phases:
-        return math.fsum(phases.values())  # exact, so the order of the phases (JSON sorts them) cannot matter
-    try:
-        seconds = (datetime.fromisoformat(row["ended_at"]) - datetime.fromisoformat(row["started_at"])).total_seconds()
-    except (KeyError, TypeError, ValueError):
-        return None
-    return seconds if seconds >= 0 else None
+    cell = CellRecord("", "", status, usage=msgspec.convert(usage or {}, Usage))
+    return [("arena_status", status), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
+            ("arena_patch", patch_file)]
 
 
 def cell_records(rows: Iterable[Mapping[str, Any]]) -> list[CellRecord]:
     return [CellRecord.from_row(row) for row in rows]
+
+
+def read_cells(path: Path) -> Iterator[CellRecord]:
+    """Stream a ledger's cells; a torn, corrupt or malformed line is skipped with a warning naming it."""
+    decoder = msgspec.json.Decoder(CellRecord)
+    with open(path, "rb") as ledger:
+        for number, line in enumerate(ledger, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({error})", stacklevel=2)
 
 
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
@@ -145,6 +174,7 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         by_arm[cell.arm].append(cell)
     rank = {name: index for index, name in enumerate(arm_order)}
     names = sorted(by_arm, key=lambda name: (rank.get(name, len(rank)), name))
+    gathered = {name: ArmCells.gather(by_arm[name]) for name in names}
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run_id,
@@ -152,51 +182,93 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "rows": len(cells),
         "instances": len({cell.instance_id for cell in cells}),
         "trials": max((cell.trial for cell in cells), default=0),
-        "arms": [arm_summary(name, by_arm[name]) for name in names],
-        "pairs": paired_comparisons(names, by_arm),
+        "arms": [arm_summary(name, gathered[name]) for name in names],
+        "pairs": paired_comparisons(names, gathered),
         "budget": dict(budget) if budget else None,
-        "warnings": [warning for name in names for warning in arm_warnings(name, by_arm[name])]
+        "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
         + budget_warnings(budget),
     }
 
 
-def arm_summary(arm: str, cells: Sequence[CellRecord]) -> dict[str, Any]:
+@dataclass
+class ArmCells:
+    """One arm's cells, sorted out in a single pass (each derived value computed once)."""
+
+    cells: Sequence[CellRecord]
+    counted: list[CellRecord] = field(default_factory=list)
+    resolved: int = 0
+    ran: int = 0
+    costs: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+    unknown_cost: list[CellRecord] = field(default_factory=list)
+    unknown_tokens: list[CellRecord] = field(default_factory=list)
+    by_status: dict[str, list[CellRecord]] = field(default_factory=lambda: defaultdict(list))
+    mismatched: list[CellRecord] = field(default_factory=list)
+    reused: int = 0
+
+    @classmethod
+    def gather(cls, cells: Sequence[CellRecord]) -> ArmCells:
+        arm = cls(cells)
+        for cell in cells:
+            arm.by_status[cell.status].append(cell)
+            if cell.counts:
+                arm.counted.append(cell)
+                arm.resolved += cell.resolved
+                wall = cell.wall_seconds
+                if wall is not None:
+                    arm.walls.append(wall)
+            if cell.ran:
+                arm.ran += 1
+                cost, tokens = cell.cost_usd, cell.tokens
+                if cost is None:
+                    arm.unknown_cost.append(cell)
+                else:
+                    arm.costs.append(cost)
+                if tokens is None:
+                    arm.unknown_tokens.append(cell)
+                else:
+                    arm.tokens.append(tokens)
+            if cell.model_mismatch:
+                arm.mismatched.append(cell)
+            arm.reused += cell.reused
+        return arm
+
+
+def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
     """One arm's resolve rate (Wilson 95%), spend, efficiency, wall time and pass@k."""
-    counted = [cell for cell in cells if cell.counts]
-    resolved = sum(cell.resolved for cell in counted)
-    statuses = Counter(cell.status for cell in cells)
-    ran = [cell for cell in cells if cell.ran]
-    costs = [cell.cost_usd for cell in ran if cell.cost_usd is not None]
-    tokens = [cell.tokens for cell in ran if cell.tokens is not None]
-    cost_total = round(sum(costs), 6) if len(costs) == len(ran) else None
-    token_total = sum(tokens) if len(tokens) == len(ran) else None
+    counted, resolved, ran = arm.counted, arm.resolved, arm.ran
+    known_cost, known_tokens = math.fsum(arm.costs), sum(arm.tokens)
+    cost_total = round(known_cost, 6) if not arm.unknown_cost else None
+    token_total = known_tokens if not arm.unknown_tokens else None
     interval = wilson_interval(resolved, len(counted))
+    statuses = {status: len(cells) for status, cells in sorted(arm.by_status.items())}
     return {
-        "arm": arm,
+        "arm": name,
         "cells": len(counted),
         "resolved": resolved,
         "resolve_rate": resolved / len(counted) if counted else None,
         "resolve_rate_ci95": list(interval) if interval else None,
         "instances": len({cell.instance_id for cell in counted}),
-        "trials": max((cell.trial for cell in cells), default=0),
-        "statuses": dict(sorted(statuses.items())),
-        "harness_errors": statuses["harness_error"],
-        "skipped": statuses["skipped_budget"],
-        "interrupted": statuses["interrupted"],
-        "reused": sum(cell.reused for cell in cells),
-        "model_mismatches": sum(cell.model_mismatch for cell in cells),
+        "trials": max((cell.trial for cell in arm.cells), default=0),
+        "statuses": statuses,
+        "harness_errors": statuses.get("harness_error", 0),
+        "skipped": statuses.get("skipped_budget", 0),
+        "interrupted": statuses.get("interrupted", 0),
+        "reused": arm.reused,
+        "model_mismatches": len(arm.mismatched),
         "cost_usd": cost_total,
-        "cost_usd_known": round(sum(costs), 6),
-        "unknown_cost_cells": len(ran) - len(costs),
+        "cost_usd_known": round(known_cost, 6),
+        "unknown_cost_cells": len(arm.unknown_cost),
         "tokens": token_total,
-        "tokens_known": sum(tokens),
-        "unknown_token_cells": len(ran) - len(tokens),
-        "cost_per_cell_usd": cost_total / len(ran) if cost_total is not None and ran else None,
+        "tokens_known": known_tokens,
+        "unknown_token_cells": len(arm.unknown_tokens),
+        "cost_per_cell_usd": cost_total / ran if cost_total is not None and ran else None,
         "cost_per_resolved_usd": per_resolved(cost_total, resolved),
         "tokens_per_resolved": per_resolved(token_total, resolved),
-        "median_wall_seconds": median([cell.wall_seconds for cell in counted if cell.wall_seconds is not None]),
-        "cost_distribution": five_numbers(costs),
-        "token_distribution": five_numbers(tokens),
+        "median_wall_seconds": median(arm.walls),
+        "cost_distribution": five_numbers(arm.costs),
+        "token_distribution": five_numbers(arm.tokens),
         "pass_at_k": pass_at_k_table(counted),
     }
 
@@ -224,30 +296,28 @@ def pass_at_k_table(counted: Sequence[CellRecord]) -> list[dict[str, Any]]:
     return table
 
 
-def paired_comparisons(names: Sequence[str], by_arm: Mapping[str, Sequence[CellRecord]]) -> list[dict[str, Any]]:
+def paired_comparisons(names: Sequence[str], arms: Mapping[str, ArmCells]) -> list[dict[str, Any]]:
     """For each pair of arms, the split over the (instance, trial) cells both have in the rate."""
-    verdicts = {
-        name: {(cell.instance_id, cell.trial): cell.resolved for cell in by_arm[name] if cell.counts}
-        for name in names
-    }
+    counted = {name: {(cell.instance_id, cell.trial) for cell in arms[name].counted} for name in names}
+    resolved = {name: {(cell.instance_id, cell.trial) for cell in arms[name].counted if cell.resolved}
+                for name in names}
     pairs = []
     for first, second in combinations(names, 2):
-        a, b = verdicts[first], verdicts[second]
-        common = a.keys() & b.keys()
+        common = len(counted[first] & counted[second])
         if not common:
             continue
-        only_first = sum(a[key] and not b[key] for key in common)
-        only_second = sum(b[key] and not a[key] for key in common)
-        both = sum(a[key] and b[key] for key in common)
+        both = len(resolved[first] & resolved[second])
+        only_first = len((resolved[first] & counted[second]) - resolved[second])
+        only_second = len((resolved[second] & counted[first]) - resolved[first])
         pairs.append({
             "arms": [first, second],
-            "cells": len(common),
+            "cells": common,
             "both": both,
             "only_first": only_first,
             "only_second": only_second,
-            "neither": len(common) - both - only_first - only_second,
-            "rate_first": (both + only_first) / len(common),
-            "rate_second": (both + only_second) / len(common),
+            "neither": common - both - only_first - only_second,
+            "rate_first": (both + only_first) / common,
+            "rate_second": (both + only_second) / common,
             "mcnemar_p": mcnemar_exact_p(only_first, only_second),
         })
     return pairs
@@ -258,56 +328,51 @@ def _examples(cells: Sequence[CellRecord]) -> list[str]:
             for cell in cells[:WARNING_EXAMPLES]]
 
 
-def arm_warnings(arm: str, cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
+def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
     """What a reader must know before trusting this arm's numbers."""
-    warnings: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
 
     def warn(kind: str, which: Sequence[CellRecord], message: str) -> None:
         if which:
-            warnings.append({"kind": kind, "arm": arm, "count": len(which), "message": message,
-                             "examples": _examples(which)})
+            found.append({"kind": kind, "arm": name, "count": len(which), "message": message,
+                          "examples": _examples(which)})
 
-    harness = [cell for cell in cells if cell.status == "harness_error"]
+    harness = arm.by_status.get("harness_error", [])
     warn("harness_error", harness,
-         f"{arm}: {len(harness)} harness error(s), not counted in the rate (--arena-resume runs them again)")
-    skipped = [cell for cell in cells if cell.status == "skipped_budget"]
-    reasons = sorted({cell.error for cell in skipped if cell.error})
+         f"{name}: {len(harness)} harness error(s), not counted in the rate (--arena-resume runs them again)")
+    skipped = arm.by_status.get("skipped_budget", [])
+    reasons = sorted({cell.error_line for cell in skipped if cell.error_line})
     warn("skipped_budget", skipped,
-         f"{arm}: {len(skipped)} cell(s) skipped, budget spent" + (f": {reasons[0]}" if reasons else ""))
-    interrupted = [cell for cell in cells if cell.status == "interrupted"]
-    warn("interrupted", interrupted, f"{arm}: {len(interrupted)} cell(s) interrupted, not counted")
-    mismatched = [cell for cell in cells if cell.model_mismatch]
-    if mismatched:
-        first = mismatched[0]
-        warn("model_mismatch", mismatched,
-             f"served model differs from the asked one in {len(mismatched)} cell(s) of {arm} "
+         f"{name}: {len(skipped)} cell(s) skipped, budget spent" + (f": {reasons[0]}" if reasons else ""))
+    interrupted = arm.by_status.get("interrupted", [])
+    warn("interrupted", interrupted, f"{name}: {len(interrupted)} cell(s) interrupted, not counted")
+    if arm.mismatched:
+        first = arm.mismatched[0]
+        warn("model_mismatch", arm.mismatched,
+             f"served model differs from the asked one in {len(arm.mismatched)} cell(s) of {name} "
              f"(e.g. asked {first.asked_model}, served {first.served_model})")
-    ran = [cell for cell in cells if cell.ran]
-    unknown_cost = [cell for cell in ran if cell.cost_usd is None]
-    known = sum(cell.cost_usd for cell in ran if cell.cost_usd is not None)
-    warn("unknown_cost", unknown_cost,
-         f"{arm}: cost unknown for {len(unknown_cost)} of {len(ran)} cell(s), so its USD figures are n/a "
-         f"(known part: ${known:.4f})")
-    unknown_tokens = [cell for cell in ran if cell.tokens is None]
-    warn("unknown_tokens", unknown_tokens,
-         f"{arm}: tokens unknown for {len(unknown_tokens)} of {len(ran)} cell(s), so its token figures are n/a")
-    return warnings
+    warn("unknown_cost", arm.unknown_cost,
+         f"{name}: cost unknown for {len(arm.unknown_cost)} of {arm.ran} cell(s), so its USD figures are n/a "
+         f"(known part: ${math.fsum(arm.costs):.4f})")
+    warn("unknown_tokens", arm.unknown_tokens,
+         f"{name}: tokens unknown for {len(arm.unknown_tokens)} of {arm.ran} cell(s), so its token figures are n/a")
+    return found
 
 
 def budget_warnings(budget: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Spent caps (from the controller's ``budget.json``), and dollars a cap could not count."""
     if not budget:
         return []
-    warnings: list[dict[str, Any]] = [{"kind": "budget_exhausted", "arm": None if arm == SWEEP else arm, "count": 1,
+    found: list[dict[str, Any]] = [{"kind": "budget_exhausted", "arm": None if arm == SWEEP else arm, "count": 1,
                  "message": f"{reason}: no new cell started after that", "examples": []}
                 for arm, reason in sorted((budget.get("exhausted") or {}).items())]
     spent = budget.get("spent") or {}
     unknown = spent.get("unknown_usd_cells") or 0
     if unknown and (budget.get("limits") or {}).get("sweep", {}).get("max_usd") is not None:
-        warnings.append({"kind": "budget_unknown_cost", "arm": None, "count": unknown,
+        found.append({"kind": "budget_unknown_cost", "arm": None, "count": unknown,
                          "message": f"{unknown} cell(s) of unknown USD cost were not counted against --arena-max-usd",
                          "examples": []})
-    return warnings
+    return found
 
 
 # --- text --------------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .guard import LOCK_NAME, read_lock, stale_reason
-from .ledger import LEDGER_NAME, latest_run, read_ledger
-from .report import SUMMARY_NAME, CellRecord, count, format_summary, summarize, usd
+from .ledger import LEDGER_NAME, latest_run
+from .report import SUMMARY_NAME, CellRecord, count, format_summary, read_cells, summarize, usd
 
 
 def duration(seconds: float) -> str:
@@ -39,7 +39,10 @@ def _age(iso: Any, now: datetime) -> str:
 
 def _cells(out: Path, run_id: str | None) -> list[CellRecord]:
     """The ledger's cells of ``run_id`` (of its last run when None)."""
-    records = (CellRecord.from_row(row) for row in read_ledger(out / LEDGER_NAME))
+    path = out / LEDGER_NAME
+    if not path.is_file():
+        return []
+    records = read_cells(path)
     if run_id is None:
         return latest_run(records, lambda cell: cell.run_id)
     return [cell for cell in records if cell.run_id == run_id]

@@ -124,7 +124,8 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
         if call.when == "call":
             verdict = shortcut["reused"]
             report.arena = {"reused": True, "cell_key": case.key, "status": verdict["status"]}  # type: ignore[attr-defined]
-            _add_user_properties(item, report, user_properties(verdict))
+            properties = user_properties(verdict["status"], verdict.get("usage"), verdict.get("patch_file"))
+            _add_user_properties(item, report, properties)
         return
     if "skipped" in shortcut:
         outcome = base_outcome(case, item.nodeid, "skipped_budget", shortcut["skipped"])
@@ -145,8 +146,7 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
     repeat = item.config.stash[STATE_KEY].settings.repeat
     patch_file = (scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, repeat)
                   if outcome.patch_scored else None)
-    row = {"status": outcome.status, "usage": outcome.usage, "patch_file": patch_file}
-    _add_user_properties(item, report, user_properties(row))
+    _add_user_properties(item, report, user_properties(outcome.status, outcome.usage, patch_file))
 
 
 def _add_user_properties(item: pytest.Item, report: pytest.TestReport, properties: list[tuple[str, object]]) -> None:

@@ -115,12 +115,14 @@ def test_repeats_give_pass_at_k_and_pass_hat_k():
 
 
 def test_user_properties_carry_status_spend_and_patch():
-    assert user_properties({"status": "resolved", "patch_file": "patches/a.solo.patch",
-                            "usage": {"input_tokens": 5, "output_tokens": 2, "reasoning_tokens": 1, "cost_usd": 0.3}}) == [
+    usage = {"input_tokens": 5, "output_tokens": 2, "reasoning_tokens": 1, "cost_usd": 0.3, "cost_source": "reported"}
+    assert user_properties("resolved", usage, "patches/a.solo.patch") == [
         ("arena_status", "resolved"), ("arena_cost_usd", 0.3), ("arena_tokens", 8),
         ("arena_patch", "patches/a.solo.patch")]
-    unknown = dict(user_properties({"status": "arm_error", "usage": {"input_tokens": None, "cost_usd": None}}))
+    unknown = dict(user_properties("arm_error", {"input_tokens": None, "cost_source": "unknown"}, None))
     assert unknown == {"arena_status": "arm_error", "arena_cost_usd": None, "arena_tokens": None, "arena_patch": None}
+    never_ran = dict(user_properties("skipped_budget", {}, None))
+    assert never_ran["arena_cost_usd"] == 0.0 and never_ran["arena_tokens"] == 0
 
 
 def test_compare_two_sweeps_gives_deltas_and_flips():
