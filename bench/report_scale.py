@@ -28,7 +28,10 @@ from pathlib import Path
 
 ARMS = ("GOLD", "EMPTY", "SOLO", "SUP4")
 RESOLVE_RATE = {"GOLD": 1.0, "EMPTY": 0.0, "SOLO": 0.42, "SUP4": 0.55}
-BASELINE = "import json, sys\nwith open(sys.argv[1], encoding='utf-8') as f:\n    rows = sum(1 for line in f if json.loads(line))\n"
+BASELINE = """import json, sys
+with open(sys.argv[1], encoding="utf-8") as ledger:
+    rows = sum(1 for line in ledger if json.loads(line))
+"""
 
 
 def ledger_row(rng: random.Random, number: int, arm: str, run_id: str) -> dict[str, object]:
@@ -76,20 +79,22 @@ def write_ledger(out: Path, rows: int) -> Path:
     return path
 
 
-def measure(command: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one run of ``command`` in a fresh process."""
+def measure(command: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one run of ``command``."""
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(command)} failed with {os.waitstatus_to_exitcode(status)}")
-    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 
-def best_of(command: list[str], repeat: int) -> tuple[float, float]:
+def best_of(command: list[str], repeat: int) -> tuple[float, float, float]:
+    """The fastest run's times (the least disturbed by other load) and the largest peak memory."""
     runs = [measure(command) for _ in range(repeat)]
-    return min(seconds for seconds, _ in runs), max(memory for _, memory in runs)
+    wall, cpu, _ = min(runs)
+    return wall, cpu, max(memory for _, _, memory in runs)
 
 
 def main() -> int:
@@ -108,10 +113,12 @@ def main() -> int:
         baseline = best_of([sys.executable, "-c", BASELINE, str(ledger)], args.repeat)
         report = best_of([sys.executable, "-m", "pytest_swe_arena.cli", "report", str(out)], args.repeat)
         html = (out / "report.html").stat().st_size / 2**20
-        print(f"{'':34}{'seconds':>9}{'peak MiB':>10}")
-        print(f"{'baseline: json.loads every line':34}{baseline[0]:9.2f}{baseline[1]:10.0f}")
-        print(f"{'swe-arena report':34}{report[0]:9.2f}{report[1]:10.0f}")
-        print(f"{'ratio (report / baseline)':34}{report[0] / baseline[0]:9.2f}{report[1] / baseline[1]:10.2f}")
+        print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall time suffers above that)")
+        print(f"{'':34}{'wall s':>9}{'CPU s':>9}{'peak MiB':>10}")
+        for name, (wall, cpu, memory) in (("baseline: json.loads every line", baseline), ("swe-arena report", report)):
+            print(f"{name:34}{wall:9.2f}{cpu:9.2f}{memory:10.0f}")
+        ratios = [mine / theirs for mine, theirs in zip(report, baseline, strict=True)]
+        print(f"{'ratio (report / baseline)':34}{ratios[0]:9.2f}{ratios[1]:9.2f}{ratios[2]:10.2f}")
         print(f"report.html: {html:.1f} MiB; target: swe-arena report under 2 s "
               f"({'met' if report[0] < 2 else 'NOT met'})")
     finally:

@@ -14,6 +14,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from html import escape
+from operator import attrgetter
 from typing import Any
 from urllib.parse import quote
 
@@ -31,6 +32,7 @@ STATUS_MARKS: dict[str, tuple[str, str]] = {
     "skipped_budget": ("–", "skipped: budget spent (not counted)"),
     "interrupted": ("∅", "interrupted (not counted)"),
 }
+TRIAL = attrgetter("trial")
 ARM_COLOURS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#bf3989", "#6e7781")
 
 STYLE = """
@@ -181,26 +183,34 @@ def distribution_chart(chart_id: str, title: str, arms: Sequence[Mapping[str, An
     return "".join(parts)
 
 
-#: Paths the ledger writes (validated instance ids and arm names) need no quoting.
-PLAIN_PATH = re.compile(r"[A-Za-z0-9._/-]*")
+#: Paths and names the ledger writes (validated instance ids and arm names) need no quoting or escaping.
+PLAIN = re.compile(r"[A-Za-z0-9._/ -]*")
 
 
 def _href(path: str) -> str:
-    return path if PLAIN_PATH.fullmatch(path) else escape(quote(path), quote=True)
+    return path if PLAIN.fullmatch(path) else escape(quote(path), quote=True)
+
+
+def _text(text: str) -> str:
+    return text if PLAIN.fullmatch(text) else escape(text, quote=True)
 
 
 def _mark(cell: CellRecord) -> str:
+    """One cell in the matrix: its status glyph (linking to the patch) with a tooltip, and its logs."""
     glyph, meaning = STATUS_MARKS.get(cell.status, ("?", cell.status))
-    tip = f"{cell.instance_id} [{cell.arm}]" + (f" trial {cell.trial}" if cell.trial > 1 else "") + f" · {meaning}"
+    tip = f"{_text(cell.instance_id)} [{_text(cell.arm)}]" + (f" trial {cell.trial}" if cell.trial > 1 else "")
+    tip += f" · {meaning}"
     if cell.ran:
         tip += f" · {usd(cell.cost_usd)} USD, {count(cell.tokens)} tokens"
-    if cell.wall_seconds is not None:
-        tip += f" · {seconds(cell.wall_seconds)}"
-    if cell.error_line:
-        tip += f" · {cell.error_line[:200]}"
-    title = escape(tip, quote=True)
-    mark = (f'<a class="st st-{cell.status}" href="{_href(cell.patch_file)}" title="{title}">{glyph}</a>'
-            if cell.patch_file else f'<span class="st st-{cell.status}" title="{title}">{glyph}</span>')
+    wall = cell.wall_seconds
+    if wall is not None:
+        tip += f" · {seconds(wall)}"
+    error = cell.error_line
+    if error:
+        tip += f" · {escape(error[:200], quote=True)}"
+    status = _text(cell.status)
+    mark = (f'<a class="st st-{status}" href="{_href(cell.patch_file)}" title="{tip}">{glyph}</a>'
+            if cell.patch_file else f'<span class="st st-{status}" title="{tip}">{glyph}</span>')
     if cell.run_dir:
         mark += f'<a class="log" href="{_href(cell.run_dir)}/">log</a>'
     return mark
@@ -225,8 +235,8 @@ def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> It
         verdicts = {cell.resolved for marks in by_arm.values() for cell in marks if cell.counts}
         row_class = "agree" if len(verdicts) <= 1 else "differ"
         tds = "".join(
-            "<td>" + "".join(_mark(cell) for cell in sorted(by_arm.get(name, ()), key=lambda c: c.trial)) + "</td>"
-            for name in arm_names
+            "<td>" + "".join(map(_mark, sorted(marks, key=TRIAL) if len(marks := by_arm.get(name, [])) > 1 else marks))
+            + "</td>" for name in arm_names
         )
         yield f'<tr class="{row_class}"><th>{escape(instance_id)}</th>{tds}</tr>\n'
     yield "</tbody></table>"

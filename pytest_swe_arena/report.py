@@ -206,15 +206,24 @@ class ArmCells:
     by_status: dict[str, list[CellRecord]] = field(default_factory=lambda: defaultdict(list))
     mismatched: list[CellRecord] = field(default_factory=list)
     reused: int = 0
+    trials: int = 0
+    #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
+    keys: set[tuple[str, int]] = field(default_factory=set)
+    resolved_keys: set[tuple[str, int]] = field(default_factory=set)
 
     @classmethod
     def gather(cls, cells: Sequence[CellRecord]) -> ArmCells:
         arm = cls(cells)
         for cell in cells:
             arm.by_status[cell.status].append(cell)
+            arm.trials = max(arm.trials, cell.trial)
             if cell.counts:
                 arm.counted.append(cell)
-                arm.resolved += cell.resolved
+                key = (cell.instance_id, cell.trial)
+                arm.keys.add(key)
+                if cell.resolved:
+                    arm.resolved += 1
+                    arm.resolved_keys.add(key)
                 wall = cell.wall_seconds
                 if wall is not None:
                     arm.walls.append(wall)
@@ -231,7 +240,8 @@ class ArmCells:
                     arm.tokens.append(tokens)
             if cell.model_mismatch:
                 arm.mismatched.append(cell)
-            arm.reused += cell.reused
+            if cell.reused_from is not None:
+                arm.reused += 1
         return arm
 
 
@@ -249,8 +259,8 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "resolved": resolved,
         "resolve_rate": resolved / len(counted) if counted else None,
         "resolve_rate_ci95": list(interval) if interval else None,
-        "instances": len({cell.instance_id for cell in counted}),
-        "trials": max((cell.trial for cell in arm.cells), default=0),
+        "instances": len({instance_id for instance_id, _ in arm.keys}),
+        "trials": arm.trials,
         "statuses": statuses,
         "harness_errors": statuses.get("harness_error", 0),
         "skipped": statuses.get("skipped_budget", 0),
@@ -269,7 +279,7 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "median_wall_seconds": median(arm.walls),
         "cost_distribution": five_numbers(arm.costs),
         "token_distribution": five_numbers(arm.tokens),
-        "pass_at_k": pass_at_k_table(counted),
+        "pass_at_k": pass_at_k_table(counted) if arm.trials > 1 else [],
     }
 
 
@@ -298,9 +308,8 @@ def pass_at_k_table(counted: Sequence[CellRecord]) -> list[dict[str, Any]]:
 
 def paired_comparisons(names: Sequence[str], arms: Mapping[str, ArmCells]) -> list[dict[str, Any]]:
     """For each pair of arms, the split over the (instance, trial) cells both have in the rate."""
-    counted = {name: {(cell.instance_id, cell.trial) for cell in arms[name].counted} for name in names}
-    resolved = {name: {(cell.instance_id, cell.trial) for cell in arms[name].counted if cell.resolved}
-                for name in names}
+    counted = {name: arms[name].keys for name in names}
+    resolved = {name: arms[name].resolved_keys for name in names}
     pairs = []
     for first, second in combinations(names, 2):
         common = len(counted[first] & counted[second])
