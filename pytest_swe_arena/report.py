@@ -434,15 +434,19 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[s
     return [line(header), "  ".join("-" * width for width in widths), *(line(row) for row in rows)]
 
 
-def format_budget(budget: Mapping[str, Any]) -> str:
-    """One line: what the sweep spent against its caps."""
+def format_budget(budget: Mapping[str, Any]) -> list[str]:
+    """What the sweep spent against its caps, then per model."""
     limits = (budget.get("limits") or {}).get("sweep") or {}
     spent = budget.get("spent") or {}
     usd_cap = "" if limits.get("max_usd") is None else f" of ${limits['max_usd']:g}"
     token_cap = "" if limits.get("max_tokens") is None else f" of {limits['max_tokens']:,}"
     unknown = spent.get("unknown_usd_cells") or 0
-    return (f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"
-            + (f" (+ {unknown} cell(s) of unknown USD cost)" if unknown else ""))
+    lines = [f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"
+             + (f" (+ {unknown} cell(s) of unknown USD cost)" if unknown else "")]
+    for model, model_spend in sorted((budget.get("models") or {}).items()):
+        lines.append(f"  {model}: ${usd(model_spend.get('usd'))}, {count(model_spend.get('tokens'))} tokens "
+                     f"in {model_spend.get('cells')} cell(s)")
+    return lines
 
 
 def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> list[str]:
@@ -482,7 +486,7 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
              for pair in summary["pairs"]],
         )
     if summary.get("budget"):
-        lines += ["", format_budget(summary["budget"])]
+        lines += ["", *format_budget(summary["budget"])]
     if summary["warnings"]:
         lines += ["", "warnings:"]
         for warning in summary["warnings"]:

@@ -63,6 +63,7 @@ def test_terminal_summary_fits_100_columns_and_shows_the_numbers():
     ]
     budget = {"run_id": "r1", "limits": {"sweep": {"max_usd": 25.0, "max_tokens": None}, "arms": {}},
               "spent": {"usd": 25.0, "tokens": 60_000, "cells": 21, "unknown_usd_cells": 1},
+              "models": {"lab/model": {"usd": 25.0, "tokens": 60_000, "cells": 21, "unknown_usd_cells": 1}},
               "exhausted": {"*": "sweep budget exhausted ($25.0000 spent of $25)"}}
     summary = summarize(cell_records(rows), ["SOLO", "SUP4"], "r1", budget)
     summary_validator().validate(summary)
@@ -78,7 +79,8 @@ def test_terminal_summary_fits_100_columns_and_shows_the_numbers():
     assert table["SUPERVISOR-4-SANDBOXES"][:6] == ["1/1", "100.0%", "20.7-100.0%", "n/a", "n/a", "0"]
     assert summary["arms"][2]["cost_usd"] is None and summary["arms"][2]["cost_per_resolved_usd"] is None
     assert "SOLO vs SUP4 10 3 1 5 1 0.2188".split() in [line.split() for line in lines]
-    assert "budget: $25.00 of $25 and 60,000 tokens spent (+ 1 cell(s) of unknown USD cost)" in lines
+    budget_at = lines.index("budget: $25.00 of $25 and 60,000 tokens spent (+ 1 cell(s) of unknown USD cost)")
+    assert lines[budget_at + 1] == "  lab/model: $25.00, 60,000 tokens in 21 cell(s)"
     assert "  ! SOLO: 1 harness error(s), not counted in the rate (--arena-resume runs them again)" in lines
     assert "  ! sweep budget exhausted ($25.0000 spent of $25): no new cell started after that" in lines
     assert "served model differs from the asked one in 1 cell(s) of SUPERVISOR-4-SANDBOXES" in text
