@@ -12,7 +12,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .compare import compare_runs, format_comparison
 from .ledger import LEDGER_NAME, latest_run, latest_run_rows, read_ledger, write_predictions
 from .report import (
     CellRecord,
@@ -23,7 +22,6 @@ from .report import (
     write_reports,
     written_lines,
 )
-from .status import sweep_status
 
 
 def _ledger(out: Path) -> Path:
@@ -51,6 +49,8 @@ def command_report(args: argparse.Namespace) -> int:
 
 
 def command_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_runs, format_comparison
+
     cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
     order = previous_arm_order(args.out_a, cells_a[-1].run_id)
     print("\n".join(format_comparison(compare_runs(cells_a, cells_b, order), str(args.out_a), str(args.out_b))))
@@ -58,6 +58,8 @@ def command_compare(args: argparse.Namespace) -> int:
 
 
 def command_status(args: argparse.Namespace) -> int:
+    from .status import sweep_status  # reads the lock through guard, which needs pytest: only here
+
     while True:
         lines, live = sweep_status(args.out)
         print("\n".join(lines), flush=True)

@@ -196,10 +196,13 @@ def _text(text: str) -> str:
 
 
 def _mark(cell: CellRecord) -> str:
-    """One cell in the matrix: its status glyph (linking to the patch) with a tooltip, and its logs."""
-    glyph, meaning = STATUS_MARKS.get(cell.status, ("?", cell.status))
-    tip = f"{_text(cell.instance_id)} [{_text(cell.arm)}]" + (f" trial {cell.trial}" if cell.trial > 1 else "")
-    tip += f" · {meaning}"
+    """One cell in the matrix: its status glyph (linking to the patch) with a tooltip, and its logs.
+
+    The tooltip leaves out what the row and column already say (instance, arm).
+    """
+    status = cell.status if cell.status in STATUS_MARKS else _text(cell.status)
+    glyph, meaning = STATUS_MARKS.get(status, ("?", status))
+    tip = f"trial {cell.trial}: {meaning}" if cell.trial > 1 else meaning
     if cell.ran:
         tip += f" · {usd(cell.cost_usd)} USD, {count(cell.tokens)} tokens"
     wall = cell.wall_seconds
@@ -208,7 +211,6 @@ def _mark(cell: CellRecord) -> str:
     error = cell.error_line
     if error:
         tip += f" · {escape(error[:200], quote=True)}"
-    status = _text(cell.status)
     mark = (f'<a class="st st-{status}" href="{_href(cell.patch_file)}" title="{tip}">{glyph}</a>'
             if cell.patch_file else f'<span class="st st-{status}" title="{tip}">{glyph}</span>')
     if cell.run_dir:

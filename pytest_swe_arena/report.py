@@ -214,34 +214,39 @@ class ArmCells:
     @classmethod
     def gather(cls, cells: Sequence[CellRecord]) -> ArmCells:
         arm = cls(cells)
+        by_status, counted, keys, resolved_keys = arm.by_status, arm.counted, arm.keys, arm.resolved_keys
+        costs, tokens, walls = arm.costs, arm.tokens, arm.walls
+        trials = 0
         for cell in cells:
-            arm.by_status[cell.status].append(cell)
-            arm.trials = max(arm.trials, cell.trial)
-            if cell.counts:
-                arm.counted.append(cell)
+            by_status[cell.status].append(cell)
+            if cell.trial > trials:
+                trials = cell.trial
+            if cell.status in COUNTED_STATUSES:
+                counted.append(cell)
                 key = (cell.instance_id, cell.trial)
-                arm.keys.add(key)
-                if cell.resolved:
+                keys.add(key)
+                if cell.status == "resolved":
                     arm.resolved += 1
-                    arm.resolved_keys.add(key)
+                    resolved_keys.add(key)
                 wall = cell.wall_seconds
                 if wall is not None:
-                    arm.walls.append(wall)
+                    walls.append(wall)
             if cell.ran:
                 arm.ran += 1
-                cost, tokens = cell.cost_usd, cell.tokens
+                cost, used = cell.cost_usd, cell.tokens
                 if cost is None:
                     arm.unknown_cost.append(cell)
                 else:
-                    arm.costs.append(cost)
-                if tokens is None:
+                    costs.append(cost)
+                if used is None:
                     arm.unknown_tokens.append(cell)
                 else:
-                    arm.tokens.append(tokens)
+                    tokens.append(used)
             if cell.model_mismatch:
                 arm.mismatched.append(cell)
             if cell.reused_from is not None:
                 arm.reused += 1
+        arm.trials = trials
         return arm
 
 
