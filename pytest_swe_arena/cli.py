@@ -7,6 +7,7 @@ HTML report and predictions writer produce the same files the sweep wrote.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Sequence
@@ -36,6 +37,8 @@ def _latest_cells(out: Path) -> list[CellRecord]:
     cells = latest_run(read_cells(_ledger(out)), lambda cell: cell.run_id)
     if not cells:
         raise SystemExit(f"swe-arena: {out / LEDGER_NAME} has no rows")
+    # The cells live until the command ends: keep the cyclic GC from re-scanning them (and their phases).
+    gc.freeze()
     return cells
 
 

@@ -41,7 +41,7 @@ WARNING_EXAMPLES = 5
 COUNTED_STATUSES = frozenset(status for status, (_, counted) in STATUSES.items() if counted)
 
 
-class Usage(msgspec.Struct, frozen=True):
+class Usage(msgspec.Struct, frozen=True, gc=False):
     """The part of a row's ``usage`` a summary reads."""
 
     input_tokens: int | None = None
@@ -61,7 +61,7 @@ class Usage(msgspec.Struct, frozen=True):
 NO_USAGE = Usage()
 
 
-class CellRecord(msgspec.Struct, frozen=True):
+class CellRecord(msgspec.Struct, frozen=True, gc=False):
     """What the summary and the report read from one ledger row.
 
     Decoded straight from a ledger line, skipping every other field, so a 100,000-row
