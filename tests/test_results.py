@@ -4,6 +4,7 @@ and the ``swe-arena`` command (report, compare, status of a running sweep, expor
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -59,7 +60,7 @@ resolve = ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
 [tool.swe_arena.arms.SLOW]
 kind = "priced"
 cost = 0.5
-seconds = 1.5
+seconds = 2.5
 resolve = ["demo__calc-1", "demo__calc-2"]
 """
 
@@ -224,28 +225,31 @@ def test_swe_arena_status_follows_a_sweep_running_in_another_process(priced):
     sweep = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--arena-arms=SLOW"],
                              cwd=priced.path, stdout=log, stderr=subprocess.STDOUT)
     out = priced.path / "arena-out"
+    progress = re.compile(r"  cells      (?P<done>\d) done, (?P<running>\d) running, (?P<left>\d) left of 3")
     seen = []
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and sweep.poll() is None:
             status = swe_arena("status", out)
-            seen.append(status)
-            if status.returncode == 0 and "1 done" in status.stdout:
+            seen.append(status.stdout)
+            cells = progress.search(status.stdout)
+            if status.returncode == 0 and cells and int(cells["done"]) >= 1:
                 break
             time.sleep(0.2)
-        running = seen[-1]
-        assert running.returncode == 0, [s.stdout for s in seen]
-        lines = running.stdout.splitlines()
+        else:
+            raise AssertionError(f"never saw the sweep running with a cell done: {seen}")
+        lines = status.stdout.splitlines()
         assert lines[0].startswith("sweep ") and lines[0].endswith(f"in {out}: running")
         assert f"  owner      pid {sweep.pid} on " in lines[1] and "(this machine)" in lines[1]
         assert lines[3].startswith("  heartbeat  ") and lines[3].endswith("s ago")
-        assert lines[4] in ("  cells      1 done, 1 running, 1 left of 3",
-                            "  cells      1 done, 0 running, 2 left of 3")
-        assert lines[5] == "  spent      $0.5000, 1,100 tokens"
+        done, running, left = int(cells["done"]), int(cells["running"]), int(cells["left"])
+        assert done + running + left == 3 and done < 3
+        assert lines[5] == f"  spent      ${0.5 * done:.4f}, {1100 * done:,} tokens"
         assert "results so far:" in lines
         assert lines[-1].split()[0] == "SLOW"
     finally:
         assert sweep.wait(timeout=120) == pytest.ExitCode.TESTS_FAILED, (priced.path / "sweep.log").read_text()
+        log.close()
     finished = swe_arena("status", out)
     assert finished.returncode == 1
     assert finished.stdout.splitlines()[0].startswith(f"no sweep is running in {out} (no arena.lock); the last run")
