@@ -97,7 +97,7 @@ def _seconds(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="swe-arena", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="swe-arena", description="Look at sweeps without running pytest.")
     commands = parser.add_subparsers(dest="command", required=True)
     out_help = "a sweep's --arena-out directory"
 
