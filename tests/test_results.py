@@ -115,13 +115,26 @@ def test_sweep_writes_summary_report_and_junit_properties(priced, xdist):
         ("SOLO", 1, 0.75), ("SUP4", 3, 4.5)]
     assert (priced.path / "arena-out/report.html").read_text().startswith("<!DOCTYPE html>")
 
-    cases = ET.parse(priced.path / "junit.xml").getroot().iter("testcase")
-    properties = {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")} for case in cases}
+    properties = junit_properties(priced.path / "junit.xml")
     assert properties["demo__calc-1[SOLO]"] == {
         "arena_status": "resolved", "arena_cost_usd": "0.25", "arena_tokens": "1100",
         "arena_patch": "patches/demo__calc-1.solo.patch"}
     assert properties["demo__calc-2[SOLO]"]["arena_status"] == "unresolved"
     assert len(properties) == 6 and all(len(p) == 4 for p in properties.values()), "each item once, no duplicates"
+
+
+def junit_properties(path: Path) -> dict[str, dict[str, str]]:
+    cases = ET.parse(path).getroot().iter("testcase")
+    return {case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")} for case in cases}
+
+
+def test_reused_cells_carry_their_recorded_properties(priced):
+    priced.run("--arena-arms=SOLO", "--junitxml=first.xml").assert_outcomes(passed=1, failed=2)
+    priced.run("--arena-arms=SOLO", "--arena-resume", "--junitxml=resumed.xml").assert_outcomes(passed=1, failed=2)
+    first, resumed = junit_properties(priced.path / "first.xml"), junit_properties(priced.path / "resumed.xml")
+    assert resumed == first and len(resumed) == 3
+    assert resumed["demo__calc-1[SOLO]"]["arena_patch"] == "patches/demo__calc-1.solo.patch"
+    assert {row["reused_from"] is not None for row in priced.ledger()[3:]} == {True}
 
 
 def test_report_html_of_a_gold_empty_sweep_in_chromium(suite, calc, tmp_path):
