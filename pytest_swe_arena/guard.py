@@ -64,6 +64,19 @@ def read_lock(out: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def stale_reason(owner: Mapping[str, Any], stale_after: float = STALE_SECONDS) -> str | None:
+    """Why the lock content ``owner`` belongs to a dead sweep, or None if its owner lives."""
+    try:
+        age = _age(str(owner["heartbeat_at"]))
+    except (KeyError, ValueError):
+        return "its content is unreadable"
+    if age > stale_after:
+        return f"its heartbeat is {age:.0f} s old"
+    if owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", 0))):
+        return f"its pid {owner.get('pid')} is gone"
+    return None
+
+
 class SweepLock:
     """The single-owner lock of an out dir, held by the controller for the whole sweep."""
 
@@ -94,15 +107,7 @@ class SweepLock:
 
     def stale_reason(self, owner: Mapping[str, Any]) -> str | None:
         """Why a lock held by ``owner`` may be taken over, or None if its owner lives."""
-        try:
-            age = _age(str(owner["heartbeat_at"]))
-        except (KeyError, ValueError):
-            return "its content is unreadable"
-        if age > self.stale_after:
-            return f"its heartbeat is {age:.0f} s old"
-        if owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", 0))):
-            return f"its pid {owner.get('pid')} is gone"
-        return None
+        return stale_reason(owner, self.stale_after)
 
     def acquire(self) -> str | None:
         """Take the lock or raise ``pytest.UsageError`` naming the live owner.

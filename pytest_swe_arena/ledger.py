@@ -15,24 +15,28 @@ import signal
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .outcome import CellOutcome, patch_digest
 
 SCHEMA_VERSION = 1
 LEDGER_NAME = "ledger.jsonl"
+T = TypeVar("T")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and ``os.replace``: never half a file."""
+def write_atomic(path: Path, text: str | Iterable[str]) -> None:
+    """Write ``text`` (a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+            if isinstance(text, str):
+                out.write(text)
+            else:
+                out.writelines(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
@@ -44,6 +48,11 @@ def write_atomic(path: Path, text: str) -> None:
 def patch_file_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
     suffix = f".r{trial}" if repeat > 1 else ""
     return f"{instance_id}.{arm.lower()}{suffix}.patch"
+
+
+def scored_patch_file(instance_id: str, arm: str, trial: int, repeat: int) -> str:
+    """Where a graded patch is written, relative to the out dir (the row's ``patch_file``)."""
+    return "patches/" + patch_file_name(instance_id, arm, trial, repeat)
 
 
 def run_dir_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
@@ -68,7 +77,7 @@ class LedgerWriter:
             write_atomic(self.out / run_dir / name, text)
         patch_file = None
         if outcome.patch_scored:
-            patch_file = "patches/" + patch_file_name(outcome.instance_id, outcome.arm, outcome.trial, self.repeat)
+            patch_file = scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, self.repeat)
             write_atomic(self.out / patch_file, outcome.patch)
         elif outcome.patch:
             write_atomic(self.out / run_dir / "partial.patch", outcome.patch)
@@ -141,15 +150,20 @@ def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
                 yield row
 
 
-def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of the last run in a ledger (a resumed run re-records what it reused)."""
-    current: list[dict[str, Any]] = []
-    run_id = None
-    for row in rows:
-        if row.get("run_id") != run_id:
-            run_id, current = row.get("run_id"), []
-        current.append(dict(row))
+def latest_run(items: Iterable[T], run_id: Callable[[T], object]) -> list[T]:
+    """The items of the last run in a ledger (a resumed run re-records what it reused), streaming."""
+    current: list[T] = []
+    latest: object = None
+    for item in items:
+        if run_id(item) != latest:
+            latest, current = run_id(item), []
+        current.append(item)
     return current
+
+
+def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the last run in a ledger."""
+    return [dict(row) for row in latest_run(rows, lambda row: row.get("run_id"))]
 
 
 def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[dict[str, str]]]:

@@ -24,7 +24,7 @@ from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .guard import SweepLock, forward_interrupt, reap_sweep
 from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
 from .outcome import CellOutcome
-from .report import format_summary, summarize
+from .report import cell_records, format_summary, summarize, write_reports, written_lines
 from .resume import reusable_rows, verdicts
 from .state import CASE_KEY, ArenaState
 
@@ -58,6 +58,7 @@ class ArenaRecorder:
         self.lock: SweepLock | None = None
         self.written: list[Path] = []
         self.calibration: dict[str, dict[str, Any]] = {}
+        self.final_summary: dict[str, Any] | None = None
         self.notes: list[str] = []
 
     @property
@@ -97,9 +98,10 @@ class ArenaRecorder:
                 self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
         if self.writer.rows:
             self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
-            summary = {"run_id": self.writer.run_id, **self.summary()}
-            write_atomic(self.out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
-            self.written.append(self.out / "summary.json")
+            self.final_summary, reports = write_reports(
+                self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget()
+            )
+            self.written += reports
             if self.state.settings.calibrate:
                 self.calibration = calibration.verdicts(self.writer.rows)
                 self.written.append(calibration.write_calibration(self.out, self.calibration, self.writer.run_id))
@@ -191,21 +193,22 @@ class ArenaRecorder:
         ).to_json()
 
     def write_budget(self) -> None:
-        write_atomic(self.out / BUDGET_FILE, json.dumps(self.tally.to_json(), indent=2, sort_keys=True) + "\n")
+        write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
 
     # -- the summary ------------------------------------------------------------------------
 
+    def budget(self) -> dict[str, Any] | None:
+        """The sweep's caps and spend, when it had caps (as in ``budget.json``)."""
+        return {"run_id": self.writer.run_id, **self.tally.to_json()} if self.tally.limits.is_set else None
+
     def summary(self) -> dict[str, Any]:
-        summary = summarize(self.writer.rows, self.arm_order)
-        if self.tally.limits.is_set:
-            summary["budget"] = self.tally.to_json()
-        return summary
+        return summarize(cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.writer.rows:
             return
         terminalreporter.write_sep("=", "swe-arena results")
-        for line in format_summary(self.summary()):
+        for line in format_summary(self.final_summary or self.summary()):
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
         if self.calibration:
@@ -216,4 +219,5 @@ class ArenaRecorder:
                 terminalreporter.write_line(f"  {iid}: {'; '.join(self.calibration[iid]['problems'])}")
         for message in self.notes:
             terminalreporter.write_line(f"warning: {message}", yellow=True)
-        terminalreporter.write_line(f"out: {self.out} (run {self.writer.run_id})")
+        for line in written_lines(self.out, self.writer.run_id, self.written):
+            terminalreporter.write_line(line)

@@ -28,6 +28,7 @@ def reusable_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]
 
 
 def verdicts(reusable: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The little each worker needs to report a reused cell: status, error and run id."""
-    return {key: {"status": row["status"], "error": row.get("error"), "run_id": row.get("run_id")}
+    """The little each worker needs to report a reused cell: status, error, run id, spend and patch."""
+    return {key: {"status": row["status"], "error": row.get("error"), "run_id": row.get("run_id"),
+                  "usage": row.get("usage"), "patch_file": row.get("patch_file")}
             for key, row in reusable.items()}

@@ -19,7 +19,9 @@ from .calibration import failed_instances
 from .environments import EnvSpecsError, load_env_specs
 from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
 from .harness import base_outcome
+from .ledger import scored_patch_file
 from .outcome import STATUSES
+from .report import user_properties
 from .settings import load_settings
 from .state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState
 from .suite import build_arms, find_suite_file, load_suite, read_arena_table
@@ -158,6 +160,8 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
         if call.when == "call":
             verdict = shortcut["reused"]
             report.arena = {"reused": True, "cell_key": case.key, "status": verdict["status"]}  # type: ignore[attr-defined]
+            properties = user_properties(verdict["status"], verdict.get("usage"), verdict.get("patch_file"))
+            _add_user_properties(item, report, properties)
         return
     if "skipped" in shortcut:
         outcome = base_outcome(case, item.nodeid, "skipped_budget", shortcut["skipped"])
@@ -175,6 +179,16 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
             finished = base_outcome(case, item.nodeid, "harness_error", f"{call.when}: {message}")
         outcome = finished
     report.arena = outcome.to_json()  # type: ignore[attr-defined]
+    repeat = item.config.stash[STATE_KEY].settings.repeat
+    patch_file = (scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, repeat)
+                  if outcome.patch_scored else None)
+    _add_user_properties(item, report, user_properties(outcome.status, outcome.usage, patch_file))
+
+
+def _add_user_properties(item: pytest.Item, report: pytest.TestReport, properties: list[tuple[str, object]]) -> None:
+    # On the item too: the teardown report, which --junitxml reads, is built from the item.
+    report.user_properties.extend(properties)
+    item.user_properties.extend(properties)
 
 
 def _failure_text(report: pytest.TestReport) -> str:

@@ -35,11 +35,12 @@ def test_gold_and_empty_sweep_writes_ledger_patches_predictions_and_summary(suit
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
         "*swe-arena results*",
-        "arm * cells * resolved * rate * harness err * tokens * USD",
-        "GOLD * 2 * 2 * 100.0% * 0 * 0 * 0.0000",
-        "EMPTY * 2 * 0 * 0.0% * 0 * 0 * 0.0000",
-        "paired * cells * both * only A * only B * neither",
-        "GOLD vs EMPTY * 2 * 0 * 2 * 0 * 0",
+        "2 instances x 2 arms: 4 cells *",
+        "arm * resolved * rate * 95% CI * USD * USD/res * tokens * tok/res * wall p50",
+        "GOLD * 2/2 * 100.0% * 34.2-100.0% * 0.0000 * 0.0000 * 0 * 0 * *s",
+        "EMPTY * 0/2 * 0.0% * 0.0-65.8% * 0.0000 * n/a * 0 * n/a * *s",
+        "paired (A vs B) * pairs * both * only A * only B * neither * McNemar p",
+        "GOLD vs EMPTY * 2 * 0 * 2 * 0 * 0 * 0.5000",
     ])
     result.stdout.fnmatch_lines(["UNRESOLVED instances/demo.jsonl::demo__calc-1[[]EMPTY[]] - *unresolved: empty patch"])
 

@@ -1,0 +1,131 @@
+"""``swe-arena report`` on a 100,000-row ledger: time and peak memory, against a baseline.
+
+Writes a ledger of realistic rows (25,000 instances x 4 arms by default: usage,
+per-model usage, provenance, per-test verify results, phases; about 1.6 KB a
+row) into a temporary out dir, then runs, each in a fresh process:
+
+- the baseline: a plain JSON Lines read of the same file (``json.loads`` of every line);
+- ``swe-arena report OUT``: the real command (summary.json and report.html).
+
+It prints wall time and peak RSS of each, and the command's ratio to the
+baseline. The target (DESIGN section 9) is under 2 s for the command.
+
+    python bench/report_scale.py [--rows 100000] [--repeat 3] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ARMS = ("GOLD", "EMPTY", "SOLO", "SUP4")
+RESOLVE_RATE = {"GOLD": 1.0, "EMPTY": 0.0, "SOLO": 0.42, "SUP4": 0.55}
+BASELINE = """import json, sys
+with open(sys.argv[1], encoding="utf-8") as ledger:
+    rows = sum(1 for line in ledger if json.loads(line))
+"""
+
+
+def ledger_row(rng: random.Random, number: int, arm: str, run_id: str) -> dict[str, object]:
+    iid = f"django__django-{10000 + number}"
+    resolved = rng.random() < RESOLVE_RATE[arm]
+    status = "resolved" if resolved else rng.choice(("unresolved", "unresolved", "unresolved", "arm_error", "timeout"))
+    model_arm = arm in ("SOLO", "SUP4")
+    tokens_in, tokens_out = (rng.randint(20_000, 2_000_000), rng.randint(1_000, 60_000)) if model_arm else (0, 0)
+    cost = round(tokens_in * 3e-6 + tokens_out * 15e-6, 6) if model_arm else 0.0
+    usage = {"input_tokens": tokens_in, "output_tokens": tokens_out, "reasoning_tokens": 0,
+             "cache_read_tokens": tokens_in // 2, "cache_write_tokens": 0, "steps": rng.randint(1, 80),
+             "max_context_tokens": min(tokens_in, 200_000),
+             "cost_usd": None if model_arm and rng.random() < 0.01 else cost,
+             "cost_source": "reported" if model_arm else "none"}
+    tests = {f"tests/test_module.py::test_case_{n}": "PASSED" if resolved or n else "FAILED" for n in range(4)}
+    return {
+        "schema_version": 1, "run_id": run_id, "cell_key": f"{number:08x}{ARMS.index(arm):016x}",
+        "instance_id": iid, "arm": arm, "trial": 1, "status": status, "nodeid": f"instances/lite.jsonl::{iid}[{arm}]",
+        "arm_identity": {"name": arm, "kind": arm.lower(), "settings": {"model": "anthropic/claude-sonnet-4-5"}},
+        "error": None if status in ("resolved", "unresolved") else f"{status}: the agent stopped",
+        "verify": {"passed": resolved, "returncode": 0 if resolved else 1, "timed_out": False, "seconds": 2.5,
+                   "tests": tests},
+        "phases": {"workspace": 0.41, "env": 0.02, "arm": round(rng.uniform(5, 900), 3), "patch": 0.03,
+                   "verify": 2.5},
+        "patch_scored": status in ("resolved", "unresolved"), "patch_lines": rng.randint(0, 120),
+        "patch_sha256": f"{rng.getrandbits(256):064x}",
+        "patch_file": f"patches/{iid}.{arm.lower()}.patch", "run_dir": f"runs/{iid}/{arm}",
+        "usage": usage, "models": {"anthropic/claude-sonnet-4-5": usage} if model_arm else {},
+        "asked_model": "anthropic/claude-sonnet-4-5" if model_arm else None,
+        "served_model": "anthropic/claude-sonnet-4-5" if model_arm else None, "model_mismatch": False,
+        "reused_from": None,
+        "provenance": {"plugin_version": "0.1.0", "agent_version": "1.0.0", "loops_commit": None},
+        "details": {}, "host": "bench", "worker": f"gw{number % 8}",
+        "started_at": "2026-11-30T12:00:00+00:00", "ended_at": "2026-11-30T12:05:00+00:00",
+    }
+
+
+def write_ledger(out: Path, rows: int) -> Path:
+    rng = random.Random(6)
+    path = out / "ledger.jsonl"
+    with open(path, "w", encoding="utf-8") as ledger:
+        for index in range(rows):
+            row = ledger_row(rng, index // len(ARMS), ARMS[index % len(ARMS)], "20261130T120000Z-bench0")
+            ledger.write(json.dumps(row, sort_keys=True) + "\n")
+    return path
+
+
+def measure(command: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one run of ``command``."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(command)} failed with {os.waitstatus_to_exitcode(status)}")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def best_of(command: list[str], repeat: int) -> tuple[float, float, float]:
+    """The fastest run's times (the least disturbed by other load) and the largest peak memory."""
+    runs = [measure(command) for _ in range(repeat)]
+    wall, cpu, _ = min(runs)
+    return wall, cpu, max(memory for _, _, memory in runs)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the fastest is reported")
+    parser.add_argument("--keep", type=Path, help="write the out dir here and keep it")
+    args = parser.parse_args()
+
+    out = args.keep or Path(tempfile.mkdtemp(prefix="report-scale-"))
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        ledger = write_ledger(out, args.rows)
+        size = ledger.stat().st_size / 2**20
+        print(f"ledger: {args.rows:,} rows, {size:.1f} MiB ({out})")
+        baseline = best_of([sys.executable, "-c", BASELINE, str(ledger)], args.repeat)
+        report = best_of([sys.executable, "-m", "pytest_swe_arena.cli", "report", str(out)], args.repeat)
+        html = (out / "report.html").stat().st_size / 2**20
+        print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall time suffers above that)")
+        print(f"{'':34}{'wall s':>9}{'CPU s':>9}{'peak MiB':>10}")
+        for name, (wall, cpu, memory) in (("baseline: json.loads every line", baseline), ("swe-arena report", report)):
+            print(f"{name:34}{wall:9.2f}{cpu:9.2f}{memory:10.0f}")
+        ratios = [mine / theirs for mine, theirs in zip(report, baseline, strict=True)]
+        print(f"{'ratio (report / baseline)':34}{ratios[0]:9.2f}{ratios[1]:9.2f}{ratios[2]:10.2f}")
+        print(f"report.html: {html:.1f} MiB; target: swe-arena report under 2 s "
+              f"({'met' if report[0] < 2 else 'NOT met'})")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

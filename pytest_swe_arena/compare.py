@@ -1,0 +1,93 @@
+"""Two sweeps side by side: per-arm deltas and the instances that flipped.
+
+Both sides are summarized with ``report.summarize``, so the numbers are the
+ones each sweep's own summary shows; flips are paired over the (instance,
+trial) cells both sweeps have in an arm's rate, with the same exact McNemar
+test as the paired comparison between arms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .report import CellRecord, format_table, p_value, percent, summarize, usd
+from .stats import mcnemar_exact_p
+
+
+def _delta(first: float | None, second: float | None) -> float | None:
+    return None if first is None or second is None else second - first
+
+
+def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
+                 arm_order: Sequence[str] = ()) -> dict[str, Any]:
+    """Per-arm rates and costs of sweep A and B, their differences (B - A) and per-instance flips."""
+    summary_a, summary_b = summarize(cells_a, arm_order), summarize(cells_b, arm_order)
+    arms_a = {arm["arm"]: arm for arm in summary_a["arms"]}
+    arms_b = {arm["arm"]: arm for arm in summary_b["arms"]}
+    order = [name for name in summary_a["arm_order"] if name in arms_b]
+    arms = []
+    for name in order:
+        a, b = arms_a[name], arms_b[name]
+        verdicts_a = {(c.instance_id, c.trial): c.resolved for c in cells_a if c.arm == name and c.counts}
+        verdicts_b = {(c.instance_id, c.trial): c.resolved for c in cells_b if c.arm == name and c.counts}
+        common = sorted(verdicts_a.keys() & verdicts_b.keys())
+        fixed = [key for key in common if verdicts_b[key] and not verdicts_a[key]]
+        broken = [key for key in common if verdicts_a[key] and not verdicts_b[key]]
+        arms.append({
+            "arm": name,
+            "cells_a": a["cells"], "cells_b": b["cells"],
+            "rate_a": a["resolve_rate"], "rate_b": b["resolve_rate"],
+            "rate_delta": _delta(a["resolve_rate"], b["resolve_rate"]),
+            "cost_usd_a": a["cost_usd"], "cost_usd_b": b["cost_usd"],
+            "cost_usd_delta": _delta(a["cost_usd"], b["cost_usd"]),
+            "cost_per_resolved_usd_a": a["cost_per_resolved_usd"],
+            "cost_per_resolved_usd_b": b["cost_per_resolved_usd"],
+            "common_cells": len(common),
+            "fixed": [_cell_name(key) for key in fixed],
+            "broken": [_cell_name(key) for key in broken],
+            "mcnemar_p": mcnemar_exact_p(len(broken), len(fixed)),
+        })
+    return {
+        "run_a": _run_id(cells_a), "run_b": _run_id(cells_b),
+        "arms": arms,
+        "only_in_a": [name for name in summary_a["arm_order"] if name not in arms_b],
+        "only_in_b": [name for name in summary_b["arm_order"] if name not in arms_a],
+    }
+
+
+def _run_id(cells: Sequence[CellRecord]) -> str | None:
+    return cells[-1].run_id if cells else None
+
+
+def _cell_name(key: tuple[str, int]) -> str:
+    instance_id, trial = key
+    return instance_id if trial == 1 else f"{instance_id} r{trial}"
+
+
+def _signed_points(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}pp"
+
+
+def _signed_usd(value: float | None) -> str:
+    return "n/a" if value is None else ("+" if value >= 0 else "-") + usd(abs(value))
+
+
+def format_comparison(comparison: Mapping[str, Any], label_a: str, label_b: str) -> list[str]:
+    """The comparison as text: one row per arm in both sweeps, then each arm's flips (A -> B)."""
+    lines = [f"A: {label_a} (run {comparison['run_a']})", f"B: {label_b} (run {comparison['run_b']})", ""]
+    lines += format_table(
+        ["arm", "rate A", "rate B", "delta", "USD A", "USD B", "delta", "common", "fixed", "broken", "McNemar p"],
+        [[arm["arm"], percent(arm["rate_a"]), percent(arm["rate_b"]), _signed_points(arm["rate_delta"]),
+          usd(arm["cost_usd_a"]), usd(arm["cost_usd_b"]), _signed_usd(arm["cost_usd_delta"]),
+          str(arm["common_cells"]), str(len(arm["fixed"])), str(len(arm["broken"])), p_value(arm["mcnemar_p"])]
+         for arm in comparison["arms"]],
+    )
+    for side, names in (("A", comparison["only_in_a"]), ("B", comparison["only_in_b"])):
+        if names:
+            lines.append(f"only in {side}: {', '.join(names)}")
+    for arm in comparison["arms"]:
+        if arm["fixed"] or arm["broken"]:
+            lines += ["", f"{arm['arm']}: {len(arm['fixed'])} fixed in B (+), {len(arm['broken'])} broken in B (-)"]
+            lines += [f"  + {name}" for name in arm["fixed"]] + [f"  - {name}" for name in arm["broken"]]
+    return lines

@@ -1,0 +1,88 @@
+"""``swe-arena status``: a live view of a sweep from another terminal.
+
+Reads what the sweep's controller keeps in its out dir: ``arena.lock`` (owner,
+heartbeat and progress, see ``guard.SweepLock``, rewritten after every cell and
+every heartbeat) and the ledger rows of that run so far. It only reads: it
+never takes, refreshes or breaks the lock.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .guard import LOCK_NAME, read_lock, stale_reason
+from .ledger import LEDGER_NAME, latest_run
+from .report import SUMMARY_NAME, CellRecord, count, format_summary, read_cells, summarize, usd
+
+
+def duration(seconds: float) -> str:
+    """4s, 3m12s, 2h05m."""
+    whole = max(int(seconds), 0)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _age(iso: Any, now: datetime) -> str:
+    try:
+        moment = datetime.fromisoformat(str(iso))
+    except ValueError:
+        return "unknown"
+    return duration((now - moment).total_seconds()) + " ago"
+
+
+def _cells(out: Path, run_id: str | None) -> list[CellRecord]:
+    """The ledger's cells of ``run_id`` (of its last run when None)."""
+    path = out / LEDGER_NAME
+    if not path.is_file():
+        return []
+    records = read_cells(path)
+    if run_id is None:
+        return latest_run(records, lambda cell: cell.run_id)
+    return [cell for cell in records if cell.run_id == run_id]
+
+
+def progress_lines(owner: Mapping[str, Any], now: datetime) -> list[str]:
+    """The lock's owner, heartbeat and progress as text."""
+    progress = owner.get("progress") or {}
+    total, done, running = progress.get("total"), progress.get("done", 0), progress.get("running", 0)
+    left = "not collected yet" if total is None else f"{max(total - done - running, 0)} left of {total}"
+    unknown = progress.get("unknown_usd_cells") or 0
+    spent_usd = f"${usd(progress.get('spent_usd'))}" + (f" (+ {unknown} cell(s) of unknown cost)" if unknown else "")
+    here = " (this machine)" if owner.get("host") == socket.gethostname() else ""
+    return [
+        f"  owner      pid {owner.get('pid')} on {owner.get('host')}{here}",
+        f"  started    {owner.get('started_at')}, {_age(owner.get('started_at'), now)}",
+        f"  heartbeat  {_age(owner.get('heartbeat_at'), now)}",
+        f"  cells      {done} done, {running} running, {left}",
+        f"  spent      {spent_usd}, {count(progress.get('spent_tokens'))} tokens",
+    ]
+
+
+def sweep_status(out: Path, now: datetime | None = None) -> tuple[list[str], bool]:
+    """What is going on in ``out``: the lines to show, and whether a live sweep owns it."""
+    now = now or datetime.now(UTC)
+    owner = read_lock(out)
+    if owner is None:
+        cells = _cells(out, None)
+        if not cells:
+            return [f"no sweep is running in {out}: no {LOCK_NAME} and no {LEDGER_NAME} (no sweep has run here)"], False
+        return [
+            f"no sweep is running in {out} (no {LOCK_NAME}); the last run, {cells[-1].run_id}, "
+            f"recorded {len(cells)} cells",
+            f"its results: {out / SUMMARY_NAME} (rebuild with `swe-arena report {out}`)",
+        ], False
+    dead = stale_reason(owner)
+    state = "running" if dead is None else f"STALE ({dead}): the sweep died; the next sweep here takes over"
+    run_id = str(owner.get("run_id"))
+    lines = [f"sweep {run_id} in {out}: {state}", *progress_lines(owner, now)]
+    cells = _cells(out, run_id)
+    if cells:
+        lines += ["", "results so far:", *format_summary(summarize(cells, run_id=run_id))]
+    return lines, dead is None
