@@ -11,6 +11,7 @@ import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ class Case:
     worker: str
     strict_models: bool = False
 
-    @property
+    @cached_property
     def key(self) -> str:
         return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
 
