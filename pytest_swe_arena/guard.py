@@ -8,7 +8,9 @@ pid is gone on this host, is stale and is taken over with a warning.
 
 Every process a sweep starts inherits ``ARENA_SWEEP_TOKEN``; after an
 interrupt, whatever still carries it (an agent whose worker was killed before
-it could stop it) is terminated, so no process outlives the sweep.
+it could stop it) is terminated, so no process outlives the sweep. The lock
+records the token too, so the sweep that takes over from a controller killed
+with SIGKILL also stops the agents that controller left running.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -36,7 +38,7 @@ STALE_SECONDS = 90.0
 
 
 def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 def _age(iso: str) -> float:
@@ -65,9 +67,10 @@ def read_lock(out: Path) -> dict[str, Any] | None:
 class SweepLock:
     """The single-owner lock of an out dir, held by the controller for the whole sweep."""
 
-    def __init__(self, out: Path, run_id: str, progress: Callable[[], Mapping[str, Any]],
+    def __init__(self, out: Path, run_id: str, progress: Callable[[], Mapping[str, Any]], sweep_token: str = "",
                  heartbeat: float = HEARTBEAT_SECONDS, stale_after: float = STALE_SECONDS):
         self.path = out / LOCK_NAME
+        self.sweep_token = sweep_token
         self.out = out
         self.run_id = run_id
         self.progress = progress
@@ -83,6 +86,7 @@ class SweepLock:
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "run_id": self.run_id,
+            "sweep_token": self.sweep_token,
             "started_at": _iso(self.started),
             "heartbeat_at": _iso(time.time()),
             "progress": dict(self.progress()),
@@ -100,11 +104,15 @@ class SweepLock:
             return f"its pid {owner.get('pid')} is gone"
         return None
 
-    def acquire(self) -> None:
-        """Take the lock or raise ``pytest.UsageError`` naming the live owner."""
+    def acquire(self) -> str | None:
+        """Take the lock or raise ``pytest.UsageError`` naming the live owner.
+
+        Returns the warning to show when a stale lock was taken over.
+        """
         from filelock import FileLock
 
         self.out.mkdir(parents=True, exist_ok=True)
+        takeover = None
         with FileLock(str(self.out / ".arena.lock.guard")):
             owner = read_lock(self.out)
             if owner is not None and owner.get("run_id") != self.run_id:
@@ -115,15 +123,16 @@ class SweepLock:
                         f"run {owner.get('run_id')}, heartbeat {_age(str(owner['heartbeat_at'])):.0f} s ago); "
                         "wait for it, stop it, or use another --arena-out"
                     )
-                import warnings
-
-                warnings.warn(pytest.PytestWarning(
-                    f"taking over the lock of {self.out} from run {owner.get('run_id')} "
-                    f"(pid {owner.get('pid')} on {owner.get('host')}): {reason}"
-                ), stacklevel=2)
+                takeover = (f"taking over the lock of {self.out} from run {owner.get('run_id')} "
+                            f"(pid {owner.get('pid')} on {owner.get('host')}): {reason}")
+                if owner.get("host") == socket.gethostname() and owner.get("sweep_token"):
+                    left = reap_sweep(str(owner["sweep_token"]))
+                    if left:
+                        takeover += f"; stopped {len(left)} process(es) it left running"
             self.write()
         self._thread = threading.Thread(target=self._beat, name="arena-heartbeat", daemon=True)
         self._thread.start()
+        return takeover
 
     def write(self) -> None:
         """Rewrite the lock (heartbeat and progress), atomically, mode 0600."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,7 @@ class ArenaRecorder:
         self.interrupted = False
         self.lock: SweepLock | None = None
         self.written: list[Path] = []
+        self.notes: list[str] = []
 
     @property
     def out(self) -> Path:
@@ -70,12 +70,15 @@ class ArenaRecorder:
         if not self.state.sweep_run:
             return
         settings = self.state.settings
-        self.lock = SweepLock(self.out, self.writer.run_id, self.progress,
+        self.lock = SweepLock(self.out, self.writer.run_id, self.progress, self.state.sweep_token,
                               heartbeat=settings.lock_heartbeat, stale_after=settings.lock_stale)
-        self.lock.acquire()
+        takeover = self.lock.acquire()
+        if takeover:
+            self.note(takeover)
         if self.tally.limits.is_set:
             self.write_budget()
 
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends seconds rendering the traceback
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
         if self.state.sweep_token:
@@ -90,9 +93,7 @@ class ArenaRecorder:
         if self.state.sweep_token:
             leftovers = reap_sweep(self.state.sweep_token)
             if leftovers:
-                warnings.warn(pytest.PytestWarning(
-                    f"swe-arena stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}"
-                ), stacklevel=1)
+                self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
         if self.writer.rows:
             self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
             summary = {"run_id": self.writer.run_id, **self.summary()}
@@ -100,6 +101,13 @@ class ArenaRecorder:
             self.written.append(self.out / "summary.json")
         if self.lock is not None:
             self.lock.release()
+
+    def note(self, message: str) -> None:
+        """A warning about the sweep itself: shown now and again under the results."""
+        self.notes.append(message)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"swe-arena: {message}", yellow=True)
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -196,4 +204,6 @@ class ArenaRecorder:
         for line in format_summary(self.summary()):
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
+        for message in self.notes:
+            terminalreporter.write_line(f"warning: {message}", yellow=True)
         terminalreporter.write_line(f"out: {self.out} (run {self.writer.run_id})")

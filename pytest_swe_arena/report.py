@@ -29,8 +29,9 @@ def summarize(rows: Iterable[Mapping[str, Any]], arm_order: Sequence[str] = ()) 
         arm = row["arm"]
         entry = arms.setdefault(arm, {
             "arm": arm, "cells": 0, "resolved": 0, "harness_errors": 0, "skipped": 0,
-            "statuses": {}, "tokens": 0, "cost_usd": 0.0, "unknown_cost_cells": 0,
+            "statuses": {}, "tokens": 0, "cost_usd": 0.0, "unknown_cost_cells": 0, "model_mismatch": 0,
         })
+        entry["model_mismatch"] += bool(row.get("model_mismatch"))
         status = row["status"]
         entry["statuses"][status] = entry["statuses"].get(status, 0) + 1
         if status == "harness_error":
@@ -105,4 +106,30 @@ def format_summary(summary: Mapping[str, Any]) -> list[str]:
             for p in summary["pairs"]
         ]
         lines += format_table(["paired", "cells", "both", "only A", "only B", "neither"], pair_rows)
+    return lines + format_warnings(summary)
+
+
+def format_warnings(summary: Mapping[str, Any]) -> list[str]:
+    """Budget and served-model lines: what a reader must know before trusting the table."""
+    lines: list[str] = []
+    mismatched = {e["arm"]: e["model_mismatch"] for e in summary["arms"] if e.get("model_mismatch")}
+    if mismatched:
+        arms = ", ".join(f"{arm} ({n})" for arm, n in mismatched.items())
+        lines.append(f"warning: served model differs from the asked one in {sum(mismatched.values())} cell(s): {arms}")
+    budget = summary.get("budget")
+    if budget:
+        spent = budget["spent"]
+        cap = budget["limits"]["sweep"]
+        caps = [f"${cap['max_usd']:g}" if cap["max_usd"] is not None else "",
+                f"{cap['max_tokens']:,} tokens" if cap["max_tokens"] is not None else ""]
+        of = " and ".join(c for c in caps if c)
+        text = f"budget: ${spent['usd']:.4f} and {spent['tokens']:,} tokens spent" + (f" of {of}" if of else "")
+        if spent["unknown_usd_cells"]:
+            text += f"; {spent['unknown_usd_cells']} cell(s) of unknown cost"
+        skipped = sum(e["skipped"] for e in summary["arms"])
+        if skipped:
+            text += f"; {skipped} cell(s) skipped: budget exhausted"
+        lines += ["", text]
+        for model, spend in budget["models"].items():
+            lines.append(f"  {model}: ${spend['usd']:.4f}, {spend['tokens']:,} tokens in {spend['cells']} cell(s)")
     return lines

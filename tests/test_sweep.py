@@ -8,6 +8,7 @@ from importlib import resources
 import pytest
 from gitrepos import bundle
 
+
 def ledger_validator():
     import jsonschema
 
