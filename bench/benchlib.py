@@ -82,6 +82,8 @@ def report(title: str, figures: Sequence[Figure], args: argparse.Namespace, note
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
     for row in (header, tuple("-" * width for width in widths), *rows):
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    notes = [*notes, f"load average at the end: {load} on {len(os.sched_getaffinity(0))} CPUs"]
     for note in notes:
         print(f"  {note}")
     if args.json:

@@ -16,7 +16,10 @@ total, packed perfectly).
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from datetime import datetime
 
 import benchlib
 from benchlib import Figure
@@ -49,9 +52,13 @@ def main() -> None:
         # Warm the shared mirror as a sweep's first cells would; the timed sweep reuses it.
         benchlib.run_pytest(suite, "-p", "no:xdist", f"--arena-out={root / 'warm'}", "-k", rows[0]["instance_id"])
         ideal = args.cells * args.seconds / args.workers
+        launched = time.time()
         seconds, completed = benchlib.run_pytest(suite, "-n", str(args.workers), f"--arena-out={root / 'even-out'}")
         if f"{args.cells} failed" not in completed.stdout:  # the sleep arm changes nothing: unresolved
             raise SystemExit(f"bench: expected {args.cells} unresolved cells:\n{completed.stdout[-3000:]}")
+        ledger = [json.loads(line) for line in (root / "even-out/ledger.jsonl").read_text().splitlines()]
+        first_start = min(datetime.fromisoformat(row["started_at"]).timestamp() for row in ledger)
+        last_end = max(datetime.fromisoformat(row["ended_at"]).timestamp() for row in ledger)
         plain = root / "plain"
         plain.mkdir()
         (plain / "test_sleep.py").write_text(
@@ -60,15 +67,24 @@ def main() -> None:
             f"def test_sleep(number):\n    time.sleep({args.seconds})\n"
         )
         plain_seconds, _ = benchlib.run_pytest(plain, "-n", str(args.workers))
+        # What one worker pays before its first cell: a fresh interpreter, pytest, plugins, collection.
+        arena_start, _ = benchlib.run_pytest(suite, "-p", "no:xdist", "--collect-only")
+        plain_start, _ = benchlib.run_pytest(plain, "-p", "no:xdist", "--collect-only")
         figures = [
             Figure(f"{args.cells} cells x {args.seconds:g} s, -n {args.workers}", seconds, "s",
                    "ideal (cells x seconds / workers)", ideal, "<= 1.3"),
             Figure(f"plain pytest-xdist: {args.cells} tests sleeping {args.seconds:g} s", plain_seconds, "s",
                    "ideal (cells x seconds / workers)", ideal),
             Figure("the arena sweep", seconds, "s", "plain pytest-xdist, same sleeps", plain_seconds),
+            Figure("cells only (first start to last end)", last_end - first_start, "s",
+                   "ideal (cells x seconds / workers)", ideal),
+            Figure("one process: start-up + collection", arena_start, "s", "plain pytest, same count",
+                   plain_start),
         ]
         notes = [f"{args.workers} workers on {len(os.sched_getaffinity(0))} CPUs; "
-                 "the mirror was warmed by a one-cell sweep first"]
+                 "the mirror was warmed by a one-cell sweep first",
+                 f"arena sweep timeline: {first_start - launched:.2f} s from launch to the first cell, "
+                 f"{last_end - first_start:.2f} s of cells, {launched + seconds - last_end:.2f} s to exit"]
 
         if not args.skip_dist:
             durations = uneven_seconds(args.cells, args.seconds)

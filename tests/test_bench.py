@@ -20,7 +20,7 @@ SMOKE_RUNS = {
                      ["materialize (per cell)", "git clone per cell", "git worktree add (mirror)"]),
     "overhead.py": (["--cells", "3", "--rounds", "1"], ["harness overhead per cell", "sweep per cell"]),
     "concurrency.py": (["--cells", "4", "--seconds", "0.1", "--workers", "2", "--skip-dist"],
-                       ["4 cells x 0.1 s, -n 2", "the arena sweep"]),
+                       ["4 cells x 0.1 s, -n 2", "the arena sweep", "cells only (first start to last end)"]),
     "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
 }
 
