@@ -25,7 +25,10 @@ class Suite:
         self.ini_lines: list[str] = []
 
     def write_config(self) -> None:
-        ini = "\n".join([f'arena_cache = "{self.cache}"', *self.ini_lines])
+        # Plugins of other projects installed beside this one (hypothesis imports itself, with
+        # assertion rewriting, for its terminal summary) cost every sweep seconds under load.
+        addopts = 'addopts = "-p no:hypothesispytest -p no:benchmark"'
+        ini = "\n".join([f'arena_cache = "{self.cache}"', addopts, *self.ini_lines])
         (self.path / "pyproject.toml").write_text(
             f"[tool.pytest.ini_options]\n{ini}\n\n[tool.swe_arena]\n{self.arms_toml}\n"
         )
