@@ -47,16 +47,24 @@ class InstanceFile(pytest.File):
 
         repeat = state.settings.repeat
         worker = getattr(self.config, "workerinput", {}).get("workerid", "controller")
+        registered: set[str] = set()
+        # Every cell has the same test function and sees the same fixtures, so the fixture
+        # closure is computed once per file and shared, as pytest shares it between the
+        # parametrized items of one function (it is most of an item's collection cost).
+        fixtureinfo = None
         for instance in instances:
             marks = ["arena", instance.repo_mark, *instance.marks]
             for mark in marks:
-                self.config.addinivalue_line("markers", f"{mark}: arena instances of {mark}")
+                if mark not in registered:
+                    registered.add(mark)
+                    self.config.addinivalue_line("markers", f"{mark}: arena instances of {mark}")
             for arm_name, arm in state.arms.items():
                 for trial in range(1, repeat + 1):
                     item = ArenaItem.from_parent(
                         self, name=item_name(instance.instance_id, arm_name, trial, repeat),
-                        callobj=arena_cell,
+                        callobj=arena_cell, fixtureinfo=fixtureinfo,
                     )
+                    fixtureinfo = item._fixtureinfo
                     item.stash[CASE_KEY] = Case(
                         instance=instance, arm=arm, trial=trial,
                         verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,

@@ -12,6 +12,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ class Case:
     #: Container engine for image-backed instances.
     engine: str = "docker"
 
-    @property
+    @cached_property
     def key(self) -> str:
         return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
 

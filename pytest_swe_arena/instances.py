@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class Instance:
     path: Path = field(repr=False)
     line: int = field(repr=False)
 
-    @property
+    @cached_property
     def content_sha256(self) -> str:
         """Hash of the row's content: part of the cell key, so an edited instance runs again."""
         content: Any = self.row

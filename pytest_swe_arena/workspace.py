@@ -89,6 +89,8 @@ class RepoStore:
     def __init__(self, root: Path):
         self.root = root
         self.engines = EngineProbe()
+        #: (mirror, commit as given) -> full sha: resolved once per session, not once per cell.
+        self._resolved: dict[tuple[Path, str], str] = {}
 
     def mirror_path(self, source: Source, repo: str) -> Path:
         digest = hashlib.sha256(f"{source.kind}:{source.location}".encode()).hexdigest()[:12]
@@ -100,8 +102,11 @@ class RepoStore:
         from filelock import FileLock
 
         mirror = self.mirror_path(source, repo)
-        full = _resolve_commit(mirror, commit) if mirror.exists() else None
+        full = self._resolved.get((mirror, commit))
+        if full is None and mirror.exists():
+            full = _resolve_commit(mirror, commit)
         if full:
+            self._resolved[mirror, commit] = full
             return mirror, full
         mirror.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(mirror) + ".lock"):
@@ -123,6 +128,7 @@ class RepoStore:
             full = _resolve_commit(mirror, commit)
             if not full:
                 raise WorkspaceError(f"base_commit {commit} not found in {source.describe()}")
+            self._resolved[mirror, commit] = full
             return mirror, full
 
 
@@ -134,22 +140,31 @@ def _resolve_commit(mirror: Path, commit: str) -> str | None:
     return out.stdout.decode().strip() or None if out.returncode == 0 else None
 
 
+#: Appended to a fresh workspace's .git/config: written directly, not with three
+#: ``git config`` processes, because process start-up is most of a cell's git cost.
+_WORKSPACE_CONFIG = """[gc]
+\tauto = 0
+[user]
+\tname = swe-arena
+\temail = swe-arena@localhost
+"""
+
+
 def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = "docker") -> Workspace:
     """Check out ``instance`` at its base commit into ``dest`` on the work branch, clean."""
     if instance.source.kind == "image":
         return materialize_image(instance, store.engines, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
     dest.mkdir(parents=True, exist_ok=True)
-    git("init", "--quiet", "--template=", str(dest), cwd=dest)
-    info = dest / ".git" / "objects" / "info"
+    git("init", "--quiet", "--template=", f"--initial-branch={WORK_BRANCH}", str(dest), cwd=dest)
+    git_dir = dest / ".git"
+    info = git_dir / "objects" / "info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "alternates").write_text(str(mirror / "objects") + "\n")
-    git("config", "gc.auto", "0", cwd=dest)
-    git("config", "user.name", "swe-arena", cwd=dest)
-    git("config", "user.email", "swe-arena@localhost", cwd=dest)
-    git("update-ref", f"refs/heads/{WORK_BRANCH}", full, cwd=dest)
-    git("symbolic-ref", "HEAD", f"refs/heads/{WORK_BRANCH}", cwd=dest)
-    git("reset", "--quiet", "--hard", cwd=dest)
+    with open(git_dir / "config", "a", encoding="utf-8") as config:
+        config.write(_WORKSPACE_CONFIG)
+    # On the unborn work branch, this creates the branch at ``full`` and checks it out.
+    git("reset", "--quiet", "--hard", full, cwd=dest)
     return Workspace(path=dest, base_commit=full, mirror=mirror)
 
 

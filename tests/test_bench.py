@@ -1,0 +1,43 @@
+"""The bench scripts still run: each at a tiny size, checked for the figures it must print.
+
+No timing is asserted here (that is what bench/ is for); a script that breaks,
+or stops measuring one of its figures, fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+SMOKE_RUNS = {
+    "workspace.py": (["--files", "40", "--commits", "4", "--cells", "2", "--strategies"],
+                     ["materialize (per cell)", "git clone per cell", "git worktree add (mirror)"]),
+    "overhead.py": (["--cells", "3", "--rounds", "1"], ["harness overhead per cell", "sweep per cell"]),
+    "concurrency.py": (["--cells", "4", "--seconds", "0.1", "--workers", "2", "--skip-dist"],
+                       ["4 cells x 0.1 s, -n 2", "the arena sweep", "cells only (first start to last end)"]),
+    "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
+}
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
+def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) -> None:
+    arguments, expected = SMOKE_RUNS[script]
+    output = tmp_path / "figures.json"
+    completed = subprocess.run(
+        [sys.executable, str(BENCH / script), *arguments, "--json", str(output)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False,
+    )
+    assert completed.returncode == 0, completed.stdout
+    figures = json.loads(output.read_text())["figures"]
+    names = [figure["name"] for figure in figures]
+    for name in expected:
+        assert name in names, f"{script} no longer reports {name!r}: {names}"
+    for figure in figures:
+        assert figure["value"] > 0 and figure["baseline"] > 0, figure
+        assert f"{figure['ratio']:.2f}x" in completed.stdout
