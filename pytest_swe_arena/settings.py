@@ -232,6 +232,44 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(option.ini_name, option.help, type="string", default=None)
 
 
+def check_rootdir_not_taken_from_values(config: pytest.Config) -> None:
+    """Refuse a rootdir that pytest chose from the value of ``--arena-out DIR`` (with a space).
+
+    pytest picks its rootdir and ini file before plugins add their options, so it takes the
+    value of an unknown option for a test path; when that path exists outside the project
+    (a second run with the same ``--arena-out /elsewhere``), the project's pyproject is not
+    found and the sweep would silently become a different one. ``--arena-out=DIR`` is safe.
+    """
+    if hasattr(config, "workerinput"):
+        return  # the controller has checked; workers get its rootdir
+    flags = {option.flag for option in OPTIONS if option.metavar in ("PATH", "FILE", "DIR")}
+    args = [str(arg) for arg in config.invocation_params.args]
+    here = config.invocation_params.dir
+    taken = [(flag, value) for flag, value in zip(args, args[1:], strict=False)
+             if flag in flags and not value.startswith("-") and (here / value).exists()]
+    if not taken:
+        return
+    try:
+        from _pytest.config.findpaths import determine_setup
+
+        namespace = config.known_args_namespace
+        rootpath, inipath, *_ = determine_setup(
+            inifile=namespace.inifilename, override_ini=namespace.override_ini,
+            args=[str(arg) for arg in namespace.file_or_dir], rootdir_cmd_arg=namespace.rootdir or None,
+            invocation_dir=here,
+        )
+    except (ImportError, TypeError, AttributeError):
+        return  # a pytest whose internals moved: nothing to compare against
+    if (rootpath, inipath) == (config.rootpath, config.inipath):
+        return
+    flag, value = taken[0]
+    raise pytest.UsageError(
+        f"{flag} {value}: pytest read {value!r} as a test path when it chose its rootdir "
+        f"({config.rootpath} instead of {rootpath}), because it does that before plugins add their "
+        f"options; write {flag}={value}"
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     """The arena's resolved settings (one per session, in ``config.stash``)."""

@@ -22,13 +22,14 @@ from .harness import base_outcome
 from .ledger import scored_patch_file
 from .outcome import STATUSES
 from .report import user_properties
-from .settings import load_settings
+from .settings import check_rootdir_not_taken_from_values, load_settings
 from .state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState
 from .suite import build_arms, find_suite_file, load_suite, read_arena_table
 
 
 def configure_arena(config: pytest.Config) -> ArenaState | None:
     """Resolve settings and the suite; None when the user did not ask for a sweep."""
+    check_rootdir_not_taken_from_values(config)
     config_option = config.getoption("arena_config", None)
     explicit = (config.invocation_params.dir / config_option).resolve() if config_option else None
     suite_file = find_suite_file(explicit, config.rootpath, config.inipath)

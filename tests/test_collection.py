@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from gitrepos import bundle
+from gitrepos import bundle, read_ledger
 
 
 def test_node_ids_carry_instance_and_arm_in_sorted_order(suite, calc):
@@ -61,6 +61,20 @@ def test_unknown_kind_and_bad_arm_settings_name_the_table(suite, calc):
     result = suite.run("--arena-arms", "X")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*[[]tool.swe_arena.arms.X[]]: field 'colour': unknown setting for kind 'gold'*"])
+
+
+def test_out_dir_outside_the_suite_given_with_a_space_is_refused_not_misread(suite, calc, tmp_path_factory):
+    # pytest chooses its rootdir before plugin options exist: an existing path given as
+    # "--arena-out DIR" would otherwise make it skip the suite's pyproject without a word.
+    suite.instances([calc.row()])
+    out = tmp_path_factory.mktemp("elsewhere") / "out"
+    assert suite.run("--arena-arms", "GOLD", "--arena-out", str(out)).ret == pytest.ExitCode.OK
+    result = suite.run("--arena-arms", "GOLD", "--arena-out", str(out))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--arena-out {out}: pytest read *as a test path*; write --arena-out={out}"])
+    result = suite.run("--arena-arms", "GOLD", f"--arena-out={out}")
+    assert result.ret == pytest.ExitCode.OK
+    assert len(read_ledger(out)) == 2
 
 
 @pytest.mark.parametrize("option,value,expected", [
