@@ -155,7 +155,7 @@ def git_env(date: str | None = None) -> dict:
 def git(cwd, *args, input: str | None = None, date: str | None = None, check: bool = True):
     proc = subprocess.run(
         ["git", *args], cwd=cwd, input=input, capture_output=True,
-        text=True, encoding="utf-8", env=git_env(date),
+        text=True, encoding="utf-8", env=git_env(date), check=False,
     )
     if check and proc.returncode != 0:
         raise BuildError(f"git {' '.join(args)} failed in {cwd} (rc={proc.returncode}):\n{proc.stderr}{proc.stdout}")
@@ -177,7 +177,7 @@ def test_env() -> dict:
 def run_verify(cwd: Path, command: str):
     start = time.monotonic()
     proc = subprocess.run(["/bin/sh", "-c", command], cwd=cwd, capture_output=True,
-                          text=True, encoding="utf-8", errors="replace", env=test_env())
+                          text=True, encoding="utf-8", errors="replace", env=test_env(), check=False)
     return proc.returncode, time.monotonic() - start, proc.stdout + proc.stderr
 
 
@@ -187,7 +187,7 @@ _STATUS_RE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) (\S+)")
 def run_grade(cwd: Path) -> tuple[dict, str, int]:
     """Run the project's tests with -rA; return ({nodeid: status}, output, rc)."""
     proc = subprocess.run([sys.executable, *GRADE_CMD], cwd=cwd, capture_output=True,
-                          text=True, encoding="utf-8", errors="replace", env=test_env())
+                          text=True, encoding="utf-8", errors="replace", env=test_env(), check=False)
     out = proc.stdout + proc.stderr
     statuses: dict[str, str] = {}
     in_summary = False

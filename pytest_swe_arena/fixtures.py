@@ -48,7 +48,9 @@ def arena_repo_store(pytestconfig: pytest.Config) -> RepoStore:
 
 
 @pytest.fixture
-def arena_cell_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[CellEnvironment]:
+def arena_cell_env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CellEnvironment]:
     """The cell's isolated environment: private HOME, XDG dirs, TMPDIR, agent database.
 
     Removed after the cell: everything worth keeping travelled on the report.

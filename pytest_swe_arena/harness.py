@@ -12,8 +12,8 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 

@@ -257,7 +257,9 @@ def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pat
         if candidate.exists():
             return Source("git", str(candidate.resolve()))
     looked = ", ".join(str(c) for c in candidates[:2])
-    raise InstanceFileError(path, line, f"repository {repo!r} not found under --arena-repos (looked for {looked})", "repo")
+    raise InstanceFileError(
+        path, line, f"repository {repo!r} not found under --arena-repos (looked for {looked})", "repo"
+    )
 
 
 def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> Instance:

@@ -93,7 +93,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
     from .sweep import arena_teststatus
 
     return arena_teststatus(report)

@@ -139,7 +139,8 @@ def _prices(where: str, prices: Any) -> dict[str, dict[str, float]]:
     for model, table in prices.items():
         origin = f"{where} [tool.swe_arena.prices.\"{model}\"]"
         if not isinstance(table, dict):
-            raise pytest.UsageError(f"{origin}: must be a table with {', '.join(PRICE_FIELDS)} (USD per million tokens)")
+            fields = ", ".join(PRICE_FIELDS)
+            raise pytest.UsageError(f"{origin}: must be a table with {fields} (USD per million tokens)")
         for key, value in table.items():
             if key not in PRICE_FIELDS:
                 raise pytest.UsageError(f"{origin}: unknown field {key!r}; known: {', '.join(PRICE_FIELDS)}")

@@ -63,8 +63,7 @@ class PatchApplyError(WorkspaceError):
 def git(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> str:
     env = {**os.environ, **_GIT_ENV}
     completed = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, input=input,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=False,
     )
     if check and completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip() or completed.stdout.decode(errors="replace")
@@ -135,7 +134,7 @@ class RepoStore:
 def _resolve_commit(mirror: Path, commit: str) -> str | None:
     out = subprocess.run(
         ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
-        cwd=mirror, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=mirror, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
     )
     return out.stdout.decode().strip() or None if out.returncode == 0 else None
 
@@ -190,7 +189,7 @@ def apply_patch(workspace: Workspace, patch: str, what: str) -> None:
         return
     completed = subprocess.run(
         ["git", "apply", "--binary", "--whitespace=nowarn", "-"],
-        cwd=workspace.path, input=patch.encode(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=workspace.path, input=patch.encode(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
     )
     if completed.returncode != 0:
         raise PatchApplyError(what, completed.stdout.decode(errors="replace"))
@@ -210,7 +209,7 @@ def restore_from_base(workspace: Workspace, paths: list[str]) -> None:
     for path in paths:
         exists = subprocess.run(
             ["git", "cat-file", "-e", f"{workspace.base_commit}:{path}"],
-            cwd=workspace.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=workspace.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
         ).returncode == 0
         if exists:
             git("checkout", workspace.base_commit, "--", path, cwd=workspace.path)

@@ -22,8 +22,7 @@ GIT_ENV = {
 
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
-        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, check=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, check=True, capture_output=True, text=True,
     ).stdout
 
 

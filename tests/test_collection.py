@@ -138,7 +138,9 @@ def test_duplicate_id_across_files_names_both_places(suite, calc):
     suite.instances([calc.row("demo__calc-1")], name="instances/a.jsonl")
     suite.instances([calc.row("demo__calc-1")], name="instances/b.jsonl")
     result = suite.run("--collect-only", "-q")
-    result.stdout.fnmatch_lines(["*b.jsonl:1: field 'instance_id': duplicate 'demo__calc-1' (already defined at *a.jsonl:1)*"])
+    result.stdout.fnmatch_lines(
+        ["*b.jsonl:1: field 'instance_id': duplicate 'demo__calc-1' (already defined at *a.jsonl:1)*"]
+    )
 
 
 def test_repo_found_under_arena_repos(suite, calc, tmp_path):

@@ -49,5 +49,6 @@ def test_unsafe_ids_are_rejected(tmp_path, bad_id):
 def test_rows_are_sorted_and_duplicates_rejected(tmp_path):
     rows = [(1, {**ROW, "instance_id": "b"}), (2, {**ROW, "instance_id": "a"})]
     assert [i.instance_id for i in load_instances(tmp_path / "x.jsonl", rows, None)] == ["a", "b"]
-    with pytest.raises(InstanceFileError, match=r"x.jsonl:3: field 'instance_id': duplicate 'a' \(first defined on line 2\)"):
+    duplicate = r"x.jsonl:3: field 'instance_id': duplicate 'a' \(first defined on line 2\)"
+    with pytest.raises(InstanceFileError, match=duplicate):
         load_instances(tmp_path / "x.jsonl", [*rows, (3, {**ROW, "instance_id": "a"})], None)

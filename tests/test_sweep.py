@@ -153,7 +153,8 @@ def test_missing_commit_is_a_harness_error_naming_it(suite, calc):
     suite.instances([calc.row(base_commit="0123456789abcdef0123456789abcdef01234567")])
     result = suite.run("--arena-arms", "GOLD")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*harness_error*base_commit 0123456789abcdef0123456789abcdef01234567 not found in git *"])
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    result.stdout.fnmatch_lines([f"*harness_error*base_commit {missing} not found in git *"])
     [row] = suite.ledger()
     assert row["status"] == "harness_error" and "not found" in row["error"]
 

@@ -148,7 +148,9 @@ def test_sweep_budget_stops_new_cells_and_skips_the_rest_with_the_reason(arena, 
     # The reason names the spend when the cell was turned away: $3, or more if a cell was in flight.
     assert all(re.fullmatch(r"sweep budget exhausted \(\$[34]\.0000 spent of \$3\)", row["error"]) for row in skipped)
     result.assert_outcomes(passed=len(ran), skipped=len(skipped))
-    result.stdout.fnmatch_lines(["SKIPPED_BUDGET * instances/demo.jsonl:*: sweep budget exhausted ($?.0000 spent of $3)"])
+    result.stdout.fnmatch_lines(
+        ["SKIPPED_BUDGET * instances/demo.jsonl:*: sweep budget exhausted ($?.0000 spent of $3)"]
+    )
     budget = json.loads((arena.path / "arena-out/budget.json").read_text())
     assert budget["spent"]["usd"] == len(ran) and budget["spent"]["tokens"] == 1000 * len(ran)
     assert budget["models"]["lab/model-a"]["usd"] == len(ran)
@@ -312,7 +314,9 @@ def test_kill_9_of_the_controller_loses_only_the_cells_in_flight(arena):
                                         '[tool.swe_arena.arms.TREE]\nkind = "tree"\nseconds = 0')
     resumed = arena.run("--arena-arms=GOLD,TREE", "--arena-resume")
     resumed.assert_outcomes(passed=4)
-    resumed.stdout.fnmatch_lines([f"*taking over the lock * its pid {sweep.pid} is gone; stopped * process(es) it left running*"])
+    resumed.stdout.fnmatch_lines(
+        [f"*taking over the lock * its pid {sweep.pid} is gone; stopped * process(es) it left running*"]
+    )
     resumed.stderr.fnmatch_lines(["*ledger.jsonl:2: skipping a torn or corrupt ledger line*"])
     assert marked_processes(arena.marker) == []
     lines = ledger.read_text().splitlines()
@@ -370,7 +374,8 @@ def test_repeat_gives_a_row_and_patch_per_trial(arena):
     # pass@k from the rows: n = 3 trials, c = resolved trials per instance.
     for arm, expected in (("GOLD", 3), ("EMPTY", 0)):
         for iid in ("demo__calc-1", "demo__calc-2"):
-            assert sum(r["status"] == "resolved" for r in rows if r["arm"] == arm and r["instance_id"] == iid) == expected
+            cell = [r for r in rows if r["arm"] == arm and r["instance_id"] == iid]
+            assert sum(r["status"] == "resolved" for r in cell) == expected
     result = arena.run("--collect-only", "-q", "--arena-arms=GOLD", "--arena-repeat=2")
     result.stdout.fnmatch_lines(["*demo__calc-1[[]GOLD-r1[]]", "*demo__calc-1[[]GOLD-r2[]]"])
 
