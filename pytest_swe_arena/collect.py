@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from .harness import Case
+from .harness import Case, now
 from .instances import INSTANCE_SUFFIXES, InstanceFileError, load_instances, read_rows, with_env_spec
-from .state import CASE_KEY, SHORTCUT_KEY, STATE_KEY
+from .state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
 
 
 def item_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
@@ -81,7 +81,7 @@ class ArenaItem(pytest.Function):
 
     Before its fixtures run, a cell checks whether it needs to run at all: a
     resumed sweep reuses its final row, and a spent budget skips it. Neither
-    costs a workspace.
+    costs a workspace. A cell that runs starts its clock and its phase timings here.
     """
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -101,6 +101,9 @@ class ArenaItem(pytest.Function):
                 self.stash[SHORTCUT_KEY] = {"skipped": reason}
                 # Reported at the instance's line, not at this line of the plugin.
                 raise pytest.skip.Exception(reason, _use_item_location=True)
+        # Here, not in a fixture: every fixture may be overridden in a conftest.
+        self.stash[STARTED_KEY] = now()
+        self.stash[PHASES_KEY] = {}
         super().setup()
 
     def runtest(self) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from .arms.base import Arm
 from .cell import CellEnvironment, create_cell_environment
-from .harness import Case, now, run_cell
+from .harness import Case, run_cell
 from .instances import Instance
 from .state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
 from .workspace import RepoStore, Workspace, WorkspaceError, materialize
@@ -56,8 +56,6 @@ def arena_cell_env(
     Removed after the cell: everything worth keeping travelled on the report.
     """
     case = _case(request)
-    request.node.stash[STARTED_KEY] = now()
-    request.node.stash[PHASES_KEY] = {}
     name = f"{case.instance.instance_id}.{case.arm.spec.name}.r{case.trial}"
     root = tmp_path_factory.mktemp(name, numbered=True)
     cell = create_cell_environment(root)
