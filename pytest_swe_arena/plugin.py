@@ -26,15 +26,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def _arena_on(config: pytest.Config) -> bool:
+    from .state import STATE_KEY
+
+    return STATE_KEY in config.stash
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    from .settings import load_settings
+
+    settings = load_settings(config)
+    if not settings.enabled:
+        return
     from .arms import builtin_kind_modules
     from .recorder import ArenaRecorder
     from .sweep import configure_arena
 
-    state = configure_arena(config)
-    if state is None:
-        return
+    state = configure_arena(config, settings)
     for module in builtin_kind_modules():
         if not config.pluginmanager.is_registered(module):
             config.pluginmanager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
@@ -43,6 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if not _arena_on(config):
+        return
     from .sweep import unconfigure_arena
 
     unconfigure_arena(config)
@@ -50,35 +61,44 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
+    if not _arena_on(node.config):
+        return
     from .sweep import configure_worker_node
 
     configure_worker_node(node.config, node.workerinput)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if not _arena_on(session.config):
+        return
     from .sweep import build_session_arms
 
     build_session_arms(session.config)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if not _arena_on(parent.config):
+        return None
     from .collect import InstanceFile, is_instance_file
     from .state import STATE_KEY
 
-    state = parent.config.stash.get(STATE_KEY, None)
-    if state is not None and is_instance_file(file_path) and state.covers(file_path):
+    if is_instance_file(file_path) and parent.config.stash[STATE_KEY].covers(file_path):
         collector: pytest.Collector = InstanceFile.from_parent(parent, path=file_path)
         return collector
     return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _arena_on(config):
+        return
     from .sweep import deselect_uncalibrated
 
     deselect_uncalibrated(config, items)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    if not _arena_on(config):
+        return []
     from .sweep import report_header
 
     return report_header(config)
@@ -86,16 +106,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    from .sweep import attach_outcome
-
     report = yield
-    attach_outcome(item, call, report)
+    if _arena_on(item.config):
+        from .sweep import attach_outcome
+
+        attach_outcome(item, call, report)
     return report
 
 
 def pytest_report_teststatus(
     report: pytest.TestReport, config: pytest.Config
 ) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
+    if not _arena_on(config):
+        return None
     from .sweep import arena_teststatus
 
     return arena_teststatus(report)

@@ -3,13 +3,17 @@
 Every option is declared once in ``OPTIONS``; that single declaration feeds
 the command-line flag ``--arena-<noun>``, its ini twin ``arena_<noun>`` and
 the value parser, so help texts and validation cannot drift apart.
+
+This module is loaded on every pytest run (it decides whether the arena is on
+at all), so it imports nothing beyond the standard library and pytest.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Callable, Sequence
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,10 +74,24 @@ def _positive_number(value: str, source: str) -> float:
     return number
 
 
+_WHOLE_NUMBER = re.compile(r"\s*[0-9]+\s*")
+
+
+def _whole_number(value: str) -> int | None:
+    # ASCII digits only: "²".isdigit() is true, but int("²") raises.
+    if not _WHOLE_NUMBER.fullmatch(value):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 def _positive_integer(value: str, source: str) -> int:
-    if not value.strip().isdigit() or int(value) < 1:
+    number = _whole_number(value)
+    if number is None or number < 1:
         raise pytest.UsageError(f"{source}: {value!r} is not a whole number of at least 1")
-    return int(value)
+    return number
 
 
 def _non_negative_number(value: str, source: str) -> float:
@@ -87,9 +105,10 @@ def _non_negative_number(value: str, source: str) -> float:
 
 
 def _non_negative_integer(value: str, source: str) -> int:
-    if not value.strip().isdigit():
+    number = _whole_number(value)
+    if number is None:
         raise pytest.UsageError(f"{source}: {value!r} is not a whole number of at least 0")
-    return int(value)
+    return number
 
 
 def _boolean(value: str, source: str) -> bool:
@@ -276,7 +295,10 @@ class Settings:
 
     instances: tuple[Path, ...]
     arms: tuple[str, ...]
+    #: Where ``[tool.swe_arena]`` is read: --arena-config / arena_config, else the rootdir's pyproject.toml.
     config_file: Path | None
+    #: The ``[tool.swe_arena]`` table of ``config_file`` (None when it has none).
+    arena_table: Mapping[str, Any] | None
     out: Path
     repos: Path | None
     cache: Path
@@ -296,11 +318,9 @@ class Settings:
     #: True when the user asked for an arena sweep (an option, an ini value or a
     #: [tool.swe_arena] table); otherwise the plugin stays out of the way.
     enabled: bool
-    #: True when instance paths came from the command line or ini.
-    instances_given: bool
-
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
+    #: Option noun -> where its value came from ("option --arena-arms", "pyproject.toml: arena_arms", ...),
+    #: so later errors about a value name the place the user wrote it.
+    sources: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -336,8 +356,39 @@ def _default_cache() -> Path:
     return Path(base) / "pytest-swe-arena"
 
 
-def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Settings:
-    """Resolve every option; raise ``pytest.UsageError`` naming the bad source."""
+def find_config_file(explicit: Path | None, source: str, rootpath: Path, inipath: Path | None) -> Path | None:
+    """The file ``[tool.swe_arena]`` is read from: ``explicit`` if given, else the rootdir's pyproject.toml."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise pytest.UsageError(f"{source}: {explicit} does not exist (expected a TOML file)")
+        return explicit
+    for candidate in (inipath, rootpath / "pyproject.toml"):
+        if candidate is not None and candidate.name == "pyproject.toml" and candidate.is_file():
+            return candidate
+    return None
+
+
+def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
+    """The ``[tool.swe_arena]`` table of ``path``, or None if it has none."""
+    if path is None:
+        return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise pytest.UsageError(f"{path}: cannot read TOML: {error}") from None
+    table = data.get("tool", {}).get("swe_arena")
+    if table is not None and not isinstance(table, dict):
+        raise pytest.UsageError(f"{path}: [tool.swe_arena] must be a table")
+    return table
+
+
+def load_settings(config: pytest.Config) -> Settings:
+    """Resolve every option; raise ``pytest.UsageError`` naming the bad source.
+
+    Cheap enough for every pytest run: ``enabled`` says whether the rest of the
+    plugin needs to load at all.
+    """
+    check_rootdir_not_taken_from_values(config)
     raws = {option.noun: _raw(config, option) for option in OPTIONS}
     parsed: dict[str, Any] = {}
     for option in OPTIONS:
@@ -352,19 +403,38 @@ def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Setting
         value = single(noun)
         return _path(raws[noun], value) if value is not None else None
 
-    cache = path_or_none("cache") or _default_cache()
-    enabled = suite_has_arena_table or any(raw.given for raw in raws.values())
+    config_file = find_config_file(path_or_none("config"), raws["config"].source, config.rootpath, config.inipath)
+    arena_table = read_arena_table(config_file)
+    enabled = arena_table is not None or any(raw.given for raw in raws.values())
+    instances = tuple(_path(raws["instances"], v) for v in parsed["instances"])
+    if raws["instances"].given:
+        missing = [(value, path) for value, path in zip(parsed["instances"], instances, strict=True)
+                   if not path.exists()]
+        if missing:
+            value, path = missing[0]
+            raise pytest.UsageError(
+                f"{raws['instances'].source}: {value!r} does not exist ({path}); "
+                "expected instance files (*.jsonl, *.json) or directories holding them"
+            )
+    heartbeat, stale = single("lock-heartbeat"), single("lock-stale")
+    if heartbeat >= stale:
+        raise pytest.UsageError(
+            f"{raws['lock-heartbeat'].source} ({heartbeat:g} s) must be shorter than "
+            f"{raws['lock-stale'].source} ({stale:g} s): a live sweep's lock would look stale "
+            "between two heartbeats and be taken over"
+        )
     arms: tuple[str, ...] = single("arms")
     if single("calibrate"):
         # Calibration is read from the GOLD and EMPTY cells; run them alongside the chosen arms.
         arms += tuple(name for name in ("GOLD", "EMPTY") if name not in arms)
     return Settings(
-        instances=tuple(_path(raws["instances"], v) for v in parsed["instances"]),
+        instances=instances,
         arms=arms,
-        config_file=path_or_none("config"),
-        out=path_or_none("out") or config.rootpath / "arena-out",
+        config_file=config_file,
+        arena_table=arena_table,
+        out=_path(raws["out"], single("out")),
         repos=path_or_none("repos"),
-        cache=cache,
+        cache=path_or_none("cache") or _default_cache(),
         verify_on=single("verify-on"),
         verify_timeout=single("verify-timeout"),
         repeat=single("repeat"),
@@ -372,12 +442,12 @@ def load_settings(config: pytest.Config, suite_has_arena_table: bool) -> Setting
         max_tokens=single("max-tokens"),
         strict_models=single("strict-models"),
         resume=single("resume"),
-        lock_heartbeat=single("lock-heartbeat"),
-        lock_stale=single("lock-stale"),
+        lock_heartbeat=heartbeat,
+        lock_stale=stale,
         env_specs=path_or_none("env-specs"),
         engine=single("engine"),
         calibrate=single("calibrate"),
         calibrated_only=single("calibrated-only"),
         enabled=enabled,
-        instances_given=raws["instances"].given,
+        sources={noun: raw.source for noun, raw in raws.items()},
     )

@@ -1,16 +1,16 @@
 """The suite's ``[tool.swe_arena]`` table: arms, prices and shared agent settings.
 
-Read once per session from ``--arena-config FILE`` or the rootdir's
-``pyproject.toml``; every problem is a ``pytest.UsageError`` naming the file
-and the table.
+Read once per session from ``--arena-config FILE`` (``arena_config``) or the
+rootdir's ``pyproject.toml`` (see ``settings.find_config_file``); every problem
+is a ``pytest.UsageError`` naming the file and the table.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ from .budget import Limit
 
 BUILTIN_ARMS = {"GOLD": "gold", "EMPTY": "empty"}
 ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+#: How node ids spell a trial (``iid[ARM-r2]``): an arm name must not end like one.
+TRIAL_SUFFIX = re.compile(r"-r[0-9]+$")
 
 #: Appended to the problem statement for every agent arm (overridable per arm or suite).
 DEFAULT_WORKER_SUFFIX = """
@@ -42,38 +44,12 @@ class Suite:
     arm_specs: Mapping[str, ArmSpec]
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     worker_suffix: str = DEFAULT_WORKER_SUFFIX
-    table: Mapping[str, Any] = field(default_factory=dict)
     #: Each arm's total budget for the sweep (``max_total_usd``, ``max_total_tokens``).
     arm_limits: Mapping[str, Limit] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
         return self.path.parent if self.path else Path.cwd()
-
-
-def find_suite_file(config_file: Path | None, rootpath: Path, inipath: Path | None) -> Path | None:
-    if config_file is not None:
-        if not config_file.is_file():
-            raise pytest.UsageError(f"--arena-config: {config_file} does not exist")
-        return config_file
-    for candidate in (inipath, rootpath / "pyproject.toml"):
-        if candidate is not None and candidate.name == "pyproject.toml" and candidate.is_file():
-            return candidate
-    return None
-
-
-def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
-    """The ``[tool.swe_arena]`` table of ``path``, or None if it has none."""
-    if path is None:
-        return None
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise pytest.UsageError(f"{path}: cannot read TOML: {error}") from None
-    table = data.get("tool", {}).get("swe_arena")
-    if table is not None and not isinstance(table, dict):
-        raise pytest.UsageError(f"{path}: [tool.swe_arena] must be a table")
-    return table
 
 
 def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
@@ -90,6 +66,9 @@ def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
     arms = table.get("arms", {})
     if not isinstance(arms, dict):
         raise pytest.UsageError(f"{where}: [tool.swe_arena.arms] must be a table of arm tables")
+    suffix = table.get("worker_suffix", DEFAULT_WORKER_SUFFIX)
+    if not isinstance(suffix, str):
+        raise pytest.UsageError(f"{where}: [tool.swe_arena] worker_suffix must be a string")
     arm_limits: dict[str, Limit] = {}
     for name, settings in arms.items():
         origin = f"{where} [tool.swe_arena.arms.{name}]"
@@ -97,6 +76,17 @@ def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
             raise pytest.UsageError(f"{origin}: {name} is built in and cannot be redefined; pick another name")
         if not ARM_NAME.match(name):
             raise pytest.UsageError(f"{origin}: arm names are letters, digits, '_' and '-', starting with a letter")
+        if TRIAL_SUFFIX.search(name):
+            raise pytest.UsageError(
+                f"{origin}: an arm name must not end in '-r' and digits, which node ids use for the trial "
+                f"({name}-r2 is trial 2 of {name}); rename it, e.g. {name.replace('-r', '_r')}"
+            )
+        twin = next((spec for other, spec in specs.items() if other.lower() == name.lower()), None)
+        if twin is not None:
+            raise pytest.UsageError(
+                f"{origin}: arm {name!r} differs from {twin.name!r} ({twin.origin}) only in case, and "
+                f"patch files are named by the lower-cased arm name ({name.lower()}); rename one of them"
+            )
         if not isinstance(settings, dict) or not isinstance(settings.get("kind"), str):
             raise pytest.UsageError(f"{origin}: field 'kind' is required (a string such as \"opencode\")")
         # The sweep-level budget belongs to the harness, not the kind, and not to the arm's identity.
@@ -104,13 +94,16 @@ def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
         limit = _arm_limit(origin, settings)
         if limit.is_set:
             arm_limits[name] = limit
-        specs[name] = ArmSpec(name, settings["kind"], kind_settings, origin, base_dir)
+        # The suite-wide suffix is part of the prompt of every arm without its own: a new suffix
+        # must make resume run such arms again. A digest keeps the ledger rows short.
+        inherited = {} if "worker_suffix" in kind_settings else {"worker_suffix_sha256": _digest(suffix)}
+        specs[name] = ArmSpec(name, settings["kind"], kind_settings, origin, base_dir, inherited)
     prices = _prices(where, table.get("prices", {}))
-    suffix = table.get("worker_suffix", DEFAULT_WORKER_SUFFIX)
-    if not isinstance(suffix, str):
-        raise pytest.UsageError(f"{where}: [tool.swe_arena] worker_suffix must be a string")
-    return Suite(path=path, arm_specs=specs, prices=prices, worker_suffix=suffix, table=table,
-                 arm_limits=arm_limits)
+    return Suite(path=path, arm_specs=specs, prices=prices, worker_suffix=suffix, arm_limits=arm_limits)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 ARM_BUDGET_FIELDS = ("max_total_usd", "max_total_tokens")
@@ -150,15 +143,23 @@ def _prices(where: str, prices: Any) -> dict[str, dict[str, float]]:
     return result
 
 
-def build_arms(suite: Suite, kinds: Mapping[str, ArmKind], selected: Sequence[str]) -> dict[str, Arm]:
-    """Construct the selected arms; unknown names and kinds are usage errors listing the known ones."""
+def build_arms(suite: Suite, kinds: Mapping[str, ArmKind], selected: Sequence[str], *,
+               source: str = "--arena-arms", strict_models: bool = False) -> dict[str, Arm]:
+    """Construct the selected arms; unknown names and kinds are usage errors listing the known ones.
+
+    :param source: where ``selected`` came from (an option or an ini value), for the error.
+    :param strict_models: --arena-strict-models, which turns a served-model mismatch into an
+        error and so is part of every arm's identity (and cell key) when on.
+    """
     unknown = [name for name in selected if name not in suite.arm_specs]
     if unknown:
         known = ", ".join(sorted(suite.arm_specs))
-        raise pytest.UsageError(f"--arena-arms: unknown arm {unknown[0]!r}; known arms: {known}")
+        raise pytest.UsageError(f"{source}: unknown arm {unknown[0]!r}; known arms: {known}")
     arms: dict[str, Arm] = {}
     for name in selected:
         spec = suite.arm_specs[name]
+        if strict_models:
+            spec = replace(spec, inherited={**spec.inherited, "strict_models": True})
         kind = kinds.get(spec.kind)
         if kind is None:
             raise pytest.UsageError(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -22,27 +22,20 @@ from .harness import base_outcome
 from .ledger import scored_patch_file
 from .outcome import STATUSES
 from .report import user_properties
-from .settings import check_rootdir_not_taken_from_values, load_settings
+from .settings import Settings
 from .state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState
-from .suite import build_arms, find_suite_file, load_suite, read_arena_table
+from .suite import Suite, build_arms, load_suite
 
 
-def configure_arena(config: pytest.Config) -> ArenaState | None:
-    """Resolve settings and the suite; None when the user did not ask for a sweep."""
-    check_rootdir_not_taken_from_values(config)
-    config_option = config.getoption("arena_config", None)
-    explicit = (config.invocation_params.dir / config_option).resolve() if config_option else None
-    suite_file = find_suite_file(explicit, config.rootpath, config.inipath)
-    table = read_arena_table(suite_file)
-    settings = load_settings(config, suite_has_arena_table=table is not None)
-    if not settings.enabled:
-        return None
-    state = ArenaState(settings=settings, suite=load_suite(suite_file, table))
+def configure_arena(config: pytest.Config, settings: Settings) -> ArenaState:
+    """Load the suite and set up this session's arena state (the arena is enabled)."""
+    suite = load_suite(settings.config_file, settings.arena_table)
+    state = ArenaState(settings=settings, suite=suite)
     if settings.env_specs is not None:
         try:
             state.env_specs = load_env_specs(settings.env_specs)
         except EnvSpecsError as error:
-            raise pytest.UsageError(f"--arena-env-specs: {error}") from None
+            raise pytest.UsageError(f"{settings.sources['env-specs']}: {error}") from None
     config.stash[STATE_KEY] = state
     config.addinivalue_line("markers", "arena: an arena cell (instance x arm x trial)")
     from . import fixtures
@@ -56,22 +49,56 @@ def configure_arena(config: pytest.Config) -> ArenaState | None:
     state.sweep_run = is_sweep_run(config, state)
     if not state.sweep_run:
         return state
+    budgets = budget_sources(settings, suite)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         state.reuse = workerinput.get("arena_reuse", {})
         state.sweep_token = workerinput.get("arena_sweep_token", "")
         state.calibration_failed = workerinput.get("arena_calibration_failed", [])
     else:
+        check_budgets_have_local_workers(config, budgets)
         if settings.calibrated_only:
             state.calibration_failed = failed_instances(settings.out)
         state.sweep_token = uuid.uuid4().hex
         # Inherited by xdist workers and every process they start (see guard.reap_sweep).
         os.environ[SWEEP_TOKEN_VARIABLE] = state.sweep_token
-    if settings.max_usd is not None or settings.max_tokens is not None or state.suite.arm_limits:
+    if settings.max_usd is not None or settings.max_tokens is not None or suite.arm_limits:
         state.budget_gate = BudgetGate(settings.out / BUDGET_FILE)
     state.interrupts = InterruptSignals()
     state.interrupts.install()
     return state
+
+
+def budget_sources(settings: Settings, suite: Suite) -> list[str]:
+    """Where each budget of this sweep is set (empty when the sweep has none)."""
+    sources = [settings.sources[noun] for noun, value in (("max-usd", settings.max_usd),
+                                                          ("max-tokens", settings.max_tokens))
+               if value is not None]
+    sources += [f"{suite.arm_specs[name].origin} max_total_*" for name in settings.arms if name in suite.arm_limits]
+    return sources
+
+
+def is_local_gateway(spec: str) -> bool:
+    """Whether an xdist ``--tx`` spec starts its worker on this host (``popen`` without ``via``)."""
+    keys = {part.split("=", 1)[0] for part in spec.split("*", 1)[-1].split("//")}
+    return "popen" in keys and "via" not in keys
+
+
+def check_budgets_have_local_workers(config: pytest.Config, budgets: list[str]) -> None:
+    """Refuse budgets with remote xdist workers: each would read budget.json from its own host.
+
+    The controller writes the spend totals to budget.json in its out dir and every worker reads
+    that file before a cell starts, so the caps hold only for workers that see the same file.
+    """
+    if not budgets:
+        return
+    remote = [spec for spec in config.getoption("tx", None) or [] if not is_local_gateway(spec)]
+    if remote:
+        raise pytest.UsageError(
+            f"--tx {remote[0]}: the budget set by {budgets[0]} needs local workers (--tx popen or -n N): "
+            "workers read the controller's budget.json before each cell, which a worker on another host "
+            "cannot see, so no cap would hold; run the budgeted sweep with local workers, or drop the budget"
+        )
 
 
 def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
@@ -132,18 +159,29 @@ def report_header(config: pytest.Config) -> list[str]:
 def arm_kinds(config: pytest.Config) -> dict[str, ArmKind]:
     """Every kind contributed through ``pytest_arena_arm_kinds``; a kind defined twice is an error."""
     kinds: dict[str, ArmKind] = {}
-    for contribution in config.hook.pytest_arena_arm_kinds():
-        for name, kind in (contribution or {}).items():
+    provider: dict[str, str] = {}
+    # Each implementation is called on its own (in pluggy's call order) to know who gave what.
+    for impl in reversed(config.hook.pytest_arena_arm_kinds.get_hookimpls()):
+        if impl.hookwrapper or impl.wrapper:
+            continue
+        contribution = cast("Mapping[str, ArmKind]", impl.function() or {})
+        for name, kind in contribution.items():
             if name in kinds and kinds[name] is not kind:
-                raise pytest.UsageError(f"arm kind {name!r} is provided by two plugins; rename one of them")
+                raise pytest.UsageError(
+                    f"arm kind {name!r} is provided by two plugins, {provider[name]} and {impl.plugin_name}; "
+                    "rename it in one of them"
+                )
             kinds[name] = kind
+            provider.setdefault(name, impl.plugin_name)
     return kinds
 
 
 def build_session_arms(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
-        state.arms = build_arms(state.suite, arm_kinds(config), state.settings.arms)
+        settings = state.settings
+        state.arms = build_arms(state.suite, arm_kinds(config), settings.arms, source=settings.sources["arms"],
+                                strict_models=settings.strict_models)
 
 
 def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:

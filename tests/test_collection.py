@@ -81,6 +81,11 @@ def test_out_dir_outside_the_suite_given_with_a_space_is_refused_not_misread(sui
     ("--arena-verify-on", "tree", "*--arena-verify-on: 'tree' is not one of patch, workspace*"),
     ("--arena-repeat", "0", "*--arena-repeat: '0' is not a whole number of at least 1*"),
     ("--arena-verify-timeout", "soon", "*--arena-verify-timeout: 'soon' is not a positive number*"),
+    # "²".isdigit() is true, but it is not a number int() reads.
+    ("--arena-repeat", "²", "*--arena-repeat: '²' is not a whole number of at least 1*"),
+    ("--arena-max-tokens", "²", "*--arena-max-tokens: '²' is not a whole number of at least 0*"),
+    ("--arena-lock-heartbeat", "90", "*option --arena-lock-heartbeat (90 s) must be shorter than "
+                                     "default of --arena-lock-stale (90 s)*"),
 ])
 def test_bad_option_values_are_usage_errors(suite, calc, option, value, expected):
     suite.instances([calc.row()])
@@ -97,8 +102,9 @@ BAD_ROWS = [
                  "expected a commit sha*", id="bad-commit"),
     pytest.param({"instance_id": "../x"}, "demo.jsonl:2: field 'instance_id': *no '/' and no '..'*", id="dotdot"),
     pytest.param({"instance_id": "a/b"}, "demo.jsonl:2: field 'instance_id': *no '/' and no '..'*", id="slash"),
+    # "(first defined on line 1)" while instances.py checks a file on its own, else "(already defined at ...:1)".
     pytest.param({"instance_id": "demo__calc-1"}, "demo.jsonl:2: field 'instance_id': duplicate 'demo__calc-1' "
-                 "(first defined on line 1)", id="duplicate"),
+                 "(*1)", id="duplicate"),
     pytest.param({"source": {"bundle": "repos/missing.bundle"}},
                  "demo.jsonl:2: field 'source.bundle': bundle 'repos/missing.bundle' not found*", id="no-bundle"),
     pytest.param({"source": None}, "demo.jsonl:2: field 'repo': has no 'source'*--arena-repos*", id="no-repo"),
@@ -157,10 +163,101 @@ def test_repo_found_under_arena_repos(suite, calc, tmp_path):
     result.assert_outcomes(passed=1)
 
 
-def test_plugin_is_inert_without_arena_configuration(pytester):
-    pytester.makepyfile(test_plain="def test_ok():\n    pass\n")
+LIGHT_MODULES = {"pytest_swe_arena", "pytest_swe_arena.plugin", "pytest_swe_arena.settings",
+                 "pytest_swe_arena.state", "pytest_swe_arena.hookspecs"}
+
+
+def test_plugin_is_inert_and_light_without_arena_configuration(pytester):
+    # Installing the plugin must cost other projects nothing: no sweep, no arms, no msgspec.
+    pytester.makepyfile(test_plain=f"""
+import sys
+
+
+def test_ok():
+    loaded = {{name for name in sys.modules if name.startswith("pytest_swe_arena")}}
+    assert loaded <= {LIGHT_MODULES!r}, sorted(loaded - {LIGHT_MODULES!r})
+    assert "msgspec" not in sys.modules
+""")
     (pytester.path / "instances").mkdir()
     (pytester.path / "instances/x.jsonl").write_text("{broken\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "arena-out").exists()
+
+
+ARMS_TOML = '[tool.swe_arena.arms.ALT]\nkind = "gold"\n'
+
+
+@pytest.mark.parametrize("written", ["arms.toml", "~/arms.toml"])
+def test_arena_config_in_ini_is_where_the_arms_are_read(suite, calc, tmp_path, monkeypatch, written):
+    suite.instances([calc.row()])
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    (home if written.startswith("~") else suite.path).joinpath("arms.toml").write_text(ARMS_TOML)
+    suite.ini_lines = [f'arena_config = "{written}"']
+    result = suite.run("--collect-only", "-q", "--arena-arms=ALT")
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    result.stdout.fnmatch_lines(["instances/demo.jsonl::demo__calc-1[[]ALT[]]", "1 test collected*"])
+
+    suite.ini_lines = ['arena_config = "nowhere.toml"']
+    result = suite.run("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*pyproject.toml: arena_config: {suite.path}/nowhere.toml does not exist*"])
+
+
+def test_missing_instance_path_is_a_usage_error_naming_its_source(suite, calc):
+    suite.instances([calc.row()])
+    result = suite.run("--arena-instances=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*option --arena-instances: 'nope' does not exist (*/nope); expected instance files*"])
+
+    suite.ini_lines = ['arena_instances = ["instances", "gone.jsonl"]']
+    result = suite.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pyproject.toml: arena_instances: 'gone.jsonl' does not exist*"])
+
+
+@pytest.mark.parametrize("arms_toml,expected", [
+    pytest.param('[tool.swe_arena.arms.gold]\nkind = "gold"\n',
+                 "*[[]tool.swe_arena.arms.gold[]]: arm 'gold' differs from 'GOLD' (built in) only in case*",
+                 id="builtin"),
+    pytest.param('[tool.swe_arena.arms.SOLO]\nkind = "empty"\n[tool.swe_arena.arms.solo]\nkind = "gold"\n',
+                 "*[[]tool.swe_arena.arms.solo[]]: arm 'solo' differs from 'SOLO' (*[[]tool.swe_arena.arms.SOLO[]])"
+                 " only in case, and patch files are named by the lower-cased arm name (solo)*", id="tables"),
+    pytest.param('[tool.swe_arena.arms.SUP-r2]\nkind = "empty"\n',
+                 "*[[]tool.swe_arena.arms.SUP-r2[]]: an arm name must not end in '-r' and digits*", id="trial-suffix"),
+])
+def test_arm_names_that_would_collide_are_usage_errors(suite, calc, arms_toml, expected):
+    suite.instances([calc.row()])
+    suite.arms_toml = arms_toml
+    result = suite.run("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([expected])
+
+
+def test_usage_errors_name_the_ini_value_they_came_from(suite, calc):
+    suite.instances([calc.row()])
+    suite.ini_lines = ['arena_arms = "GOLD,NOPE"']
+    result = suite.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pyproject.toml: arena_arms: unknown arm 'NOPE'; known arms: EMPTY, GOLD*"])
+
+    (suite.path / "specs.toml").write_text("[broken\n")
+    suite.ini_lines = ['arena_env_specs = "specs.toml"']
+    result = suite.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*pyproject.toml: arena_env_specs: *specs.toml: cannot read TOML*"])
+
+
+def test_an_arm_kind_from_two_plugins_names_both(suite, calc):
+    suite.instances([calc.row()])
+    suite.pytester.makeconftest(
+        "class Mine:\n    def __init__(self, spec, suite):\n        self.spec = spec\n\n\n"
+        "def pytest_arena_arm_kinds():\n    return {'gold': Mine}\n"
+    )
+    result = suite.run("--arena-arms=GOLD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*arm kind 'gold' is provided by two plugins, * and *; rename it in one of them"])
+    message = result.stderr.str()
+    assert "swe-arena-reference" in message and "conftest.py" in message

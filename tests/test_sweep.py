@@ -168,3 +168,70 @@ def test_broken_verify_infrastructure_is_an_error_not_a_failure(suite, calc):
     assert row["status"] == "harness_error"
     assert "test_patch of demo__calc-1 does not apply" in row["error"]
     assert row["verify"] is None
+
+
+OWN_CELL_ENV_CONFTEST = '''
+import pytest
+from pytest_swe_arena.cell import create_cell_environment
+
+
+@pytest.fixture
+def arena_cell_env(tmp_path):
+    """A suite's own cell environment (the README says every cell fixture can be overridden)."""
+    cell = create_cell_environment(tmp_path / "own-cell")
+    (cell.run_dir / "own.txt").write_text("mine")
+    return cell
+'''
+
+
+def test_a_conftest_may_override_arena_cell_env(suite, calc):
+    suite.instances([calc.row()])
+    suite.pytester.makeconftest(OWN_CELL_ENV_CONFTEST)
+    result = suite.run("--arena-arms=GOLD")
+    result.assert_outcomes(passed=1)
+    [row] = suite.ledger()
+    assert row["status"] == "resolved" and row["started_at"]
+    assert set(row["phases"]) >= {"workspace", "arm", "verify"}
+    assert (suite.path / "arena-out" / row["run_dir"] / "own.txt").read_text() == "mine"
+
+
+def test_resume_runs_again_when_the_suite_suffix_or_strict_models_change(suite, calc):
+    suite.instances([calc.row()])
+    suite.arms_toml = '[tool.swe_arena.arms.ALT]\nkind = "gold"\n'
+    suite.run("--arena-arms=ALT", "--arena-resume").assert_outcomes(passed=1)
+    suite.run("--arena-arms=ALT", "--arena-resume").assert_outcomes(passed=1)
+    # The prompt every arm without its own suffix gets is part of its identity.
+    suite.arms_toml = 'worker_suffix = "Be brief."\n[tool.swe_arena.arms.ALT]\nkind = "gold"\n'
+    suite.run("--arena-arms=ALT", "--arena-resume").assert_outcomes(passed=1)
+    suite.run("--arena-arms=ALT", "--arena-resume").assert_outcomes(passed=1)
+    suite.run("--arena-arms=ALT", "--arena-resume", "--arena-strict-models").assert_outcomes(passed=1)
+    rows = suite.ledger()
+    assert [row.get("reused_from") is not None for row in rows] == [False, True, False, True, False]
+    assert "worker_suffix_sha256" in rows[0]["arm_identity"]["inherited"]
+    assert rows[2]["arm_identity"]["inherited"] != rows[0]["arm_identity"]["inherited"]
+    assert rows[4]["arm_identity"]["inherited"]["strict_models"] is True
+    assert len({row["cell_key"] for row in rows}) == 3
+
+
+@pytest.mark.parametrize("spec,local", [
+    ("popen", True), ("2*popen", True), ("popen//python=python3", True), ("popen//via=proxy", False),
+    ("ssh=user@host//python=python3", False), ("socket=192.168.1.102:8888", False),
+])
+def test_only_popen_without_via_is_a_local_gateway(spec, local):
+    from pytest_swe_arena.sweep import is_local_gateway
+
+    assert is_local_gateway(spec) is local
+
+
+@pytest.mark.parametrize("budget,arm_limit,source", [
+    pytest.param(("--arena-max-usd=1",), "", "option --arena-max-usd", id="sweep"),
+    pytest.param((), "max_total_usd = 2\n", "*[[]tool.swe_arena.arms.ALT[]] max_total_*", id="arm"),
+])
+def test_budgets_with_remote_workers_are_refused(suite, calc, budget, arm_limit, source):
+    # Workers read budget.json from the out dir on their own host: a remote one would see no cap.
+    suite.instances([calc.row()])
+    suite.arms_toml = f'[tool.swe_arena.arms.ALT]\nkind = "gold"\n{arm_limit}'
+    result = suite.run("--arena-arms=ALT", "--tx", "socket=127.0.0.1:9", *budget)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--tx socket=127.0.0.1:9: the budget set by {source} needs local workers*"])
+    suite.run("--arena-arms=ALT", "-n", "2", *budget).assert_outcomes(passed=1)

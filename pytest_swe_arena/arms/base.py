@@ -44,11 +44,17 @@ class ArmSpec:
     origin: str
     #: Directory that relative paths in the settings are relative to.
     base_dir: Path
+    #: What changes the arm's results without being in its table: the suite's worker_suffix
+    #: (as a digest) when the arm has none of its own, --arena-strict-models when on.
+    inherited: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def identity(self) -> dict[str, Any]:
         """What identifies the arm in the ledger and in cell keys."""
-        return {"name": self.name, "kind": self.kind, "settings": dict(self.settings)}
+        identity = {"name": self.name, "kind": self.kind, "settings": dict(self.settings)}
+        if self.inherited:
+            identity["inherited"] = dict(self.inherited)
+        return identity
 
 
 @dataclass(frozen=True)
