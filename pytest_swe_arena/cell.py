@@ -2,8 +2,11 @@
 
 Two cells running at once never share agent state: each gets its own HOME,
 XDG config/data/cache/state/runtime dirs, TMPDIR, PYTHONUSERBASE and opencode
-config/database paths under the cell's run dir (mode 0700). PYTHONHOME and
-PYTHONPATH are removed so the harness's Python setup does not leak in.
+config/database paths under the cell's root (mode 0700), a fresh directory
+under pytest's basetemp that the ``arena_cell_env`` fixture removes after the
+cell; the logs to keep go to ``root/run`` and travel to the controller on the
+report. PYTHONHOME, PYTHONPATH and the other ``REMOVED_VARIABLES`` are removed
+so the harness's Python and pytest setup does not leak in.
 """
 
 from __future__ import annotations

@@ -31,7 +31,11 @@ FINAL_STATUSES = frozenset({"resolved", "unresolved", "arm_error", "timeout", "o
 
 
 def cell_key(instance_sha256: str, arm_identity: Mapping[str, Any], verify_on: str, trial: int) -> str:
-    """What makes two cells the same cell: instance content, arm identity, verify mode, harness, trial."""
+    """What makes two cells the same cell: instance content, arm identity, verify mode, harness, trial.
+
+    The arm identity (``ArmSpec.identity``) holds the arm's table and what it inherits that
+    changes its result: the suite's worker_suffix, --arena-strict-models.
+    """
     material = json.dumps(
         {"instance": instance_sha256, "arm": arm_identity, "verify_on": verify_on,
          "harness": __version__, "trial": trial},

@@ -29,9 +29,12 @@ class ArenaState:
     instance_ids: dict[str, str] = field(default_factory=dict)
     #: True when this session runs cells (not, say, ``pytest tests`` in a suite's repository).
     sweep_run: bool = False
-    #: With --arena-resume: cell_key -> {status, error, run_id} of cells not to run again.
+    #: With --arena-resume: cell_key -> what a worker needs to report a reused cell (status,
+    #: error, run_id, usage, patch_file; see ``resume.verdicts``); made by the controller,
+    #: sent to workers in ``workerinput``. Cells whose key is here are not run again.
     reuse: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Token every process of this sweep inherits (the controller's run id).
+    #: Random token (uuid4 hex, not the run id) made by the controller and inherited by every
+    #: process of this sweep, so an interrupt can find and stop them (``guard.reap_sweep``).
     sweep_token: str = ""
     #: Reads the controller's budget.json before each cell (None when no budget is set).
     budget_gate: BudgetGate | None = None
