@@ -1,9 +1,9 @@
 """Verification: grade the arm's patch (default) or the workspace as left.
 
-Patch mode resets the workspace to base, applies only the extracted patch and
-then ``test_patch``, so an arm that edited tests cannot change its grade.
-Workspace mode restores the files ``test_patch`` touches, applies it over the
-arm's work, and runs verify on the tree as the arm left it. Without a
+Patch mode resets the workspace to base and applies only the extracted patch;
+workspace mode keeps the tree as the arm left it. Both then restore the files
+``test_patch`` touches to base and apply it, so an arm that edited those files
+(tests, or helpers ``test_patch`` changes) cannot change its grade. Without a
 ``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
 one (see ``grading``).
 """
@@ -54,9 +54,10 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: str, verify_on
         if verify_on == "patch":
             reset_to_base(workspace)
             apply_patch(workspace, patch, "the extracted patch")
-        elif instance.test_patch:
-            restore_from_base(workspace, files_touched(instance.test_patch))
         if instance.test_patch:
+            # The patch may edit a file test_patch touches that is not test-named (pytest's
+            # testing/python/collect.py): test_patch's version of it is what is graded.
+            restore_from_base(workspace, files_touched(instance.test_patch))
             apply_patch(workspace, instance.test_patch, f"test_patch of {instance.instance_id}")
     except PatchApplyError as error:
         raise VerifyInfrastructureError(str(error)) from None

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
-from gitrepos import git, shapes_swe_bench_row
+from gitrepos import commit, diff_of, git, shapes_swe_bench_row
 from test_sweep import XDIST, ledger_validator
+
+from pytest_swe_arena.instances import build_instance
+from pytest_swe_arena.verify import run_verify
+from pytest_swe_arena.workspace import RepoStore, apply_patch, extract_patch, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
 P2P = {"tests/test_text.py::test_lower": "passed", "tests/test_text.py::test_collapse[X-x]": "passed",
@@ -133,3 +138,26 @@ def test_tests_missing_from_the_report_do_not_resolve(suite, shapes):
     [ledger_row] = suite.ledger()
     assert ledger_row["verify"]["tests"]["PASS_TO_PASS"][ghost] == "missing"
     assert ledger_row["error"] == f"1 of 7 recorded tests not passing: {ghost} (missing)"
+
+
+@pytest.mark.parametrize("verify_on", ["patch", "workspace"])
+def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc, tmp_path, verify_on):
+    # test_patch changes checks.py, which no exclude glob covers (as pytest's testing/python/collect.py).
+    commit(calc.repo, {"checks.py": "from calc import mul\nassert mul(2, 2) == 4\n"}, "checks")
+    test_patch = diff_of(calc.repo, {"checks.py": "from calc import mul\nassert mul(3, 4) == 12\n"})
+    row = calc.row(base_commit=git(calc.repo, "rev-parse", "HEAD").strip(), test_patch=test_patch,
+                   verify="python checks.py")
+    instance = build_instance(tmp_path / "i.jsonl", 1, row, None)
+    verdicts = {}
+    for fix in (False, True):
+        workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / f"ws-{fix}")
+        (workspace.path / "checks.py").write_text("print('nothing to check')\n")
+        if fix:
+            apply_patch(workspace, calc.patch, "the fix")
+        patch = extract_patch(workspace)
+        assert "checks.py" in patch
+        verdicts[fix] = run_verify(workspace, instance, patch, verify_on=verify_on, env=dict(os.environ),
+                                   log=tmp_path / f"run-{fix}" / "verify.log", timeout=60)
+    # test_patch applied over base's checks.py, not the arm's: graded on it, never a harness error.
+    assert not verdicts[False].passed and verdicts[False].detail == "verify exited 1"
+    assert verdicts[True].passed
