@@ -11,7 +11,6 @@ one (see ``grading``).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import grading, proc
+from .environments import shell_argv
 from .instances import Instance
 from .workspace import (
     PatchApplyError,
@@ -86,8 +86,7 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
          timeout: float) -> proc.ProcessResult:
     """Run a shell command in the workspace, here or inside the instance's image."""
     if host is None:
-        return proc.run([shutil.which("bash") or "/bin/sh", "-c", command], cwd=workspace, env=env,
-                        stdout=log, timeout=timeout)
+        return proc.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
     # The engine client gets the harness's environment (its config and credentials), not the cell's.
     result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),

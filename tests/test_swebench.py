@@ -161,3 +161,54 @@ def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc,
     # test_patch applied over base's checks.py, not the arm's: graded on it, never a harness error.
     assert not verdicts[False].passed and verdicts[False].detail == "verify exited 1"
     assert verdicts[True].passed
+
+
+BROKEN_ARMS_CONFTEST = '''
+from pytest_swe_arena.arms.base import ArmResult
+
+
+class RaisingArm:
+    """Starts work (may have spent tokens), then raises something unexpected."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        (request.workspace.path / "calc" / "ops.py").write_text("half done\\n")
+        raise RuntimeError("agent SDK blew up")
+
+
+class JammingArm:
+    """Gives up, leaving the workspace's git index locked so the patch cannot be taken."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        (request.workspace.path / ".git" / "index.lock").write_text("")
+        return ArmResult(status="arm_error", error="agent gave up")
+
+
+def pytest_arena_arm_kinds():
+    return {"raising": RaisingArm, "jamming": JammingArm}
+'''
+
+
+def test_an_arm_that_raised_has_unknown_usage_and_a_failed_extraction_keeps_the_arm_status(suite, calc):
+    suite.instances([calc.row()])
+    suite.pytester.makeconftest(BROKEN_ARMS_CONFTEST)
+    suite.arms_toml = ('[tool.swe_arena.arms.RAISE]\nkind = "raising"\n'
+                       '[tool.swe_arena.arms.JAM]\nkind = "jamming"\n')
+    result = suite.run("--arena-arms=RAISE,JAM")
+    result.assert_outcomes(failed=1, errors=1)
+    rows = {row["arm"]: row for row in suite.ledger()}
+    raised = rows["RAISE"]
+    assert raised["status"] == "harness_error" and "agent SDK blew up" in raised["error"]
+    # Started, so it may have spent: unknown, not "never ran" ($0).
+    assert raised["usage"]["cost_source"] == "unknown"
+    assert {key: value for key, value in raised["usage"].items() if key != "cost_source"} == {
+        "input_tokens": None, "output_tokens": None, "reasoning_tokens": None, "cache_read_tokens": None,
+        "cache_write_tokens": None, "steps": None, "max_context_tokens": None, "cost_usd": None}
+    jammed = rows["JAM"]
+    assert jammed["status"] == "arm_error"
+    assert jammed["error"].startswith("agent gave up; patch extraction also failed: git add -A failed")
