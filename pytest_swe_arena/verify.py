@@ -63,9 +63,13 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: str, verify_on
         raise VerifyInfrastructureError(str(error)) from None
 
 
+#: The exit status of ``docker run`` / ``podman run`` when the engine itself failed (no image, daemon...).
+ENGINE_FAILED = 125
+
+
 @dataclass(frozen=True)
 class ContainerHost:
-    """Runs verify inside the instance's image: workspace at /testbed read-only, no network."""
+    """Runs verify inside the instance's image: workspace at /testbed (writable), no network."""
 
     engine: str
     image: str
@@ -73,8 +77,11 @@ class ContainerHost:
     def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
         # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
         activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
-        return [self.engine, "run", "--rm", "--name", name, "--network", "none",
-                "--volume", f"{workspace}:/testbed:ro", "--volume", f"{run_dir}:/arena-run",
+        # Test suites write into the tree (matplotlib's result images...). Docker runs as the image's user,
+        # root: run as ours so the workspace stays ours. Rootless podman maps its root to us already.
+        user = ["--user", f"{os.getuid()}:{os.getgid()}"] if Path(self.engine).name == "docker" else []
+        return [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
+                "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run",
                 "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
                 self.image, "bash", "-lc", activate + command]
 
@@ -88,12 +95,24 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
     if host is None:
         return proc.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
-    # The engine client gets the harness's environment (its config and credentials), not the cell's.
-    result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
-                      stdout=log, timeout=timeout)
-    if result.returncode is None:
-        # Killing the client does not stop the container.
-        subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    size = log.stat().st_size if log.is_file() else 0
+    exited = False
+    try:
+        # The engine client gets the harness's environment (its config and credentials), not the cell's.
+        result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
+                          stdout=log, timeout=timeout)
+        exited = result.returncode is not None
+    finally:
+        if not exited:
+            # Killing the client (timeout, Ctrl-C, pytest-timeout's exception) does not stop the container.
+            subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    if result.returncode == ENGINE_FAILED:
+        with open(log, "rb") as handle:
+            handle.seek(size)
+            said = " ".join(handle.read().decode(errors="replace").split())[-500:]
+        raise VerifyInfrastructureError(
+            f"`{host.engine} run {host.image}` failed (exit {ENGINE_FAILED}, the engine could not run the "
+            f"container): {said}")
     return result
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import uuid
 
 import pytest
-from gitrepos import commit, diff_of, git, shapes_swe_bench_row
+from gitrepos import calc_project, commit, diff_of, git, shapes_swe_bench_row
 from test_sweep import XDIST, ledger_validator
 
 from pytest_swe_arena.instances import build_instance
-from pytest_swe_arena.verify import run_verify
+from pytest_swe_arena.verify import ContainerHost, VerifyInfrastructureError, run_verify
 from pytest_swe_arena.workspace import RepoStore, apply_patch, extract_patch, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
@@ -212,3 +215,69 @@ def test_an_arm_that_raised_has_unknown_usage_and_a_failed_extraction_keeps_the_
     jammed = rows["JAM"]
     assert jammed["status"] == "arm_error"
     assert jammed["error"].startswith("agent gave up; patch extraction also failed: git add -A failed")
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    """A small testbed image (bash, this machine's Python and pytest) and its engine; skipped where none answers."""
+    from testbed_image import answering_engine, build_testbed_image
+
+    engine = answering_engine()
+    if engine is None:
+        pytest.skip("no container engine answers on this machine")
+    project = calc_project(tmp_path_factory.mktemp("image-repo"))
+    tag = f"localhost/swe-arena-test/verify:{uuid.uuid4().hex[:12]}"
+    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
+    yield engine, tag, project
+    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+def verify_in(image, tmp_path, verify, host_image=None, timeout=120):
+    engine, tag, project = image
+    instance = build_instance(tmp_path / "i.jsonl", 1, project.row(verify=verify, test_patch=""), None)
+    workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / "ws")
+    result = run_verify(workspace, instance, "", verify_on="workspace", env=dict(os.environ),
+                        log=tmp_path / "run" / "verify.log", timeout=timeout,
+                        host=ContainerHost(engine, host_image or tag))
+    return workspace, result
+
+
+def test_verify_in_an_image_may_write_the_workspace_and_the_files_stay_ours(image, tmp_path):
+    # The image has bash and Python only: no mkdir, no touch.
+    write = "python -c \"import os; os.mkdir('result_images')\" && : > result_images/a.png"
+    workspace, result = verify_in(image, tmp_path, write)
+    assert result.passed, (tmp_path / "run" / "verify.log").read_text()
+    written = workspace.path / "result_images" / "a.png"
+    assert written.is_file() and written.stat().st_uid == os.getuid()
+
+
+def test_an_engine_that_cannot_run_the_container_is_an_infrastructure_error(image, tmp_path):
+    engine, _, _ = image
+    with pytest.raises(VerifyInfrastructureError, match=rf"`{engine} run localhost/swe-arena-test/absent:none` "
+                                                        r"failed \(exit 125, the engine could not run"):
+        verify_in(image, tmp_path, "true", host_image="localhost/swe-arena-test/absent:none")
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_exception_while_verify_runs_in_a_container_removes_the_container(image, tmp_path):
+    # As pytest-timeout's signal method does: an exception raised from a signal handler mid-run.
+    engine, tag, _ = image
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(8)
+    try:
+        with pytest.raises(Interrupted):
+            verify_in(image, tmp_path, ": > /arena-run/started; python -c 'import time; time.sleep(120)'")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert (tmp_path / "run" / "started").is_file()  # the container was running when interrupted
+    left = subprocess.run([engine, "ps", "--all", "--quiet", "--filter", f"ancestor={tag}"], capture_output=True,
+                          text=True, check=True).stdout
+    assert left.strip() == ""
