@@ -63,7 +63,6 @@ class PythonEnvironment:
 
     venv: Path
     spec: EnvSpec
-    python_version: str
 
     def variables(self, path: str) -> dict[str, str]:
         return {"VIRTUAL_ENV": str(self.venv), "PATH": os.pathsep.join([str(self.venv / "bin"), path])}
@@ -144,8 +143,14 @@ def _probe(interpreter: Path) -> tuple[list[int], str] | None:
         return None
     if completed.returncode != 0:
         return None
-    numbers, executable = json.loads(completed.stdout)
-    return list(numbers), str(executable)
+    try:
+        numbers, executable = json.loads(completed.stdout)
+        return [int(number) for number in numbers], str(executable)
+    except (ValueError, TypeError):
+        raise EnvBuildError(
+            f"{interpreter} did not answer the version probe as a Python interpreter does (expected a JSON "
+            f"[version, executable] line, got {completed.stdout.strip()[:200]!r}); fix or remove it"
+        ) from None
 
 
 def _uv_managed(version: str) -> tuple[Path, str] | None:
@@ -153,7 +158,8 @@ def _uv_managed(version: str) -> tuple[Path, str] | None:
     if uv is None:
         return None
     completed = subprocess.run(
-        [uv, "python", "find", "--managed-python", "--no-python-downloads", version],
+        # --python-preference only-managed, not --managed-python: uv 0.5 (the declared minimum) has only this.
+        [uv, "python", "find", "--python-preference", "only-managed", "--no-python-downloads", version],
         capture_output=True, text=True, check=False, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
     )
     if completed.returncode != 0:
@@ -204,7 +210,7 @@ class EnvironmentStore:
             except EnvBuildError:
                 _log(log, "offline install from the shared cache failed (pruned?); retrying online")
                 self._create(uv, interpreter, venv, lock, [], log, timeout)
-        environment = PythonEnvironment(venv=venv, spec=spec, python_version=python_version)
+        environment = PythonEnvironment(venv=venv, spec=spec)
         for step in spec.pre_install:
             self.run_step(environment, step, workspace, cell_env, log, timeout, "pre_install")
         if spec.install:
@@ -268,12 +274,32 @@ class EnvironmentStore:
         env = {**cell_env, **environment.variables(cell_env.get("PATH", os.defpath)),
                "UV_CACHE_DIR": str(self.uv_cache)}
         _log(log, f"$ ({what}) {command}")
-        shell = shutil.which("bash") or "/bin/sh"
-        result = proc.run([shell, "-c", command], cwd=workspace, env=env, stdout=log, timeout=timeout)
+        result = proc.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
         _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
             raise EnvBuildError(f"environment build failed: {what} step `{command}` {why} (see env.log)")
+
+
+    def check_pytest(self, environment: PythonEnvironment, cell_env: Mapping[str, str], log: Path,
+                     timeout: float) -> None:
+        """Raise ``EnvBuildError`` unless the venv runs pytest (the default per-test runner needs it).
+
+        Run in the venv, not the workspace: only the environment is checked, not the repository's conftests.
+        """
+        try:
+            self.run_step(environment, "python -m pytest --version", environment.venv, cell_env, log, timeout,
+                          "pytest check")
+        except EnvBuildError:
+            raise EnvBuildError(
+                "environment has no working pytest (`python -m pytest --version` failed, see env.log); the "
+                "default per-test runner needs it: add pytest to the spec's requirements, or give a 'test_cmd'"
+            ) from None
+
+
+def shell_argv(command: str) -> list[str]:
+    """The argv that runs a shell command line: bash where there is one, else sh."""
+    return [shutil.which("bash") or "/bin/sh", "-c", command]
 
 
 def _log(log: Path, line: str) -> None:

@@ -44,16 +44,22 @@ def test_files(ids: Iterable[str], test_patch: str | None, workspace: Path) -> l
     return list(seen)
 
 
-#: Where pytest reads its configuration in a repository's root, and the section that makes a file count.
-_PYTEST_CONFIGS = {"pytest.ini": "", ".pytest.ini": "", "pyproject.toml": "[tool.pytest", "tox.ini": "[pytest]",
-                   "setup.cfg": "[tool:pytest]"}
+#: Where pytest reads its configuration in a repository's root, and the table header that makes a file
+#: count (None: the file counts even when empty, as pytest.ini does).
+_PYTEST_CONFIGS: dict[str, re.Pattern[str] | None] = {
+    "pytest.toml": None, ".pytest.toml": None, "pytest.ini": None, ".pytest.ini": None,
+    "pyproject.toml": re.compile(r"^\s*\[\s*tool\s*\.\s*pytest\s*(\.\s*ini_options\s*)?\]", re.MULTILINE),
+    "tox.ini": re.compile(r"^\s*\[pytest\]", re.MULTILINE),
+    "setup.cfg": re.compile(r"^\s*\[tool:pytest\]", re.MULTILINE),
+}
 
 
 def has_pytest_config(workspace: Path) -> bool:
     """Whether the repository configures pytest in its root (else pytest would search the parent dirs)."""
     for name, section in _PYTEST_CONFIGS.items():
         path = workspace / name
-        if path.is_file() and section in path.read_text(encoding="utf-8", errors="replace"):
+        if path.is_file() and (section is None
+                               or section.search(path.read_text(encoding="utf-8", errors="replace"))):
             return True
     return False
 
@@ -87,7 +93,7 @@ def parse_output(text: str) -> dict[str, str]:
         match = _SUMMARY_LINE.match(line.rstrip())
         if match:
             test_id = match.group(2)
-            if match.group(1) in ("FAILED", "ERROR", "XFAIL"):
+            if match.group(1) in ("FAILED", "ERROR", "XFAIL", "XPASS"):
                 test_id = test_id.split(" - ", 1)[0]
             _record(statuses, test_id.strip(), _SUMMARY_STATUS[match.group(1)])
     return statuses
@@ -96,27 +102,34 @@ def parse_output(text: str) -> dict[str, str]:
 def parse_junitxml(path: Path, files: Iterable[str] = ()) -> dict[str, str] | None:
     """Statuses from pytest's JUnit XML, keyed by node id; None if unreadable.
 
-    ``junit_family=xunit1`` gives each case its ``file``; for other families the
-    file is found among ``files`` (those the runner ran) by its dotted module name.
+    A case's ``classname`` is its node id's module path, dotted, then its classes.
+    The file is the one among ``files`` (those the runner ran) with the longest
+    dotted module name ``classname`` starts with; ``file`` (xunit1) is used only
+    when none does, since it names the file *defining* the test: a method a test
+    class inherits from a mixin in another file would be put under that file.
     """
     try:
         root = ElementTree.parse(path).getroot()
     except (OSError, ElementTree.ParseError):
         return None
-    modules = {file.removesuffix(".py").replace("/", "."): file for file in files}
+    modules = sorted(((_module_of(file), file) for file in files), key=lambda item: -len(item[0]))
     statuses: dict[str, str] = {}
     for case in root.iter("testcase"):
         classname = case.get("classname") or ""
-        file = case.get("file") or next((file for module, file in modules.items()
-                                         if classname == module or classname.startswith(module + ".")), "")
+        file = next((file for module, file in modules
+                     if classname == module or classname.startswith(module + ".")), case.get("file") or "")
         _record(statuses, _junit_node_id(file, classname, case.get("name") or ""), _junit_status(case))
     return statuses
+
+
+def _module_of(file: str) -> str:
+    return file.removesuffix(".py").replace("/", ".")
 
 
 def _junit_node_id(file: str, classname: str, name: str) -> str:
     if not file:
         return f"{classname}::{name}" if classname else name
-    module = file.removesuffix(".py").replace("/", ".")
+    module = _module_of(file)
     classes = classname[len(module) + 1:].split(".") if classname.startswith(module + ".") else []
     return "::".join([file, *filter(None, classes), name])
 
@@ -138,15 +151,25 @@ def _record(statuses: dict[str, str], test_id: str, status: str) -> None:
         statuses[test_id] = status
 
 
-def status_of(expected: str, reported: Mapping[str, str]) -> str:
+def status_index(reported: Mapping[str, str]) -> dict[str, str]:
+    """Each reported id, and each cut at its first space, to the worst status of the reported ids behind it."""
+    index: dict[str, str] = {}
+    for test_id, status in reported.items():
+        _record(index, test_id, status)
+        cut = test_id.split(" ", 1)[0]
+        if cut != test_id:
+            _record(index, cut, status)
+    return index
+
+
+def status_of(expected: str, reported: Mapping[str, str], index: Mapping[str, str] | None = None) -> str:
     """The status of one recorded id: the worst of the reported ids equal to it or, cut at their first space, equal.
 
     Taking the worst of all matches means a line printed to look like the
-    recorded (cut) id cannot hide the real test's failure.
+    recorded (cut) id cannot hide the real test's failure. ``index`` is
+    ``status_index(reported)``, built once when many ids are graded.
     """
-    found = [status for test_id, status in reported.items()
-             if test_id == expected or test_id.split(" ", 1)[0] == expected]
-    return max(found, key=SEVERITY.__getitem__) if found else MISSING
+    return (index if index is not None else status_index(reported)).get(expected, MISSING)
 
 
 @dataclass(frozen=True)
@@ -184,9 +207,10 @@ class TestGrades:
 
 def grade(fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], reported: Mapping[str, str],
           report: str, returncode: int | None) -> TestGrades:
+    index = status_index(reported)
     return TestGrades(
-        fail_to_pass={test_id: status_of(test_id, reported) for test_id in fail_to_pass},
-        pass_to_pass={test_id: status_of(test_id, reported) for test_id in pass_to_pass},
+        fail_to_pass={test_id: status_of(test_id, reported, index) for test_id in fail_to_pass},
+        pass_to_pass={test_id: status_of(test_id, reported, index) for test_id in pass_to_pass},
         report=report,
         returncode=returncode,
     )

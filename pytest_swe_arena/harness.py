@@ -25,6 +25,7 @@ from .cell import CellEnvironment
 from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .instances import Instance
 from .outcome import CellOutcome, cell_key
+from .usage import Usage
 from .verify import ContainerHost, VerifyInfrastructureError, run_verify
 from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
 
@@ -88,10 +89,11 @@ def run_cell(
     timings = dict(phases)
     outcome = base_outcome(case, nodeid, "harness_error").replace(started_at=started_at)
     python_env = None
+    store = EnvironmentStore(case.cache or cell.root / "cache")
     if case.instance.env is not None and case.instance.source.kind != "image":
         clock = time.monotonic()
         try:
-            python_env, workspace = build_environment(case, cell, workspace)
+            python_env, workspace = build_environment(case, cell, workspace, store)
         except (EnvBuildError, WorkspaceError) as error:
             timings["env"] = time.monotonic() - clock
             return _finish(outcome, cell, timings, status="harness_error", error=f"env: {error}")
@@ -110,7 +112,8 @@ def run_cell(
         result = ArmResult(status="timeout", error=f"pytest-timeout fired while the arm ran: {error}")
     except Exception:
         timings["arm"] = time.monotonic() - clock
-        return _finish(outcome, cell, timings, status="harness_error",
+        # The arm started and may have spent: what it spent is unknown, never "did not run" ($0).
+        return _finish(outcome.replace(usage=Usage().to_json()), cell, timings, status="harness_error",
                        error=f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
     mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
@@ -128,6 +131,10 @@ def run_cell(
     try:
         patch = extract_patch(workspace)
     except WorkspaceError as error:
+        if result.status != "completed":
+            # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.
+            return _finish(outcome, cell, timings, status=result.status,
+                           error=f"{result.error or result.status}; patch extraction also failed: {error}")
         return _finish(outcome, cell, timings, status="harness_error", error=f"patch extraction: {error}")
     timings["patch"] = time.monotonic() - clock
     outcome = outcome.replace(patch=patch)
@@ -145,7 +152,7 @@ def run_cell(
         verdict = run_verify(
             workspace, case.instance, patch, verify_on=case.verify_on,
             env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
-            after_reset=reinstaller(case, cell, workspace, python_env), host=container_host(case),
+            after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
         )
     except (VerifyInfrastructureError, WorkspaceError, EnvBuildError) as error:
         timings["verify"] = time.monotonic() - clock
@@ -169,22 +176,28 @@ def run_cell(
     return _finish(outcome, cell, timings, status="unresolved", error=verdict.detail)
 
 
-def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace) -> tuple[PythonEnvironment, Workspace]:
-    """Build the cell's venv for the instance's ``env``; commit what its steps changed in the workspace."""
+def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
+                      store: EnvironmentStore) -> tuple[PythonEnvironment, Workspace]:
+    """Build the cell's venv for the instance's ``env``; commit what its steps changed in the workspace.
+
+    Each uv and shell step is bounded by ``--arena-verify-timeout``.
+    """
     assert case.instance.env is not None
-    store = EnvironmentStore(case.cache or cell.root / "cache")
+    log = cell.run_dir / "env.log"
     python_env = store.build(EnvSpec.from_mapping(case.instance.env), cell.root / "venv", workspace.path,
-                             cell.env(), cell.run_dir / "env.log", case.verify_timeout)
+                             cell.env(), log, case.verify_timeout)
+    if case.instance.verify is None and case.instance.test_cmd is None:
+        # Without pytest the default runner reports nothing: every test of every arm, GOLD too, would be missing.
+        store.check_pytest(python_env, cell.env(), log, case.verify_timeout)
     return python_env, commit_environment_setup(workspace)
 
 
-def reinstaller(case: Case, cell: CellEnvironment, workspace: Workspace,
-                python_env: PythonEnvironment | None) -> Callable[[], None] | None:
+def reinstaller(case: Case, cell: CellEnvironment, workspace: Workspace, python_env: PythonEnvironment | None,
+                store: EnvironmentStore) -> Callable[[], None] | None:
     """The install step again, for verify: resetting to base removed what it built in the workspace."""
     if python_env is None or not python_env.spec.install:
         return None
     install = python_env.spec.install
-    store = EnvironmentStore(case.cache or cell.root / "cache")
     return lambda: store.run_step(python_env, install, workspace.path, cell.env(), cell.run_dir / "env.log",
                                   case.verify_timeout, "install (before verify)")
 

@@ -181,6 +181,24 @@ def _test_list(path: Path, line: int, row: Mapping[str, Any], key: str) -> tuple
     return tuple(value)
 
 
+def _check_per_test_ids(path: Path, line: int, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
+                        test_cmd: str | None) -> None:
+    """Reject per-test rows that could never be graded: no FAIL_TO_PASS, or ids the default runner never reports."""
+    if not fail_to_pass:
+        raise InstanceFileError(
+            path, line, "is empty and the row has no 'verify': any patch would resolve; give at least one "
+            "test id, or a 'verify' command", "FAIL_TO_PASS")
+    if test_cmd is not None:
+        return
+    for key, ids in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
+        bare = next((test_id for test_id in ids if "::" not in test_id), None)
+        if bare is not None:
+            raise InstanceFileError(
+                path, line, f"{bare!r} is not a pytest node id ('path/to/test_file.py::name'), the only form the "
+                "default pytest runner reports, so it could never match (even the gold patch would be "
+                "unresolved); give a 'verify' command, or a 'test_cmd' whose report names tests this way", key)
+
+
 def _schema_error(path: Path, line: int, row: Any) -> InstanceFileError | None:
     import jsonschema
 
@@ -270,6 +288,10 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
     if error:
         raise error
     env = row.get("env")
+    fail_to_pass = _test_list(path, line, row, "FAIL_TO_PASS")
+    pass_to_pass = _test_list(path, line, row, "PASS_TO_PASS")
+    if not row.get("verify"):
+        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"))
     return Instance(
         instance_id=row["instance_id"],
         repo=row["repo"],
@@ -280,8 +302,8 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
         test_patch=row.get("test_patch") or None,
         verify=row.get("verify"),
         test_cmd=row.get("test_cmd"),
-        fail_to_pass=_test_list(path, line, row, "FAIL_TO_PASS"),
-        pass_to_pass=_test_list(path, line, row, "PASS_TO_PASS"),
+        fail_to_pass=fail_to_pass,
+        pass_to_pass=pass_to_pass,
         env=dict(env) if env else None,
         marks=tuple(row.get("marks") or ()),
         row=row,

@@ -1,9 +1,9 @@
 """Verification: grade the arm's patch (default) or the workspace as left.
 
-Patch mode resets the workspace to base, applies only the extracted patch and
-then ``test_patch``, so an arm that edited tests cannot change its grade.
-Workspace mode restores the files ``test_patch`` touches, applies it over the
-arm's work, and runs verify on the tree as the arm left it. Without a
+Patch mode resets the workspace to base and applies only the extracted patch;
+workspace mode keeps the tree as the arm left it. Both then restore the files
+``test_patch`` touches to base and apply it, so an arm that edited those files
+(tests, or helpers ``test_patch`` changes) cannot change its grade. Without a
 ``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
 one (see ``grading``).
 """
@@ -11,7 +11,6 @@ one (see ``grading``).
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import grading, proc
+from .environments import shell_argv
 from .instances import Instance
 from .workspace import (
     PatchApplyError,
@@ -54,17 +54,22 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: str, verify_on
         if verify_on == "patch":
             reset_to_base(workspace)
             apply_patch(workspace, patch, "the extracted patch")
-        elif instance.test_patch:
-            restore_from_base(workspace, files_touched(instance.test_patch))
         if instance.test_patch:
+            # The patch may edit a file test_patch touches that is not test-named (pytest's
+            # testing/python/collect.py): test_patch's version of it is what is graded.
+            restore_from_base(workspace, files_touched(instance.test_patch))
             apply_patch(workspace, instance.test_patch, f"test_patch of {instance.instance_id}")
     except PatchApplyError as error:
         raise VerifyInfrastructureError(str(error)) from None
 
 
+#: The exit status of ``docker run`` / ``podman run`` when the engine itself failed (no image, daemon...).
+ENGINE_FAILED = 125
+
+
 @dataclass(frozen=True)
 class ContainerHost:
-    """Runs verify inside the instance's image: workspace at /testbed read-only, no network."""
+    """Runs verify inside the instance's image: workspace at /testbed (writable), no network."""
 
     engine: str
     image: str
@@ -72,8 +77,11 @@ class ContainerHost:
     def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
         # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
         activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
-        return [self.engine, "run", "--rm", "--name", name, "--network", "none",
-                "--volume", f"{workspace}:/testbed:ro", "--volume", f"{run_dir}:/arena-run",
+        # Test suites write into the tree (matplotlib's result images...). Docker runs as the image's user,
+        # root: run as ours so the workspace stays ours. Rootless podman maps its root to us already.
+        user = ["--user", f"{os.getuid()}:{os.getgid()}"] if Path(self.engine).name == "docker" else []
+        return [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
+                "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run",
                 "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
                 self.image, "bash", "-lc", activate + command]
 
@@ -85,15 +93,26 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
          timeout: float) -> proc.ProcessResult:
     """Run a shell command in the workspace, here or inside the instance's image."""
     if host is None:
-        return proc.run([shutil.which("bash") or "/bin/sh", "-c", command], cwd=workspace, env=env,
-                        stdout=log, timeout=timeout)
+        return proc.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
-    # The engine client gets the harness's environment (its config and credentials), not the cell's.
-    result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
-                      stdout=log, timeout=timeout)
-    if result.returncode is None:
-        # Killing the client does not stop the container.
-        subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    size = log.stat().st_size if log.is_file() else 0
+    exited = False
+    try:
+        # The engine client gets the harness's environment (its config and credentials), not the cell's.
+        result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
+                          stdout=log, timeout=timeout)
+        exited = result.returncode is not None
+    finally:
+        if not exited:
+            # Killing the client (timeout, Ctrl-C, pytest-timeout's exception) does not stop the container.
+            subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    if result.returncode == ENGINE_FAILED:
+        with open(log, "rb") as handle:
+            handle.seek(size)
+            said = " ".join(handle.read().decode(errors="replace").split())[-500:]
+        raise VerifyInfrastructureError(
+            f"`{host.engine} run {host.image}` failed (exit {ENGINE_FAILED}, the engine could not run the "
+            f"container): {said}")
     return result
 
 

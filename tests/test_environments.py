@@ -12,7 +12,7 @@ import pytest
 from gitrepos import shapes_swe_bench_row
 from test_swebench import write_export
 
-from pytest_swe_arena.environments import EnvBuildError, find_interpreter
+from pytest_swe_arena.environments import EnvBuildError, _probe, find_interpreter
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -102,10 +102,12 @@ def test_missing_python_and_failed_build_are_harness_errors_with_their_log(suite
     row, repo = shapes
     rows = [{**row, "instance_id": "acme__shapes-1", "env": {"python": "2.5"}},
             {**row, "instance_id": "acme__shapes-2", "env": {"pre_install": ["echo building; exit 3"]}},
-            {**row, "instance_id": "acme__shapes-3"}]
+            {**row, "instance_id": "acme__shapes-3"},
+            # Graded by the default pytest runner in a venv without pytest: every test would be missing.
+            {**row, "instance_id": "acme__shapes-4", "env": {"python": HERE}}]
     write_export(suite, rows)
     result = suite.run(f"--arena-repos={repo.parent}", "--arena-arms=GOLD")
-    result.assert_outcomes(passed=1, errors=2)
+    result.assert_outcomes(passed=1, errors=3)
     by_id = {row["instance_id"]: row for row in suite.ledger()}
     assert by_id["acme__shapes-1"]["status"] == "harness_error"
     assert by_id["acme__shapes-1"]["error"].startswith("env: Python 2.5 is not installed on this machine (looked on")
@@ -116,6 +118,11 @@ def test_missing_python_and_failed_build_are_harness_errors_with_their_log(suite
     log = (suite.path / "arena-out" / failed["run_dir"] / "env.log").read_text()
     assert "building" in log
     assert by_id["acme__shapes-3"]["status"] == "resolved"
+    no_pytest = by_id["acme__shapes-4"]
+    assert no_pytest["status"] == "harness_error"
+    assert no_pytest["error"].startswith("env: environment has no working pytest (`python -m pytest --version` "
+                                         "failed, see env.log)")
+    assert "No module named pytest" in (suite.path / "arena-out" / no_pytest["run_dir"] / "env.log").read_text()
 
 
 def test_bad_env_specs_file_is_a_usage_error_naming_the_table(suite, shapes):
@@ -145,3 +152,12 @@ def test_pyenv_versions_are_found_even_when_their_shim_is_inactive():
     wanted = ".".join(other[0].split(".")[:2])
     path, version = find_interpreter(wanted)
     assert version.startswith(wanted + ".") and str(path).startswith(str(versions))
+
+
+def test_an_interpreter_that_answers_the_probe_with_junk_is_a_clear_error(tmp_path):
+    impostor = tmp_path / "python"
+    impostor.write_text("#!/bin/sh\necho 'Welcome to the Python shim!'\n")
+    impostor.chmod(0o755)
+    with pytest.raises(EnvBuildError, match=r"/python did not answer the version probe as a Python interpreter "
+                                            r"does .*got 'Welcome to the Python shim!'"):
+        _probe(impostor)

@@ -52,3 +52,28 @@ def test_rows_are_sorted_and_duplicates_rejected(tmp_path):
     duplicate = r"x.jsonl:3: field 'instance_id': duplicate 'a' \(first defined on line 2\)"
     with pytest.raises(InstanceFileError, match=duplicate):
         load_instances(tmp_path / "x.jsonl", [*rows, (3, {**ROW, "instance_id": "a"})], None)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"FAIL_TO_PASS": "[]"}, r"x.jsonl:4: field 'FAIL_TO_PASS': is empty and the row has no 'verify': any patch "
+                             r"would resolve"),
+    ({"FAIL_TO_PASS": []}, r"x.jsonl:4: field 'FAIL_TO_PASS': is empty"),
+    ({"FAIL_TO_PASS": '["test_immutable"]'}, r"x.jsonl:4: field 'FAIL_TO_PASS': 'test_immutable' is not a pytest "
+                                             r"node id .*give a 'verify' command, or a 'test_cmd'"),
+    ({"FAIL_TO_PASS": '["t.py::test_a"]', "PASS_TO_PASS": '["test_x (mod.Class)"]'},
+     r"x.jsonl:4: field 'PASS_TO_PASS': 'test_x \(mod.Class\)' is not a pytest node id"),
+])
+def test_per_test_rows_that_could_never_grade_are_rejected(tmp_path, extra, message):
+    row = {key: value for key, value in ROW.items() if key != "verify"}
+    with pytest.raises(InstanceFileError, match=message):
+        build_instance(tmp_path / "x.jsonl", 4, {**row, **extra}, None)
+
+
+def test_ids_without_a_file_load_with_a_verify_command_or_a_test_cmd(tmp_path):
+    row = {**ROW, "FAIL_TO_PASS": '["test_immutable"]'}
+    assert build_instance(tmp_path / "x.jsonl", 1, row, None).fail_to_pass == ("test_immutable",)
+    del row["verify"]
+    row["test_cmd"] = "bin/test {tests}"
+    assert build_instance(tmp_path / "x.jsonl", 1, row, None).fail_to_pass == ("test_immutable",)
+    # With a verify command an empty FAIL_TO_PASS is only carried along.
+    assert build_instance(tmp_path / "x.jsonl", 1, {**ROW, "FAIL_TO_PASS": "[]"}, None).fail_to_pass == ()

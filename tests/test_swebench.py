@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import uuid
 
 import pytest
-from gitrepos import git, shapes_swe_bench_row
+from gitrepos import calc_project, commit, diff_of, git, shapes_swe_bench_row
 from test_sweep import XDIST, ledger_validator
+
+from pytest_swe_arena.instances import build_instance
+from pytest_swe_arena.verify import ContainerHost, VerifyInfrastructureError, run_verify
+from pytest_swe_arena.workspace import RepoStore, apply_patch, extract_patch, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
 P2P = {"tests/test_text.py::test_lower": "passed", "tests/test_text.py::test_collapse[X-x]": "passed",
@@ -133,3 +141,143 @@ def test_tests_missing_from_the_report_do_not_resolve(suite, shapes):
     [ledger_row] = suite.ledger()
     assert ledger_row["verify"]["tests"]["PASS_TO_PASS"][ghost] == "missing"
     assert ledger_row["error"] == f"1 of 7 recorded tests not passing: {ghost} (missing)"
+
+
+@pytest.mark.parametrize("verify_on", ["patch", "workspace"])
+def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc, tmp_path, verify_on):
+    # test_patch changes checks.py, which no exclude glob covers (as pytest's testing/python/collect.py).
+    commit(calc.repo, {"checks.py": "from calc import mul\nassert mul(2, 2) == 4\n"}, "checks")
+    test_patch = diff_of(calc.repo, {"checks.py": "from calc import mul\nassert mul(3, 4) == 12\n"})
+    row = calc.row(base_commit=git(calc.repo, "rev-parse", "HEAD").strip(), test_patch=test_patch,
+                   verify="python checks.py")
+    instance = build_instance(tmp_path / "i.jsonl", 1, row, None)
+    verdicts = {}
+    for fix in (False, True):
+        workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / f"ws-{fix}")
+        (workspace.path / "checks.py").write_text("print('nothing to check')\n")
+        if fix:
+            apply_patch(workspace, calc.patch, "the fix")
+        patch = extract_patch(workspace)
+        assert "checks.py" in patch
+        verdicts[fix] = run_verify(workspace, instance, patch, verify_on=verify_on, env=dict(os.environ),
+                                   log=tmp_path / f"run-{fix}" / "verify.log", timeout=60)
+    # test_patch applied over base's checks.py, not the arm's: graded on it, never a harness error.
+    assert not verdicts[False].passed and verdicts[False].detail == "verify exited 1"
+    assert verdicts[True].passed
+
+
+BROKEN_ARMS_CONFTEST = '''
+from pytest_swe_arena.arms.base import ArmResult
+
+
+class RaisingArm:
+    """Starts work (may have spent tokens), then raises something unexpected."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        (request.workspace.path / "calc" / "ops.py").write_text("half done\\n")
+        raise RuntimeError("agent SDK blew up")
+
+
+class JammingArm:
+    """Gives up, leaving the workspace's git index locked so the patch cannot be taken."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        (request.workspace.path / ".git" / "index.lock").write_text("")
+        return ArmResult(status="arm_error", error="agent gave up")
+
+
+def pytest_arena_arm_kinds():
+    return {"raising": RaisingArm, "jamming": JammingArm}
+'''
+
+
+def test_an_arm_that_raised_has_unknown_usage_and_a_failed_extraction_keeps_the_arm_status(suite, calc):
+    suite.instances([calc.row()])
+    suite.pytester.makeconftest(BROKEN_ARMS_CONFTEST)
+    suite.arms_toml = ('[tool.swe_arena.arms.RAISE]\nkind = "raising"\n'
+                       '[tool.swe_arena.arms.JAM]\nkind = "jamming"\n')
+    result = suite.run("--arena-arms=RAISE,JAM")
+    result.assert_outcomes(failed=1, errors=1)
+    rows = {row["arm"]: row for row in suite.ledger()}
+    raised = rows["RAISE"]
+    assert raised["status"] == "harness_error" and "agent SDK blew up" in raised["error"]
+    # Started, so it may have spent: unknown, not "never ran" ($0).
+    assert raised["usage"]["cost_source"] == "unknown"
+    assert {key: value for key, value in raised["usage"].items() if key != "cost_source"} == {
+        "input_tokens": None, "output_tokens": None, "reasoning_tokens": None, "cache_read_tokens": None,
+        "cache_write_tokens": None, "steps": None, "max_context_tokens": None, "cost_usd": None}
+    jammed = rows["JAM"]
+    assert jammed["status"] == "arm_error"
+    assert jammed["error"].startswith("agent gave up; patch extraction also failed: git add -A failed")
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    """A small testbed image (bash, this machine's Python and pytest) and its engine; skipped where none answers."""
+    from testbed_image import answering_engine, build_testbed_image
+
+    engine = answering_engine()
+    if engine is None:
+        pytest.skip("no container engine answers on this machine")
+    project = calc_project(tmp_path_factory.mktemp("image-repo"))
+    tag = f"localhost/swe-arena-test/verify:{uuid.uuid4().hex[:12]}"
+    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
+    yield engine, tag, project
+    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+def verify_in(image, tmp_path, verify, host_image=None, timeout=120):
+    engine, tag, project = image
+    instance = build_instance(tmp_path / "i.jsonl", 1, project.row(verify=verify, test_patch=""), None)
+    workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / "ws")
+    result = run_verify(workspace, instance, "", verify_on="workspace", env=dict(os.environ),
+                        log=tmp_path / "run" / "verify.log", timeout=timeout,
+                        host=ContainerHost(engine, host_image or tag))
+    return workspace, result
+
+
+def test_verify_in_an_image_may_write_the_workspace_and_the_files_stay_ours(image, tmp_path):
+    # The image has bash and Python only: no mkdir, no touch.
+    write = "python -c \"import os; os.mkdir('result_images')\" && : > result_images/a.png"
+    workspace, result = verify_in(image, tmp_path, write)
+    assert result.passed, (tmp_path / "run" / "verify.log").read_text()
+    written = workspace.path / "result_images" / "a.png"
+    assert written.is_file() and written.stat().st_uid == os.getuid()
+
+
+def test_an_engine_that_cannot_run_the_container_is_an_infrastructure_error(image, tmp_path):
+    engine, _, _ = image
+    with pytest.raises(VerifyInfrastructureError, match=rf"`{engine} run localhost/swe-arena-test/absent:none` "
+                                                        r"failed \(exit 125, the engine could not run"):
+        verify_in(image, tmp_path, "true", host_image="localhost/swe-arena-test/absent:none")
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_an_exception_while_verify_runs_in_a_container_removes_the_container(image, tmp_path):
+    # As pytest-timeout's signal method does: an exception raised from a signal handler mid-run.
+    engine, tag, _ = image
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(8)
+    try:
+        with pytest.raises(Interrupted):
+            verify_in(image, tmp_path, ": > /arena-run/started; python -c 'import time; time.sleep(120)'")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert (tmp_path / "run" / "started").is_file()  # the container was running when interrupted
+    left = subprocess.run([engine, "ps", "--all", "--quiet", "--filter", f"ancestor={tag}"], capture_output=True,
+                          text=True, check=True).stdout
+    assert left.strip() == ""
