@@ -199,10 +199,10 @@ def read_cap(reader: SettingsReader, price: Mapping[str, float] | None, model: s
     max_usd = reader.number("max_usd")
     max_tokens = reader.number("max_tokens")
     if max_usd is not None and price is None:
-        raise ArmConfigError(
-            f"{reader.spec.origin}: field 'max_usd': no price is known for model {model!r}, and an agent that "
-            f"reports cost 0 would never reach the cap; add [tool.swe_arena.prices.\"{model}\"] or use max_tokens"
-        )
+        whose = f"model {model!r}" if model else "the arm, which names no 'model',"
+        add = f'[tool.swe_arena.prices."{model}"]' if model else "'model' and its [tool.swe_arena.prices]"
+        raise ArmConfigError(f"{reader.spec.origin}: field 'max_usd': no price is known for {whose} and an agent "
+                             f"that reports cost 0 would never reach the cap; add {add}, or use max_tokens")
     return SpendCap(max_usd, int(max_tokens) if max_tokens is not None else None, price)
 
 
