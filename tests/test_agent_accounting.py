@@ -242,3 +242,41 @@ def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
         assert packages.is_symlink() and packages.resolve() == shared.resolve()
         assert list(cell.run_dir.iterdir()) == []
     assert home.provenance["opencode_config_sha256"] and "provider" not in json.dumps(home.provenance)
+
+
+def _store(db: Path, cost: object = None) -> None:
+    """An opencode store with the ``session`` columns the harness reads; one row when ``cost`` is given."""
+    import sqlite3
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(db)
+    connection.execute("CREATE TABLE session (id TEXT, parent_id TEXT, directory TEXT, model TEXT, cost REAL, "
+                       "tokens_input INTEGER, tokens_output INTEGER, tokens_reasoning INTEGER, "
+                       "tokens_cache_read INTEGER, tokens_cache_write INTEGER, time_created INTEGER)")
+    if cost is not None:
+        connection.execute("INSERT INTO session VALUES ('s1', NULL, '/ws', NULL, ?, 10, 1, 0, 0, 0, 1)", (cost,))
+    connection.commit()
+    connection.close()
+
+
+def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_never_raises(tmp_path):
+    from pytest_swe_arena.arms.base import CellRequest
+    from pytest_swe_arena.arms.opencode import account_opencode
+    from pytest_swe_arena.cell import create_cell_environment
+
+    streamed = Usage(10, 1, 0, 0, 0, 1, 11, 0.0, "reported")
+
+    def account(name, cost=None, store=True):
+        cell = create_cell_environment(tmp_path / name, base={"PATH": "/usr/bin"})
+        if store:
+            _store(cell.opencode_db, cost)
+        request = CellRequest(instance=None, workspace=None, cell=cell, trial=1)  # type: ignore[arg-type]
+        return account_opencode(request, streamed, {}, PRICE)
+
+    usage, models, served, details = account("empty")
+    assert details["sessions"] == [] and models == {} and served is None
+    assert usage.cost_source == "priced" and usage.input_tokens == 10  # the stream stands alone
+    assert account("none", store=False)[3]["sessions"] is None
+    usage, models, served, details = account("broken", cost="a lot")
+    assert usage == Usage() and models == {} and served is None
+    assert details["accounting_error"].startswith("ValueError: ")

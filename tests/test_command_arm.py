@@ -105,6 +105,7 @@ def test_command_arms_run_report_and_fail_cleanly(suite, calc, xdist):
     ({"command": ["true"], "max_usd": 1}, "max_usd / max_tokens need a streamed usage*"),
     ({"command": ["true"], "usage": "opencode", "model": "acme/unpriced", "max_usd": 1},
      "field 'max_usd': no price is known for model 'acme/unpriced'*"),
+    ({"command": ["true"], "usage": "opencode", "opencode": "/bin/false"}, "*/false --version exited with 1*"),
     ({"command": ["true"], "timeout": -1}, "field 'timeout': -1 is not a positive number"),
     ({"command": ["true"], "env": {"A B": "x"}}, "field 'env': A B = 'x' is not NAME = \"text\""),
     ({"command": ["true"], "colour": "red"}, "field 'colour': unknown setting for kind 'command'*"),
