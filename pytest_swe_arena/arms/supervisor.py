@@ -196,7 +196,8 @@ class SupervisorArm:
         self.suffix: str = reader.string("worker_suffix", "")
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.knobs = {**DEFAULT_KNOBS, **read_env(reader)}
-        self.grace: float = reader.number("grace") or cancel_grace(self.knobs, origin)
+        computed_grace = cancel_grace(self.knobs, origin)  # validates the knob even when 'grace' overrides it
+        self.grace: float = reader.number("grace") or computed_grace
         self.secrets = read_secrets(reader, suite)
         executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
         self.home = read_opencode_home(reader, executable)
