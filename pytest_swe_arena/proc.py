@@ -32,10 +32,6 @@ class ProcessResult:
     seconds: float
 
 
-class ProcessCancelled(BaseException):
-    """Raised when the surrounding cell is cancelled; the process tree is already gone."""
-
-
 def run(
     argv: Sequence[str],
     *,
@@ -53,6 +49,8 @@ def run(
     :param stderr: where stderr goes; None merges it into ``stdout``.
     :param should_stop: polled while the process runs; a non-empty reason stops
         the tree (SIGTERM, ``grace`` seconds, SIGKILL) and is returned in ``stopped``.
+        It is asked once more after the process exits on its own, so a reason
+        that arose between the last poll and the exit is still reported.
 
     A ``KeyboardInterrupt`` (or any other exception) while waiting stops the tree
     the same way before it propagates, so Ctrl-C never leaves an agent running.
@@ -72,22 +70,25 @@ def run(
             stderr=err if stderr else subprocess.STDOUT,
             start_new_session=True,
         )
-    timed_out = False
+    timed_out = killed = False
     stopped: str | None = None
     try:
         while True:
             try:
                 process.wait(timeout=POLL_SECONDS)
-                break
             except subprocess.TimeoutExpired:
                 pass
+            else:
+                # The last poll may have missed what the process did just before it exited.
+                stopped = (should_stop() if should_stop else None) or None
+                break
             if timeout is not None and time.monotonic() - started > timeout:
-                timed_out = True
+                timed_out = killed = True
                 terminate_tree(process, token, grace)
                 break
             reason = should_stop() if should_stop else None
             if reason:
-                stopped = reason
+                stopped, killed = reason, True
                 terminate_tree(process, token, grace)
                 break
     except BaseException:
@@ -96,7 +97,7 @@ def run(
     finally:
         # Whatever the leader did, nothing it started may outlive it.
         kill_tree(process.pid, token)
-    returncode = None if (timed_out or stopped) else process.returncode
+    returncode = None if killed else process.returncode
     return ProcessResult(returncode, timed_out, stopped, time.monotonic() - started)
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 COST_SOURCES = ("reported", "priced", "unknown", "none")
+#: The ``models`` key of sessions whose model the store does not name; never a served model.
+UNKNOWN_MODEL = "unknown"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
@@ -144,25 +146,22 @@ class StreamTally:
     max_context_tokens: int = 0
     reported_cost: float = 0.0
     errors: list[str] = field(default_factory=list)
-    session_id: str | None = None
 
     def feed(self, line: str) -> None:
+        """Count one line of the stream; lines that are not events, or events of unknown shape, are ignored."""
         try:
             event = json.loads(line)
         except ValueError:
             return  # not an event (a wrapper's noise); the stream is otherwise JSON lines
         if not isinstance(event, dict):
             return
-        self.session_id = self.session_id or event.get("sessionID")
         if event.get("type") == "error":
-            error = event.get("error") or {}
-            message = (error.get("data") or {}).get("message") or error.get("name") or "unknown error"
-            self.errors.append(str(message))
-        part = event.get("part")
-        if event.get("type") != "step_finish" or not isinstance(part, dict):
+            self.errors.append(_error_message(event.get("error")))
+        part = _table(event.get("part"))
+        if event.get("type") != "step_finish" or not part:
             return
-        tokens = part.get("tokens") or {}
-        cache = tokens.get("cache") or {}
+        tokens = _table(part.get("tokens"))
+        cache = _table(tokens.get("cache"))
         self.steps += 1
         self.input_tokens += _count(tokens.get("input"))
         self.output_tokens += _count(tokens.get("output"))
@@ -171,7 +170,7 @@ class StreamTally:
         self.cache_write_tokens += _count(cache.get("write"))
         self.max_context_tokens = max(self.max_context_tokens, _count(tokens.get("total")))
         cost = part.get("cost")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
             self.reported_cost += float(cost)
 
     def usage(self) -> Usage:
@@ -179,6 +178,23 @@ class StreamTally:
         return Usage(self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cache_read_tokens,
                      self.cache_write_tokens, self.steps, self.max_context_tokens,
                      round(self.reported_cost, 9), "reported")
+
+
+def _table(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def _error_message(error: Any) -> str:
+    """The text of an ``error`` event's ``error``: an object (``data.message``, ``name``) or a plain string."""
+    if isinstance(error, str) and error:
+        return error
+    table = _table(error)
+    data = table.get("data")
+    for candidate in (_table(data).get("message"), data, table.get("message"), table.get("name")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return "unknown error"
 
 
 def _count(value: Any) -> int:
@@ -206,20 +222,24 @@ class StreamFollower:
         self._offset += end
         return self.tally
 
+    def finish(self) -> StreamTally:
+        """Read what is left once the writer is gone, a last line without a newline included."""
+        self.poll()
+        try:
+            with open(self.path, "rb") as stream:
+                stream.seek(self._offset)
+                rest = stream.read()
+        except OSError:
+            return self.tally
+        self._offset += len(rest)
+        if rest.strip():
+            self.tally.feed(rest.decode("utf-8", errors="replace"))
+        return self.tally
+
 
 def read_stream(path: Path) -> StreamTally:
     """Tally a finished stream file (a missing file is an empty stream)."""
-    follower = StreamFollower(path)
-    follower.poll()
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(follower._offset)
-            rest = stream.read().decode("utf-8", errors="replace")
-    except OSError:
-        return follower.tally
-    if rest.strip():
-        follower.tally.feed(rest)
-    return follower.tally
+    return StreamFollower(path).finish()
 
 
 # -- opencode's sqlite store -----------------------------------------------------------------
@@ -283,5 +303,5 @@ def sessions_by_model(sessions: Iterable[SessionSpend],
     """Spend per served model, each priced when opencode reported no cost."""
     grouped: dict[str, list[Usage]] = {}
     for session in sessions:
-        grouped.setdefault(session.model or "unknown", []).append(session.usage)
+        grouped.setdefault(session.model or UNKNOWN_MODEL, []).append(session.usage)
     return {model: add_usages(usages).priced(price_for(prices, model)) for model, usages in grouped.items()}

@@ -36,7 +36,8 @@ from typing import Any
 
 REQUIRED_PARAMS = ("task", "workspaceDir", "budget", "verifyCmd", "workerModel", "driverModel", "maxSandboxes",
                    "maxUsd", "maxDepth")
-KNOBS = ("WORKER_BACKEND", "LOOPS_WORKER_HARNESS", "LOOPS_BRAIN_RETRIES", "DRIVER_DEADLINE_MS", "LOOPS_BRAIN_LOG")
+KNOBS = ("WORKER_BACKEND", "LOOPS_WORKER_HARNESS", "LOOPS_BRAIN_RETRIES", "DRIVER_DEADLINE_MS",
+         "DRIVER_CANCEL_TIMEOUT_MS", "LOOPS_BRAIN_LOG")
 
 
 def append(path: Path, event: dict[str, Any]) -> None:
@@ -97,8 +98,7 @@ def main() -> int:
     (run_dir / "workers").mkdir(parents=True)
     brain_log = Path(os.environ["LOOPS_BRAIN_LOG"])
     append(brain_log, {"event": "start", "id": supervisor_id, "cwd": os.getcwd(),
-                       "knobs": {name: os.environ[name] for name in KNOBS if name != "LOOPS_BRAIN_LOG"},
-                       "cancel_timeout_ms": os.environ.get("DRIVER_CANCEL_TIMEOUT_MS")})
+                       "knobs": {name: os.environ[name] for name in KNOBS if name != "LOOPS_BRAIN_LOG"}})
 
     def cancelled(signum: int, frame: object) -> None:
         write_state(run_dir, {"status": "cancelled", "result": {}})

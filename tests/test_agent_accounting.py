@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.arms.agent import Secrets, SpendCap
-from pytest_swe_arena.arms.base import ArmConfigError
-from pytest_swe_arena.arms.supervisor import cancel_grace, read_supervisor_run
+from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, over_cap, run_agent
+from pytest_swe_arena.arms.base import ArmConfigError, ArmStartError
+from pytest_swe_arena.arms.supervisor import DEFAULT_KNOBS, cancel_grace, read_supervisor_run
 from pytest_swe_arena.usage import StreamFollower, Usage, add_usages, price_tokens, read_sessions, read_stream
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
@@ -34,7 +35,28 @@ def test_stream_tally_sums_steps_and_keeps_the_largest_context(tmp_path):
     ]) + "\n")
     tally = read_stream(stream)
     assert tally.usage() == Usage(1300, 74, 11, 2200, 0, 2, 2345, 0.005835, "reported")
-    assert tally.errors == ["boom"] and tally.session_id == "ses_1"
+    assert tally.errors == ["boom"]
+
+
+def test_stream_tally_ignores_events_of_unexpected_shape(tmp_path):
+    """Valid JSON of another shape than opencode's is counted as nothing, never a crash."""
+    stream = tmp_path / "events.jsonl"
+    stream.write_text("\n".join([
+        json.dumps({"type": "error", "error": "rate limited"}),
+        json.dumps({"type": "error", "error": {"name": "APIError", "data": "upstream said no"}}),
+        json.dumps({"type": "error", "error": 42}),
+        json.dumps({"type": "error"}),
+        json.dumps({"type": "step_finish", "part": {"tokens": "many", "cost": "0.1"}}),
+        json.dumps({"type": "step_finish", "part": {"tokens": {"input": 10, "output": 2, "cache": 7}}}),
+        json.dumps({"type": "step_finish", "part": ["not", "an", "object"]}),
+        json.dumps({"type": "step_finish", "part": {"tokens": {"input": True, "output": -4, "total": "x",
+                                                               "cache": {"read": None, "write": "1"}}}}),
+        json.dumps(["a", "list"]),
+        "17",
+    ]))  # and no newline after the last line: read_stream still counts it
+    tally = read_stream(stream)
+    assert tally.errors == ["rate limited", "upstream said no", "unknown error", "unknown error"]
+    assert tally.usage() == Usage(10, 2, 0, 0, 0, 3, 0, 0.0, "reported")
 
 
 def test_follower_reads_only_complete_lines(tmp_path):
@@ -92,6 +114,58 @@ def test_spend_cap_prices_a_stream_that_reports_no_cost():
     assert tokens.exceeded(Usage(900, 101, 0, 5000, 0)) == "spent 1,001 tokens, over max_tokens 1,000"
 
 
+def test_the_final_accounting_is_held_to_the_cap_too():
+    cap = SpendCap(max_usd=None, max_tokens=1000, price=None)
+    done = AgentOutcome("completed", None, 0, 1.0)
+    over = over_cap(cap, done, Usage(900, 200, 0, 0, 0), "opencode")
+    assert (over.status, over.error) == ("over_budget", "opencode went over its cap: spent 1,100 tokens, "
+                                                        "over max_tokens 1,000")
+    assert over_cap(cap, done, Usage(900, 100, 0, 0, 0), "opencode") is done
+    failed = AgentOutcome("arm_error", "exited with status 1", 1, 1.0)
+    assert over_cap(cap, failed, Usage(900, 200, 0, 0, 0), "opencode") is failed  # first failure stands
+
+
+def test_the_cap_is_asked_once_more_after_the_agent_exits(tmp_path):
+    """Spend the agent wrote just before exiting, between two polls, still stops the cell."""
+    out = tmp_path / "out.log"
+
+    def should_stop():
+        return "over_budget" if out.is_file() and out.read_text() else None
+
+    outcome = run_agent(["sh", "-c", "echo spent"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, secrets=None,
+                        timeout=30, grace=1, stdout=out, stderr=tmp_path / "err.log", should_stop=should_stop)
+    assert (outcome.status, outcome.returncode) == ("over_budget", 0)
+
+
+def test_an_agent_that_cannot_start_is_a_harness_error_naming_what_is_missing(tmp_path):
+    common = {"env": {"PATH": "/usr/bin:/bin"}, "secrets": None, "timeout": 30, "grace": 1,
+              "stdout": tmp_path / "out.log", "stderr": tmp_path / "err.log"}
+    with pytest.raises(ArmStartError, match=r"^cannot start the agent: No such file or directory: /no/such/agent$"):
+        run_agent(["/no/such/agent"], cwd=tmp_path, **common)
+    missing = tmp_path / "gone"
+    with pytest.raises(ArmStartError, match=f"^cannot start the agent: No such file or directory: {missing}$"):
+        run_agent(["true"], cwd=missing, **common)
+
+
+@pytest.mark.parametrize(("part", "message"), [
+    ("{}", "unknown placeholder {} in '{}'"),
+    ("{0}", "unknown placeholder {0} in '{0}'"),
+    ("--ws={workspace.name}", "unknown placeholder {workspace.name} in '--ws={workspace.name}'"),
+    ("{workspace[0]}", "unknown placeholder {workspace[0]}"),
+    ("{workspace!r}", "unknown placeholder {workspace!r}"),
+    ("{workspace:>9}", "unknown placeholder {workspace:>9}"),
+    ("{prompt}", "unknown placeholder {prompt}"),
+    ("a { b", "'a { b': expected '}' before end of string"),
+])
+def test_templates_accept_only_bare_known_placeholders(part, message):
+    with pytest.raises(ArmConfigError) as error:
+        check_template(["agent", part], ("workspace", "model"), "[tool.swe_arena.arms.X]", "command")
+    assert str(error.value).startswith(f"[tool.swe_arena.arms.X]: field 'command': {message}")
+    assert "{workspace}, {model}" in str(error.value)
+    assert check_template(["{workspace}/x", "{{literal}}", "-m={model}"], ("workspace", "model"), "o", "c") == {
+        "workspace", "model"}
+
+
 def test_secrets_wrap_runs_dotenvx_from_the_secrets_dir(tmp_path):
     secrets = Secrets(tmp_path, ("a.env", "b.env"), "/bin/dotenvx")
     argv, cwd = secrets.wrap(["opencode", "run"], Path("/ws"))
@@ -102,6 +176,7 @@ def test_secrets_wrap_runs_dotenvx_from_the_secrets_dir(tmp_path):
 
 def test_kill_grace_is_the_cancel_timeout_plus_ten_seconds():
     assert cancel_grace({}, "here") == 40.0
+    assert DEFAULT_KNOBS["DRIVER_CANCEL_TIMEOUT_MS"] == "30000"  # exported to the driver, not only assumed
     assert cancel_grace({"DRIVER_CANCEL_TIMEOUT_MS": "45000"}, "here") == 55.0
     with pytest.raises(ArmConfigError, match="here: field 'env': DRIVER_CANCEL_TIMEOUT_MS = '0' is not a positive"):
         cancel_grace({"DRIVER_CANCEL_TIMEOUT_MS": "0"}, "here")
@@ -129,7 +204,18 @@ def test_supervisor_artifacts(tmp_path):
     assert (run.status, run.verdict, run.delivered, run.spent_tokens, run.spent_usd) == (
         "completed", "pass", True, 70, 0.5)
     assert (run.spawned, run.workers, run.settled, run.subtasks) == (2, 1, 1, ["x" * 100])
-    assert run.worker_cwds == ["/sandboxes/w1"] and run.settled_tokens == 10
+    assert run.worker_cwds == ["/sandboxes/w1"] and run.settled_tokens == 10 and run.other_ids == []
+
+
+def test_the_supervisor_run_read_is_the_one_whose_state_was_written_last(tmp_path):
+    root = tmp_path / ".loops" / "supervisor"
+    for name, status, mtime in [("sup-9-a", "failed", 1_000), ("sup-10-b", "completed", 2_000)]:
+        (root / name).mkdir(parents=True)
+        (root / name / "state.json").write_text(json.dumps({"status": status}))
+        os.utime(root / name / "state.json", (mtime, mtime))
+    (root / "sup-99-c").mkdir()  # never wrote a state: not preferred, however its name sorts
+    run = read_supervisor_run(tmp_path)
+    assert (run.id, run.status, run.other_ids) == ("sup-10-b", "completed", ["sup-9-a", "sup-99-c"])
 
 
 def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
@@ -156,3 +242,41 @@ def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
         assert packages.is_symlink() and packages.resolve() == shared.resolve()
         assert list(cell.run_dir.iterdir()) == []
     assert home.provenance["opencode_config_sha256"] and "provider" not in json.dumps(home.provenance)
+
+
+def _store(db: Path, cost: object = None) -> None:
+    """An opencode store with the ``session`` columns the harness reads; one row when ``cost`` is given."""
+    import sqlite3
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(db)
+    connection.execute("CREATE TABLE session (id TEXT, parent_id TEXT, directory TEXT, model TEXT, cost REAL, "
+                       "tokens_input INTEGER, tokens_output INTEGER, tokens_reasoning INTEGER, "
+                       "tokens_cache_read INTEGER, tokens_cache_write INTEGER, time_created INTEGER)")
+    if cost is not None:
+        connection.execute("INSERT INTO session VALUES ('s1', NULL, '/ws', NULL, ?, 10, 1, 0, 0, 0, 1)", (cost,))
+    connection.commit()
+    connection.close()
+
+
+def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_never_raises(tmp_path):
+    from pytest_swe_arena.arms.base import CellRequest
+    from pytest_swe_arena.arms.opencode import account_opencode
+    from pytest_swe_arena.cell import create_cell_environment
+
+    streamed = Usage(10, 1, 0, 0, 0, 1, 11, 0.0, "reported")
+
+    def account(name, cost=None, store=True):
+        cell = create_cell_environment(tmp_path / name, base={"PATH": "/usr/bin"})
+        if store:
+            _store(cell.opencode_db, cost)
+        request = CellRequest(instance=None, workspace=None, cell=cell, trial=1)  # type: ignore[arg-type]
+        return account_opencode(request, streamed, {}, PRICE)
+
+    usage, models, served, details = account("empty")
+    assert details["sessions"] == [] and models == {} and served is None
+    assert usage.cost_source == "priced" and usage.input_tokens == 10  # the stream stands alone
+    assert account("none", store=False)[3]["sessions"] is None
+    usage, models, served, details = account("broken", cost="a lot")
+    assert usage == Usage() and models == {} and served is None
+    assert details["accounting_error"].startswith("ValueError: ")

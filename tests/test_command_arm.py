@@ -50,10 +50,12 @@ def test_command_arms_run_report_and_fail_cleanly(suite, calc, xdist):
         + arm_table("FAILS", "command", command=[python, str(agent), "{prompt_file}", "fail"], env=env)
         + arm_table("HANGS", "command", command=[python, str(agent), "{prompt_file}", "hang"], timeout=2, grace=1,
                     env=env)
+        # a program only the cell can resolve, and it is not there: the setup's fault, not the arm's
+        + arm_table("NOPROG", "command", command=["{workspace}/no-such-agent", "{prompt_file}"], env=env)
         + prices_table("acme/coder-1", {"input": 1.0, "output": 2.0})
     )
-    result = suite.run("--arena-arms=CMD,CMDSH,FAILS,HANGS", *xdist)
-    result.assert_outcomes(passed=2, failed=2)
+    result = suite.run("--arena-arms=CMD,CMDSH,FAILS,HANGS,NOPROG", *xdist)
+    result.assert_outcomes(passed=2, failed=2, errors=1)
     rows = {row["arm"]: row for row in suite.ledger()}
     out = suite.path / "arena-out"
 
@@ -81,17 +83,32 @@ def test_command_arms_run_report_and_fail_cleanly(suite, calc, xdist):
     assert hangs["status"] == "timeout" and "did not finish within 2 s" in hangs["error"]
     assert hangs["phases"]["arm"] < 2 + 1 + 5
 
+    noprog = rows["NOPROG"]
+    assert noprog["status"] == "harness_error"  # not scored; run again on resume
+    assert "cannot start command NOPROG: No such file or directory: " in noprog["error"]
+    assert "/no-such-agent" in noprog["error"]
+
     assert processes_with("ARENA_TEST_MARK", mark) == []  # the escaped grandchildren were reaped too
 
 
 @pytest.mark.parametrize(("settings", "message"), [
-    ({"command": ["agent", "{prompt}"]}, "field 'command': unknown placeholder {prompt}; known: {prompt_file}, *"),
+    ({"command": ["agent", "{prompt}"]},
+     "field 'command': unknown placeholder {prompt} in '{prompt}'; known: {prompt_file}, *"),
     ({"command": "agent {prompt_file}"}, "field 'command': a string needs shell = true*"),
-    ({"command": ["agent"], "usage": "claude"}, "field 'usage': 'claude' is not one of file, opencode"),
-    ({"command": ["agent"], "max_usd": 1}, "max_usd / max_tokens need a streamed usage*"),
-    ({"command": ["agent"], "timeout": -1}, "field 'timeout': -1 is not a positive number"),
-    ({"command": ["agent"], "env": {"A B": "x"}}, "field 'env': A B = 'x' is not NAME = \"text\""),
-    ({"command": ["agent"], "colour": "red"}, "field 'colour': unknown setting for kind 'command'*"),
+    ({"command": ["agent", "{}"]}, "field 'command': unknown placeholder {} in '{}'; known: {prompt_file}, *"),
+    ({"command": ["agent", "{workspace.name}"]},
+     "field 'command': unknown placeholder {workspace.name} in '{workspace.name}'; known: {prompt_file}, *"),
+    ({"command": "agent {prompt_file!r}", "shell": True}, "field 'command': unknown placeholder {prompt_file!r}*"),
+    ({"command": ["agent", "-m", "{model}"]}, "field 'model' is required: the command uses {model}"),
+    ({"command": ["no-such-agent-cli"]}, "field 'command': 'no-such-agent-cli' is not on PATH nor in *"),
+    ({"command": ["true"], "usage": "claude"}, "field 'usage': 'claude' is not one of file, opencode"),
+    ({"command": ["true"], "max_usd": 1}, "max_usd / max_tokens need a streamed usage*"),
+    ({"command": ["true"], "usage": "opencode", "model": "acme/unpriced", "max_usd": 1},
+     "field 'max_usd': no price is known for model 'acme/unpriced'*"),
+    ({"command": ["true"], "usage": "opencode", "opencode": "/bin/false"}, "*/false --version exited with 1*"),
+    ({"command": ["true"], "timeout": -1}, "field 'timeout': -1 is not a positive number"),
+    ({"command": ["true"], "env": {"A B": "x"}}, "field 'env': A B = 'x' is not NAME = \"text\""),
+    ({"command": ["true"], "colour": "red"}, "field 'colour': unknown setting for kind 'command'*"),
 ])
 def test_bad_command_settings_are_usage_errors(suite, calc, settings, message):
     suite.instances([calc.row()])

@@ -91,7 +91,8 @@ def test_supervisor_cell_reports_workers_subtasks_and_recovered_spend(suite, cal
 
     assert row["provenance"]["loops_commit"] == loops[1]
     assert row["provenance"]["env_knobs"] == {"WORKER_BACKEND": "cli", "LOOPS_WORKER_HARNESS": "opencode",
-                                              "LOOPS_BRAIN_RETRIES": "30", "DRIVER_DEADLINE_MS": "2600000"}
+                                              "LOOPS_BRAIN_RETRIES": "30", "DRIVER_DEADLINE_MS": "2600000",
+                                              "DRIVER_CANCEL_TIMEOUT_MS": "30000"}
     params = json.loads((out / "params.json").read_text())
     assert params == {"task": calc.row()["problem_statement"], "workspaceDir": params["workspaceDir"],
                       "budget": 40, "verifyCmd": calc.row()["verify"], "workerModel": ASKED,
@@ -147,7 +148,11 @@ def test_supervisor_failures_are_arm_errors_and_unknown_spend_is_null(suite, cal
     ({"shim": "missing.mjs"}, "field 'shim': the command uses {shim}, so 'shim' must name the driver shim file*"),
     ({"env": {"DRIVER_CANCEL_TIMEOUT_MS": "soon"}},
      "field 'env': DRIVER_CANCEL_TIMEOUT_MS = 'soon' is not a positive*"),
-    ({"command": ["node", "{script}"]}, "field 'command': unknown placeholder {script}; known: {shim}, *"),
+    ({"command": ["node", "{}"]}, "field 'command': unknown placeholder {} in '{}'; known: {shim}, *"),
+    ({"command": ["no-such-driver-runtime", "{shim}"]},
+     "field 'command': 'no-such-driver-runtime' is not on PATH nor in *"),
+    ({"command": ["node", "{script}"]},
+     "field 'command': unknown placeholder {script} in '{script}'; known: {shim}, *"),
     ({"worker_model": None}, "field 'worker_model': is required (a string)"),
 ])
 def test_bad_supervisor_settings_are_usage_errors(suite, calc, loops, settings, message):
@@ -169,3 +174,75 @@ def test_a_loops_repo_without_commits_is_a_usage_error(suite, calc, tmp_path):
     result = suite.run("--arena-arms=SUP", subprocess=False)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*field 'loops_repo': {tmp_path} is not a git checkout with a commit*"])
+
+
+def write_store(db: Path, sessions: list[tuple[str, str | None, str, str | None, object, int]]) -> None:
+    """An opencode store with the ``session`` columns the harness reads: (id, parent, cwd, model, cost, input)."""
+    import sqlite3
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(db)
+    connection.execute("CREATE TABLE session (id TEXT, parent_id TEXT, directory TEXT, model TEXT, cost REAL, "
+                       "tokens_input INTEGER, tokens_output INTEGER, tokens_reasoning INTEGER, "
+                       "tokens_cache_read INTEGER, tokens_cache_write INTEGER, time_created INTEGER)")
+    for number, (sid, parent, cwd, model, cost, tokens_in) in enumerate(sessions):
+        name = json.dumps({"providerID": model.split("/")[0], "id": model.split("/")[1]}) if model else None
+        connection.execute("INSERT INTO session VALUES (?, ?, ?, ?, ?, ?, 100, 0, 0, 0, ?)",
+                           (sid, parent, cwd, name, cost, tokens_in, number))
+    connection.commit()
+    connection.close()
+
+
+@pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
+def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
+    """Worker and driver on one model, a session naming no model, workers the store does not know."""
+    from pytest_swe_arena.arms.base import ArmSpec, CellRequest
+    from pytest_swe_arena.arms.supervisor import SupervisorArm, SupervisorRun
+    from pytest_swe_arena.cell import create_cell_environment
+    from pytest_swe_arena.suite import Suite
+    from pytest_swe_arena.usage import Usage
+
+    repo, _ = loops
+    settings = {"loops_repo": str(repo), "shim": str(repo / "driver/run_supervisor.py"), "worker_model": ASKED,
+                "driver_model": ASKED, "opencode": OPENCODE, "grace": 3}
+    spec = ArmSpec("SUP", "supervisor", settings, "[tool.swe_arena.arms.SUP]", tmp_path)
+    price = {"input": 1.0, "output": 2.0}
+    arm = SupervisorArm(spec, Suite(path=None, arm_specs={"SUP": spec}, prices={ASKED: price}))
+    assert arm.grace == 3  # 'grace' overrides DRIVER_CANCEL_TIMEOUT_MS / 1000 + 10
+    cell = create_cell_environment(tmp_path / "cell", base={"PATH": "/usr/bin"})
+    request = CellRequest(instance=None, workspace=None, cell=cell, trial=1)  # type: ignore[arg-type]
+    write_store(cell.opencode_db, [("s1", None, "/sb/w1", ASKED, 0.0, 1000),
+                                   ("s2", "s1", "/sb/w1", None, 0.0, 500),  # a subagent whose model is not named
+                                   ("s3", None, "/sb/w2", ASKED, 0.0, 3000)])
+    run = SupervisorRun(spent_usd=0.5, workers=2, worker_cwds=["/sb/w1", "/sb/w2"])
+    usage, models, served, recovered = arm.account(request, run)
+    workers_usd = (4000 * 1.0 + 200 * 2.0) / 1e6
+    assert served == ASKED  # the unnamed session is not a served model: no false tripwire
+    assert models[ASKED].input_tokens == 4000  # the workers' entry is kept, the driver's dollars added to it
+    assert models[ASKED].cost_usd == pytest.approx(workers_usd + 0.5)
+    assert models["unknown"].input_tokens == 500 and models["unknown"].cost_usd is None
+    assert usage.input_tokens == 4500 and usage.cost_usd is None  # an unpriced session: the total is unknown
+    assert recovered is not None and recovered["unmatched_cwds"] == []
+
+    # a worker whose cwd matches no session: its spend is unknown, so is the total
+    usage, models, served, recovered = arm.account(request, SupervisorRun(
+        spent_usd=0.5, workers=3, worker_cwds=["/sb/w1", "/sb/w2", "/sb/w3"]))
+    assert usage == Usage() and recovered is not None and recovered["unmatched_cwds"] == ["/sb/w3"]
+    assert served == ASKED and models[ASKED].input_tokens == 4000
+
+    # workers were spawned but none said where it ran: unknown, not 0
+    usage, _, _, recovered = arm.account(request, SupervisorRun(spent_usd=0.5, workers=1))
+    assert usage == Usage() and recovered is not None and recovered["sessions"] == 0
+
+    # no workers at all: the driver's dollars are the whole cost
+    usage, models, served, _ = arm.account(request, SupervisorRun(spent_usd=0.5))
+    assert (usage.cost_usd, usage.input_tokens, served) == (0.5, 0, None)
+
+    # a store holding what the harness cannot read: unknown spend and the reason, never an exception
+    broken = create_cell_environment(tmp_path / "broken", base={"PATH": "/usr/bin"})
+    write_store(broken.opencode_db, [("s1", None, "/sb/w1", ASKED, "a lot", 1000)])
+    usage, models, served, recovered = arm.account(
+        CellRequest(instance=None, workspace=None, cell=broken, trial=1),  # type: ignore[arg-type]
+        SupervisorRun(spent_usd=0.5, workers=1, worker_cwds=["/sb/w1"]))
+    assert usage == Usage() and models == {} and served is None
+    assert recovered is not None and recovered["accounting_error"].startswith("ValueError: ")

@@ -14,8 +14,9 @@ import json
 import os
 import re
 import shutil
+import string
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from .. import proc
 from ..suite import Suite
 from ..usage import StreamFollower, Usage, price_tokens
-from .base import ArmConfigError, ArmError, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -60,6 +61,41 @@ def find_program(name: str, suite: Suite, origin: str, key: str) -> str:
             "install it (npm install) or give its path"
         )
     return found
+
+
+def check_template(parts: Iterable[str], placeholders: Sequence[str], origin: str, key: str) -> set[str]:
+    """The placeholders a command template uses; anything but a bare known ``{name}`` is an ``ArmConfigError``.
+
+    Format specs, conversions, attribute or index access and positional
+    ``{}`` are refused here, at configuration, so they cannot fail in a cell.
+    """
+    known = ", ".join("{" + name + "}" for name in placeholders)
+    used: set[str] = set()
+    for part in parts:
+        try:
+            fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(part)
+                      if name is not None]
+        except ValueError as error:
+            raise ArmConfigError(f"{origin}: field {key!r}: {part!r}: {error} "
+                                 f"(write a literal brace as {{{{ or }}}}; placeholders: {known})") from None
+        for name, spec, conversion in fields:
+            shown = "{" + name + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+            if name not in placeholders or spec or conversion:
+                raise ArmConfigError(f"{origin}: field {key!r}: unknown placeholder {shown} in {part!r}; "
+                                     f"known: {known} (a literal brace is {{{{ or }}}})")
+            used.add(name)
+    return used
+
+
+def check_program(argv: Sequence[str], suite: Suite, origin: str, key: str) -> None:
+    """Refuse, at configuration, an argv whose program cannot be found (a placeholder in it is checked in the cell).
+
+    A relative path is left to the cell: it is relative to the agent's cwd.
+    """
+    program = argv[0] if argv else ""
+    if not program or "{" in program or (os.sep in program and not os.path.isabs(program)):
+        return
+    find_program(program, suite, origin, key)
 
 
 @dataclass(frozen=True)
@@ -153,10 +189,36 @@ class CapWatch:
         return "over_budget" if self.reason else None
 
 
-def read_cap(reader: SettingsReader, price: Mapping[str, float] | None) -> SpendCap:
+def read_cap(reader: SettingsReader, price: Mapping[str, float] | None, model: str | None) -> SpendCap:
+    """``max_usd`` / ``max_tokens``; ``max_usd`` needs the model's price.
+
+    opencode reports a cost of 0 for a model without a ``cost`` in its config,
+    so without a price the dollar cap could never fire: that is a
+    configuration error, not a cap that silently does nothing.
+    """
     max_usd = reader.number("max_usd")
     max_tokens = reader.number("max_tokens")
+    if max_usd is not None and price is None:
+        whose = f"model {model!r}" if model else "the arm, which names no 'model',"
+        add = f'[tool.swe_arena.prices."{model}"]' if model else "'model' and its [tool.swe_arena.prices]"
+        raise ArmConfigError(f"{reader.spec.origin}: field 'max_usd': no price is known for {whose} and an agent "
+                             f"that reports cost 0 would never reach the cap; add {add}, or use max_tokens")
     return SpendCap(max_usd, int(max_tokens) if max_tokens is not None else None, price)
+
+
+def over_cap(cap: SpendCap, outcome: AgentOutcome, usage: Usage, what: str) -> AgentOutcome:
+    """``outcome``, turned ``over_budget`` when the final, accounted ``usage`` passed the cap.
+
+    The live watch sees only the stream; subagents, or spend in the last
+    moments before the agent exited, show up only in the final accounting.
+    Such a cell is never scored from its work either.
+    """
+    if outcome.status != "completed" or not cap.is_set:
+        return outcome
+    reason = cap.exceeded(usage)
+    if reason is None:
+        return outcome
+    return AgentOutcome("over_budget", f"{what} went over its cap: {reason}", outcome.returncode, outcome.seconds)
 
 
 @dataclass(frozen=True)
@@ -186,7 +248,7 @@ def run_agent(
     """Run the agent in its own process group (under dotenvx when it has secrets) and say how it ended.
 
     Its failures are statuses, not exceptions; only an agent that cannot be
-    started at all raises ``ArmError``.
+    started at all raises ``ArmStartError`` (a harness error: re-run on resume).
     """
     command, directory = (secrets.wrap(argv, cwd) if secrets else (list(argv), cwd))
     # opencode (Bun) takes its working directory from PWD when set: it must be the agent's cwd.
@@ -194,12 +256,15 @@ def run_agent(
     try:
         result = proc.run(command, cwd=directory, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
                           timeout=timeout, grace=grace, should_stop=should_stop)
-    except (FileNotFoundError, PermissionError) as error:
-        raise ArmError(f"cannot start {what}: {error.strerror}: {command[0]}") from None
+    except OSError as error:
+        # error.filename is whatever was missing: the program, its cwd, or a file given as stdin.
+        culprit = error.filename if error.filename is not None else command[0]
+        raise ArmStartError(f"cannot start {what}: {error.strerror or error}: {culprit}") from None
     if result.timed_out:
         return AgentOutcome("timeout", f"{what} did not finish within {timeout:g} s", None, result.seconds)
     if result.stopped:
-        return AgentOutcome(result.stopped, f"{what} was stopped: {result.stopped}", None, result.seconds)
+        return AgentOutcome(result.stopped, f"{what} was stopped: {result.stopped}", result.returncode,
+                            result.seconds)
     if result.returncode != 0:
         return AgentOutcome("arm_error", f"{what} exited with status {result.returncode}", result.returncode,
                             result.seconds)
@@ -290,7 +355,8 @@ def read_opencode_home(reader: SettingsReader, executable: str) -> OpencodeHome:
         raise ArmConfigError(f"{origin}: field 'auth': {auth_setting} does not exist")
     auth = auth_setting or _user_dir("XDG_DATA_HOME", ".local/share") / "opencode" / "auth.json"
     packages = reader.path("packages") or _user_dir("XDG_CACHE_HOME", ".cache") / "opencode" / "packages"
-    return OpencodeHome(config, source, auth if auth.is_file() else None, packages, agent_version(executable))
+    return OpencodeHome(config, source, auth if auth.is_file() else None, packages,
+                        agent_version(executable, origin))
 
 
 def _user_config() -> tuple[str | None, str]:
@@ -307,13 +373,18 @@ def _user_config() -> tuple[str | None, str]:
     return None, "none"
 
 
-def agent_version(executable: str) -> str:
-    """``EXECUTABLE --version``, e.g. ``1.18.33`` (recorded in every row's provenance)."""
+def agent_version(executable: str, origin: str | None = None) -> str:
+    """``EXECUTABLE --version``, e.g. ``1.18.33`` (recorded in every row's provenance).
+
+    :param origin: the arm table that names the executable, for the error message.
+    """
+    where = f"{origin}: " if origin else ""
     try:
         completed = subprocess.run([executable, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
                                    text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise ArmConfigError(f"cannot run {executable} --version: {error}") from None
+        raise ArmConfigError(f"{where}cannot run {executable} --version: {error}") from None
     if completed.returncode != 0:
-        raise ArmConfigError(f"{executable} --version exited with {completed.returncode}: {completed.stderr[-300:]}")
+        raise ArmConfigError(f"{where}{executable} --version exited with {completed.returncode}: "
+                             f"{completed.stderr[-300:]}")
     return completed.stdout.strip()

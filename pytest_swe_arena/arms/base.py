@@ -34,6 +34,14 @@ class ArmError(Exception):
     """The arm failed in a way that counts against it (status ``arm_error``)."""
 
 
+class ArmStartError(Exception):
+    """The agent could not be started at all (a missing program or directory): the setup's fault, not the arm's.
+
+    Not an ``ArmError``: the harness records any other exception from
+    ``Arm.run`` as ``harness_error``, which is not scored and runs again on resume.
+    """
+
+
 @dataclass(frozen=True)
 class ArmSpec:
     """An arm as configured: its name, kind and settings, and where it was defined."""

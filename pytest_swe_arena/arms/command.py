@@ -29,7 +29,10 @@ from .agent import (
     OPENCODE_QUIET_ENV,
     CapWatch,
     OpencodeHome,
+    check_program,
+    check_template,
     find_program,
+    over_cap,
     read_cap,
     read_env,
     read_opencode_home,
@@ -38,7 +41,7 @@ from .agent import (
     write_prompt,
 )
 from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
-from .opencode import account_opencode
+from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, account_opencode
 
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
 USAGE_SOURCES = ("file", "opencode")
@@ -62,10 +65,15 @@ class CommandArm:
             raise ArmConfigError(f"{spec.origin}: field 'command': with shell = true give one string; "
                                  "otherwise a non-empty list of strings")
         self.command: str | list[str] = command
-        self._check_placeholders(spec)
+        used = check_template([command] if isinstance(command, str) else command, PLACEHOLDERS, spec.origin,
+                              "command")
         self.model: str | None = reader.string("model")
-        self.timeout: float = reader.number("timeout", 1000.0)
-        self.grace: float = reader.number("grace", 10.0)
+        if "model" in used and not self.model:
+            raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
+        if isinstance(command, list):
+            check_program(command, suite, spec.origin, "command")
+        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
+        self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
         self.stdin: str = reader.string("stdin", "none")
         if self.stdin not in ("none", "prompt"):
@@ -78,28 +86,16 @@ class CommandArm:
         self.secrets = read_secrets(reader, suite)
         self.prices = suite.prices
         self.price = price_for(suite.prices, self.model)
-        self.cap = read_cap(reader, self.price)
-        if self.cap.is_set and self.usage_source == "file":
+        if self.usage_source == "file" and ("max_usd" in spec.settings or "max_tokens" in spec.settings):
             raise ArmConfigError(f"{spec.origin}: max_usd / max_tokens need a streamed usage (usage = \"opencode\"); "
                                  "a usage file is only read at the end")
+        self.cap = read_cap(reader, self.price, self.model)
         self.home: OpencodeHome | None = None
         if self.usage_source == "opencode":
             executable = find_program(reader.string("opencode", "opencode"), suite, spec.origin, "opencode")
             self.home = read_opencode_home(reader, executable)
         reader.finish()
         self.spec = spec
-
-    def _check_placeholders(self, spec: ArmSpec) -> None:
-        sample = {name: name for name in PLACEHOLDERS}
-        for part in [self.command] if isinstance(self.command, str) else self.command:
-            try:
-                part.format_map(sample)
-            except KeyError as error:
-                raise ArmConfigError(f"{spec.origin}: field 'command': unknown placeholder {{{error.args[0]}}}; "
-                                     f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}") from None
-            except (ValueError, IndexError) as error:
-                raise ArmConfigError(f"{spec.origin}: field 'command': {part!r}: {error} "
-                                     "(write a literal brace as {{ or }})") from None
 
     def argv(self, values: Mapping[str, str]) -> list[str]:
         if isinstance(self.command, str):
@@ -138,15 +134,25 @@ class CommandArm:
             usage, models, served, stream_details = account_opencode(request, read_stream(stdout).usage(),
                                                                      self.prices, self.price)
             details.update(stream_details)
+            if outcome.status == "completed":
+                outcome = over_cap(self.cap, outcome, usage, f"command {self.spec.name}")
+                error = outcome.error
         else:
-            usage, served, problem = read_usage_file(usage_file)
+            usage, models, served, problem = self.account_file(usage_file)
             if problem:
                 details["usage_error"] = problem
-            usage = usage.priced(price_for(self.prices, served or self.model))
-            if served or self.model:
-                models = {(served or self.model or ""): usage}
         return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
                          served_model=served, provenance=provenance, details=details)
+
+    def account_file(self, path: Path) -> tuple[Usage, dict[str, Usage], str | None, str | None]:
+        """(usage, per model, served model, problem) from the usage file; never raises once the agent has run."""
+        try:
+            usage, served, problem = read_usage_file(path)
+            usage = usage.priced(price_for(self.prices, served or self.model))
+        except Exception as error:  # any failure: the agent ran, its spend is unknown, not lost
+            return Usage(), {}, None, f"accounting failed: {type(error).__name__}: {error}"
+        model = served or self.model
+        return usage, ({model: usage} if model else {}), served, problem
 
 
 def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:

@@ -23,6 +23,7 @@ from .agent import (
     OPENCODE_QUIET_ENV,
     CapWatch,
     find_program,
+    over_cap,
     read_cap,
     read_env,
     read_opencode_home,
@@ -52,7 +53,7 @@ class OpencodeArm:
         self.env = read_env(reader)
         self.secrets = read_secrets(reader, suite)
         self.price = price_for(suite.prices, self.model)
-        self.cap = read_cap(reader, self.price)
+        self.cap = read_cap(reader, self.price, self.model)
         self.home = read_opencode_home(reader, self.executable)
         self.prices = suite.prices
         reader.finish()
@@ -77,6 +78,9 @@ class OpencodeArm:
         elif outcome.status == "arm_error" and stream.errors:
             error = f"{error}: {stream.errors[-1][:500]}"
         usage, models, served, details = account_opencode(request, stream.usage(), self.prices, self.price)
+        if outcome.status == "completed":
+            outcome = over_cap(self.cap, outcome, usage, "opencode")
+            error = outcome.error
         details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
         return ArmResult(
             status=outcome.status, error=error, usage=usage, models=models,
@@ -91,12 +95,22 @@ def account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str,
     """Usage from the cell's store (all sessions, subagents included), steps and context from the stream.
 
     Returns the usage, the usage per served model, the served model of the
-    run's root session and details. When the store cannot be read the stream's
-    numbers stand alone: they miss subagent spend, which ``details.sessions =
-    null`` makes visible.
+    run's root session and details. When the store cannot be read
+    (``details.sessions = null``) or holds no session (``[]``) the stream's
+    numbers stand alone: they miss subagent spend, which those details make
+    visible. Never raises: the agent has run, and its spend must not be lost
+    to an accounting bug; a failure gives unknown usage and ``details.accounting_error``.
     """
+    try:
+        return _account_opencode(request, streamed, prices, price)
+    except Exception as error:  # any failure: see the docstring
+        return Usage(), {}, None, {"sessions": None, "accounting_error": f"{type(error).__name__}: {error}"}
+
+
+def _account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str, Mapping[str, float]],
+                      price: Mapping[str, float] | None) -> tuple[Usage, dict[str, Usage], str | None, dict[str, Any]]:
     sessions = read_sessions(request.cell.opencode_db)
-    details: dict[str, Any] = {"stream": streamed.to_json(), "sessions": None}
+    details: dict[str, Any] = {"stream": streamed.to_json(), "sessions": None if sessions is None else []}
     if not sessions:
         return streamed.priced(price), {}, None, details
     models = sessions_by_model(sessions, prices)

@@ -4,13 +4,13 @@ For each cell it writes ``params.json`` in the run dir, exports the env knobs
 (plus ``LOOPS_BRAIN_LOG`` in the run dir) and runs the driver command with
 cwd = the loops checkout, whose commit is recorded as provenance. The driver
 gets ``DRIVER_CANCEL_TIMEOUT_MS`` + 10 s between SIGTERM and SIGKILL to cancel
-and settle its workers. Afterwards it reads ``<ws>/.loops/supervisor/<id>/``:
+and settle its workers (the ``grace`` setting overrides that). Afterwards it reads ``<ws>/.loops/supervisor/<id>/``:
 ``state.json`` (status, verdict, result), ``journal.jsonl`` (spawned and
 settled workers, their labels as subtasks) and ``workers/*.ndjson`` (settled
 spend, started cwd). Workers run opencode with the cell's environment, so their
 sessions are in the cell's opencode store: joining their cwds to the
-``session`` table recovers what they spent. A store that cannot be read gives
-null, never 0. Anything but a driver that exits 0 with state ``completed`` is
+``session`` table recovers what they spent. A store that cannot be read, or a
+worker whose cwd matches no session, gives null, never 0. Anything but a driver that exits 0 with state ``completed`` is
 ``arm_error`` and is not scored.
 """
 
@@ -20,15 +20,24 @@ import json
 import shutil
 import subprocess
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..suite import Suite
-from ..usage import SessionSpend, Usage, add_usages, read_sessions, sessions_by_model
-from .agent import OPENCODE_QUIET_ENV, find_program, read_env, read_opencode_home, read_secrets, run_agent
+from ..usage import UNKNOWN_MODEL, SessionSpend, Usage, add_usages, read_sessions, sessions_by_model
+from .agent import (
+    OPENCODE_QUIET_ENV,
+    check_program,
+    check_template,
+    find_program,
+    read_env,
+    read_opencode_home,
+    read_secrets,
+    run_agent,
+)
 from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 
 DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
@@ -38,8 +47,9 @@ DEFAULT_KNOBS = {
     "LOOPS_WORKER_HARNESS": "opencode",
     "LOOPS_BRAIN_RETRIES": "30",
     "DRIVER_DEADLINE_MS": "2600000",
+    # Exported, not only assumed: the kill grace is computed from it (cancel_grace).
+    "DRIVER_CANCEL_TIMEOUT_MS": "30000",
 }
-DEFAULT_CANCEL_TIMEOUT_MS = 30_000
 #: Time the driver gets beyond its own cancellation deadline to settle its workers.
 SETTLE_SECONDS = 10.0
 DEFAULT_TIMEOUT = 2800.0
@@ -51,6 +61,8 @@ class SupervisorRun:
     """What the driver left in ``<ws>/.loops/supervisor/<id>/`` (None where a file said nothing)."""
 
     id: str | None = None
+    #: Other run dirs found in ``.loops/supervisor`` (there should be none: ``.loops`` is removed before the run).
+    other_ids: list[str] = field(default_factory=list)
     status: str | None = None
     verdict: str | None = None
     delivered: bool | None = None
@@ -92,15 +104,28 @@ def _number(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def _state_mtime(directory: Path) -> float:
+    try:
+        return (directory / "state.json").stat().st_mtime
+    except OSError:
+        return float("-inf")  # no state written: never preferred to a run that wrote one
+
+
 def read_supervisor_run(workspace: Path) -> SupervisorRun:
-    """Parse the latest supervisor run dir in ``workspace`` (an empty ``SupervisorRun`` when there is none)."""
+    """Parse the supervisor run dir in ``workspace`` (an empty ``SupervisorRun`` when there is none).
+
+    Should there be several, the one whose ``state.json`` was written last is
+    read (run ids need not sort by time) and the others are listed in ``other_ids``.
+    """
     root = workspace / ".loops" / "supervisor"
-    ids = sorted(entry.name for entry in root.iterdir() if entry.is_dir()) if root.is_dir() else []
+    directories = [entry for entry in root.iterdir() if entry.is_dir()] if root.is_dir() else []
     run = SupervisorRun()
-    if not ids:
+    if not directories:
         return run
-    run.id = ids[-1]
-    directory = root / run.id
+    directories.sort(key=lambda entry: (_state_mtime(entry), entry.name))
+    directory = directories[-1]
+    run.id = directory.name
+    run.other_ids = sorted(entry.name for entry in directories[:-1])
     try:
         state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -158,6 +183,7 @@ class SupervisorArm:
         self.shim = reader.path("shim")
         self.extension = reader.path("extension") or loops_repo / "extensions" / "pi" / "loops.ts"
         self._check_template(origin)
+        check_program(self.command, suite, origin, "command")
         self.worker_model: str = reader.string("worker_model", required=True)
         self.driver_model: str = reader.string("driver_model", required=True)
         self.params_defaults = {
@@ -170,7 +196,8 @@ class SupervisorArm:
         self.suffix: str = reader.string("worker_suffix", "")
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.knobs = {**DEFAULT_KNOBS, **read_env(reader)}
-        self.grace = cancel_grace(self.knobs, origin)
+        computed_grace = cancel_grace(self.knobs, origin)  # validates the knob even when 'grace' overrides it
+        self.grace: float = reader.number("grace") or computed_grace
         self.secrets = read_secrets(reader, suite)
         executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
         self.home = read_opencode_home(reader, executable)
@@ -179,13 +206,8 @@ class SupervisorArm:
         self.spec = spec
 
     def _check_template(self, origin: str) -> None:
-        for part in self.command:
-            try:
-                part.format_map({name: name for name in PLACEHOLDERS})
-            except KeyError as error:
-                raise ArmConfigError(f"{origin}: field 'command': unknown placeholder {{{error.args[0]}}}; "
-                                     f"known: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}") from None
-        if any("{shim}" in part for part in self.command) and (self.shim is None or not self.shim.is_file()):
+        used = check_template(self.command, PLACEHOLDERS, origin, "command")
+        if "shim" in used and (self.shim is None or not self.shim.is_file()):
             raise ArmConfigError(f"{origin}: field 'shim': the command uses {{shim}}, so 'shim' must name the "
                                  f"driver shim file (got {self.shim})")
 
@@ -223,10 +245,10 @@ class SupervisorArm:
             status, error = "arm_error", f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
             status, error = "arm_error", f"supervisor state {run.status or 'missing'}; expected completed"
-        usage, models, recovered = self.account(request, run)
+        usage, models, served, recovered = self.account(request, run)
         return ArmResult(
             status=status, error=error, usage=usage, models=models,
-            asked_model=self.worker_model, served_model=_served(models, self.driver_model),
+            asked_model=self.worker_model, served_model=served,
             provenance={**self.home.provenance, "loops_repo": str(self.loops_repo),
                         "loops_commit": self.loops_commit, "env_knobs": self.knobs,
                         **({"secrets": self.secrets.describe()} if self.secrets else {})},
@@ -234,39 +256,73 @@ class SupervisorArm:
                      "driver_returncode": outcome.returncode, "driver_seconds": round(outcome.seconds, 3)},
         )
 
-    def account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage],
+    def account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage], str | None,
                                                                            dict[str, Any] | None]:
-        """Workers' spend recovered from the store, plus the driver's own reported spend.
+        """Workers' spend recovered from the store, plus the driver's own reported spend; never raises.
 
         ``usage`` tokens are the workers' (the driver reports one undivided
-        total, kept in ``models[driver_model]`` and the details); its dollars
-        are the workers' plus the driver's.
+        total, kept in the details); its dollars are the workers' plus the
+        driver's. ``models`` holds each worker model's spend, with the
+        driver's dollars added to the driver model's entry, so the entries
+        sum to the cell's cost. Worker spend is unknown (null) when the store
+        cannot be read, or when a worker ran whose cwd matches no session.
+        Also returns the served model(s) of the workers and the recovered spend.
         """
+        try:
+            return self._account(request, run)
+        except Exception as error:  # any failure: the driver ran, its spend is unknown, not lost
+            return Usage(), {}, None, {"accounting_error": f"{type(error).__name__}: {error}"}
+
+    def _account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage], str | None,
+                                                                          dict[str, Any] | None]:
         sessions = worker_sessions(read_sessions(request.cell.opencode_db) if run.worker_cwds else [],
                                    run.worker_cwds)
         driver = Usage(cost_usd=run.spent_usd, cost_source="reported" if run.spent_usd is not None else "unknown")
         if sessions is None:
-            return Usage(), {self.driver_model: driver}, None
+            return Usage(), {self.driver_model: driver}, None, None
+        found = {session.directory for session in sessions}
+        unmatched = sorted(set(run.worker_cwds) - found)
         models = sessions_by_model(sessions, self.prices)
         workers = add_usages(models.values())
-        recovered = {"sessions": len(sessions), "input_tokens": workers.input_tokens,
-                     "output_tokens": (workers.output_tokens or 0) + (workers.reasoning_tokens or 0),
-                     "cost_usd": workers.cost_usd, "cost_source": workers.cost_source}
+        output = (None if workers.output_tokens is None or workers.reasoning_tokens is None
+                  else workers.output_tokens + workers.reasoning_tokens)
+        recovered = {"sessions": len(sessions), "input_tokens": workers.input_tokens, "output_tokens": output,
+                     "cost_usd": workers.cost_usd, "cost_source": workers.cost_source,
+                     "unmatched_cwds": unmatched}
+        served = _served(models)
+        models = _with_driver(models, self.driver_model, driver)
+        if unmatched or (run.workers and not run.worker_cwds):
+            # A worker ran, but what it spent is not in the store: the total is unknown, never a partial sum.
+            return Usage(), models, served, recovered
         cost = None if workers.cost_usd is None or run.spent_usd is None else round(workers.cost_usd + run.spent_usd, 9)
         source = workers.cost_source if cost is not None else "unknown"
         usage = Usage(workers.input_tokens, workers.output_tokens, workers.reasoning_tokens,
                       workers.cache_read_tokens, workers.cache_write_tokens, None, None, cost, source)
-        return usage, {**models, self.driver_model: driver}, recovered
+        return usage, models, served, recovered
 
 
-def _served(models: Mapping[str, Usage], driver_model: str) -> str | None:
-    served = sorted(model for model in models if model != driver_model)
+def _with_driver(models: Mapping[str, Usage], driver_model: str, driver: Usage) -> dict[str, Usage]:
+    """The workers' per-model spend with the driver's dollars in the driver model's entry (added, never replacing)."""
+    merged = dict(models)
+    workers = merged.get(driver_model)
+    if workers is None:
+        merged[driver_model] = driver
+        return merged
+    cost = None if workers.cost_usd is None or driver.cost_usd is None else round(workers.cost_usd + driver.cost_usd, 9)
+    merged[driver_model] = replace(workers, cost_usd=cost, cost_source=workers.cost_source if cost is not None
+                                   else "unknown")
+    return merged
+
+
+def _served(worker_models: Mapping[str, Usage]) -> str | None:
+    """The models the workers' sessions were served by (sessions naming no model are left out)."""
+    served = sorted(model for model in worker_models if model != UNKNOWN_MODEL)
     return ",".join(served) or None
 
 
 def cancel_grace(knobs: Mapping[str, str], origin: str) -> float:
     """``DRIVER_CANCEL_TIMEOUT_MS`` + 10 s: the driver's own cancellation deadline, and time to settle."""
-    raw = knobs.get("DRIVER_CANCEL_TIMEOUT_MS", str(DEFAULT_CANCEL_TIMEOUT_MS))
+    raw = knobs.get("DRIVER_CANCEL_TIMEOUT_MS", DEFAULT_KNOBS["DRIVER_CANCEL_TIMEOUT_MS"])
     try:
         milliseconds = float(raw)
     except ValueError:
