@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from . import __version__
-from .arms.base import Arm, ArmError, ArmResult, CellRequest
+from .arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
 from .cell import CellEnvironment
 from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .instances import Instance
@@ -106,6 +106,10 @@ def run_cell(
         result = case.arm.run(request)
     except ArmError as error:
         result = ArmResult(status="arm_error", error=str(error))
+    except ArmStartError as error:
+        # The agent never started: nothing was spent, and the setup (not the arm) is at fault.
+        timings["arm"] = time.monotonic() - clock
+        return _finish(outcome, cell, timings, status="harness_error", error=str(error))
     except pytest.fail.Exception as error:
         if not is_pytest_timeout(error):
             raise
