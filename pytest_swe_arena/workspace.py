@@ -1,12 +1,19 @@
 """Workspaces: materialize a repository at ``base_commit``, extract the patch.
 
 Each repository is fetched once into a bare mirror in the shared cache (under
-a file lock, so concurrent xdist workers fetch it once between them). A cell's
-workspace is a fresh ``git init`` whose object store borrows the mirror's
-through ``objects/info/alternates``: no objects are copied, only the tree is
-checked out, and the workspace's refs, index and new objects stay private.
-Only the work branch exists in the workspace, so the history after
-``base_commit`` is not reachable by name from inside it.
+a file lock, so concurrent xdist workers fetch it once between them). The
+mirror holds the whole history, including the fix and everything after it, so
+no workspace ever reads from it. Instead each base commit gets a *snapshot*
+once per cache: a bare repository whose single pack holds exactly the objects
+reachable from ``base_commit`` (built with ``git pack-objects --revs`` under a
+file lock, into a temporary directory renamed into place). Every arm and trial
+of that base borrows the snapshot's objects through ``objects/info/alternates``:
+nothing is copied per cell, only the tree is checked out, and the workspace's
+refs, index and new objects stay private. A commit after base is not in any
+object store the workspace can see, by name or by sha.
+
+Every git call goes through ``git()``, which ignores the user's global and
+system git config (``diff.noprefix``, ``core.excludesFile``, hooks, signing...).
 """
 
 from __future__ import annotations
@@ -45,7 +52,16 @@ _GIT_ENV = {
     "GIT_AUTHOR_EMAIL": "swe-arena@localhost",
     "GIT_COMMITTER_NAME": "swe-arena",
     "GIT_COMMITTER_EMAIL": "swe-arena@localhost",
+    # The user's ~/.gitconfig and /etc/gitconfig must not shape the harness's git:
+    # diff.noprefix makes patches that do not apply, core.excludesFile drops files
+    # from `git add -A`, commit.gpgsign and core.hooksPath break or run things.
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
 }
+
+#: Set on every mirror and snapshot: nothing may repack or prune a store that
+#: other processes are reading from.
+_NO_GC = ("gc.auto=0", "maintenance.auto=false")
 
 
 class WorkspaceError(Exception):
@@ -60,11 +76,15 @@ class PatchApplyError(WorkspaceError):
         super().__init__(f"{what} does not apply: {output.strip()[:500]}")
 
 
-def git(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> str:
-    env = {**os.environ, **_GIT_ENV}
-    completed = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, input=input, capture_output=True, check=False,
+def run_git(*args: str, cwd: Path, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run git with the harness's environment and return the completed process, whatever its exit code."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **_GIT_ENV}, input=input, capture_output=True, check=False,
     )
+
+
+def git(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> str:
+    completed = run_git(*args, cwd=cwd, input=input)
     if check and completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip() or completed.stdout.decode(errors="replace")
         raise WorkspaceError(f"git {' '.join(args[:3])} failed in {cwd}: {message[:800]}")
@@ -77,72 +97,145 @@ class Workspace:
 
     path: Path
     base_commit: str  # full sha
-    mirror: Path | None
     #: False for an image's /testbed, whose ignored files are the image's build (compiled extensions...).
     clean_ignored: bool = True
 
 
 class RepoStore:
-    """One bare mirror per repository source in ``root``, shared by every cell and worker."""
+    """One bare mirror per repository source in ``root``, and one snapshot per base commit.
+
+    Both are shared by every cell and worker; only snapshots are ever borrowed by a workspace.
+    """
 
     def __init__(self, root: Path):
         self.root = root
         self.engines = EngineProbe()
         #: (mirror, commit as given) -> full sha: resolved once per session, not once per cell.
         self._resolved: dict[tuple[Path, str], str] = {}
+        #: (mirror, commit as given) -> why it cannot be used: fetched for once per session, not once per cell.
+        self._unusable: dict[tuple[Path, str], str] = {}
+        self._snapshots: set[Path] = set()
 
     def mirror_path(self, source: Source, repo: str) -> Path:
         digest = hashlib.sha256(f"{source.kind}:{source.location}".encode()).hexdigest()[:12]
         slug = re.sub(r"[^A-Za-z0-9._-]", "_", repo.replace("/", "__"))
         return self.root / "mirrors" / f"{slug}-{digest}.git"
 
+    def snapshot_path(self, mirror: Path, full: str) -> Path:
+        return self.root / "snapshots" / mirror.name.removesuffix(".git") / f"{full}.git"
+
     def ensure_commit(self, source: Source, repo: str, commit: str) -> tuple[Path, str]:
         """Return the mirror holding ``commit`` and the commit's full sha; fetch if needed."""
         from filelock import FileLock
 
         mirror = self.mirror_path(source, repo)
-        full = self._resolved.get((mirror, commit))
+        key = (mirror, commit)
+        if key in self._unusable:
+            raise WorkspaceError(self._unusable[key])
+        full = self._resolved.get(key)
         if full is None and mirror.exists():
-            full = _resolve_commit(mirror, commit)
+            full = self._resolve(mirror, commit, source)
         if full:
-            self._resolved[mirror, commit] = full
+            self._resolved[key] = full
             return mirror, full
         mirror.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(mirror) + ".lock"):
             # Another worker may have fetched while we waited for the lock.
-            full = _resolve_commit(mirror, commit) if mirror.exists() else None
+            full = self._resolve(mirror, commit, source) if mirror.exists() else None
             if full:
+                self._resolved[key] = full
                 return mirror, full
             if mirror.exists():
-                git("fetch", "--quiet", "--force", source.location, "+refs/*:refs/*", cwd=mirror)
+                no_gc = [arg for setting in _NO_GC for arg in ("-c", setting)]
+                git(*no_gc, "fetch", "--quiet", "--force", source.location, "+refs/*:refs/*", cwd=mirror)
             else:
                 staging = Path(tempfile.mkdtemp(prefix=mirror.name + ".", dir=mirror.parent))
                 try:
-                    git("clone", "--quiet", "--mirror", source.location, str(staging / "m.git"), cwd=mirror.parent)
+                    no_gc = [arg for setting in _NO_GC for arg in ("--config", setting)]
+                    git("clone", "--quiet", "--mirror", *no_gc, source.location, str(staging / "m.git"),
+                        cwd=mirror.parent)
                     os.rename(staging / "m.git", mirror)
                 finally:
                     shutil.rmtree(staging, ignore_errors=True)
             with open(mirror / "arena-fetches.log", "a") as log:
                 log.write(f"{time.time():.3f} pid={os.getpid()} {source.describe()}\n")
-            full = _resolve_commit(mirror, commit)
+            full = self._resolve(mirror, commit, source)
             if not full:
-                raise WorkspaceError(f"base_commit {commit} not found in {source.describe()}")
-            self._resolved[mirror, commit] = full
+                self._unusable[key] = f"base_commit {commit} not found in {source.describe()}"
+                raise WorkspaceError(self._unusable[key])
+            self._resolved[key] = full
             return mirror, full
 
+    def _resolve(self, mirror: Path, commit: str, source: Source) -> str | None:
+        try:
+            return _resolve_commit(mirror, commit)
+        except AmbiguousCommitError as error:
+            # More history can only add candidates: fetching again would not help.
+            self._unusable[mirror, commit] = f"base_commit {commit} is ambiguous in {source.describe()}: {error}"
+            raise WorkspaceError(self._unusable[mirror, commit]) from None
 
-def _resolve_commit(mirror: Path, commit: str) -> str | None:
-    out = subprocess.run(
-        ["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"],
-        cwd=mirror, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
-    )
-    return out.stdout.decode().strip() or None if out.returncode == 0 else None
+    def snapshot(self, mirror: Path, full: str) -> Path:
+        """The object store (``objects`` folder) of the snapshot of ``full``: only objects reachable from it.
+
+        Built once per cache for every arm and trial of that base, under a file lock,
+        into a temporary folder renamed into place (so a snapshot that exists is complete).
+        """
+        from filelock import FileLock
+
+        snapshot = self.snapshot_path(mirror, full)
+        if snapshot in self._snapshots or snapshot.exists():
+            self._snapshots.add(snapshot)
+            return snapshot / "objects"
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        # One lock per snapshot: snapshots of different bases only read the mirror, so they build in parallel.
+        with FileLock(str(snapshot) + ".lock"):
+            if not snapshot.exists():
+                staging = Path(tempfile.mkdtemp(prefix=snapshot.name + ".", dir=snapshot.parent))
+                try:
+                    repo = staging / "s.git"
+                    _init_snapshot(repo)
+                    git("pack-objects", "--revs", "--quiet", "--delta-base-offset", str(repo / "objects/pack/pack"),
+                        cwd=mirror, input=f"{full}\n".encode())
+                    # A detached HEAD keeps every object reachable inside the snapshot itself.
+                    (repo / "HEAD").write_text(full + "\n")
+                    os.rename(repo, snapshot)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        self._snapshots.add(snapshot)
+        return snapshot / "objects"
+
+
+def _init_snapshot(repo: Path) -> None:
+    git("init", "--quiet", "--bare", "--template=", str(repo), cwd=repo.parent)
+    (repo / "objects" / "pack").mkdir(parents=True, exist_ok=True)
+    with open(repo / "config", "a", encoding="utf-8") as config:
+        config.write("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n")
+
+
+class AmbiguousCommitError(Exception):
+    """A short sha names more than one commit; the message lists the candidates."""
+
+
+def _resolve_commit(repo: Path, commit: str) -> str | None:
+    """The full sha of ``commit`` in ``repo``; None if it is not there; ``AmbiguousCommitError`` if not unique."""
+    completed = run_git("rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}", cwd=repo)
+    if completed.returncode == 0:
+        return completed.stdout.decode().strip() or None
+    stderr = completed.stderr.decode(errors="replace")
+    if "is ambiguous" in stderr:
+        candidates = [line.split(":", 1)[1].strip() for line in stderr.splitlines()
+                      if line.startswith("hint:  ") and line.split(":", 1)[1].strip()]
+        raise AmbiguousCommitError(
+            f"it names {len(candidates) or 'several'} commits ({'; '.join(candidates)}); give more hex digits")
+    return None
 
 
 #: Appended to a fresh workspace's .git/config: written directly, not with three
 #: ``git config`` processes, because process start-up is most of a cell's git cost.
 _WORKSPACE_CONFIG = """[gc]
 \tauto = 0
+[maintenance]
+\tauto = false
 [user]
 \tname = swe-arena
 \temail = swe-arena@localhost
@@ -154,27 +247,34 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
     if instance.source.kind == "image":
         return materialize_image(instance, store.engines, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
+    objects = store.snapshot(mirror, full)
     dest.mkdir(parents=True, exist_ok=True)
     git("init", "--quiet", "--template=", f"--initial-branch={WORK_BRANCH}", str(dest), cwd=dest)
     git_dir = dest / ".git"
     info = git_dir / "objects" / "info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "alternates").write_text(str(mirror / "objects") + "\n")
+    (info / "alternates").write_text(str(objects) + "\n")
     with open(git_dir / "config", "a", encoding="utf-8") as config:
         config.write(_WORKSPACE_CONFIG)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)
-    return Workspace(path=dest, base_commit=full, mirror=mirror)
+    return Workspace(path=dest, base_commit=full)
+
+
+#: Options that make ``git diff`` print a patch ``git apply`` takes, whatever the workspace's config says.
+_PATCH_OPTIONS = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+                  "--src-prefix=a/", "--dst-prefix=b/")
 
 
 def extract_patch(workspace: Workspace) -> str:
     """Everything the arm changed since base (staged, unstaged, untracked, committed), minus excludes."""
+    # An arm killed in the middle of a git command leaves the index locked; its
+    # process tree is dead by now, so the lock is stale.
+    (workspace.path / ".git" / "index.lock").unlink(missing_ok=True)
     git("add", "-A", cwd=workspace.path)
     excludes = [f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES]
-    return git(
-        "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames",
-        workspace.base_commit, "--", ".", *excludes, cwd=workspace.path,
-    )
+    return git("diff", "--cached", *_PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
+               cwd=workspace.path)
 
 
 def reset_to_base(workspace: Workspace) -> None:
@@ -187,30 +287,90 @@ def apply_patch(workspace: Workspace, patch: str, what: str) -> None:
     """``git apply`` a patch to the work tree; raise ``PatchApplyError`` naming ``what``."""
     if not patch.strip():
         return
-    completed = subprocess.run(
-        ["git", "apply", "--binary", "--whitespace=nowarn", "-"],
-        cwd=workspace.path, input=patch.encode(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False,
-    )
+    completed = run_git("apply", "--binary", "--whitespace=nowarn", "-", cwd=workspace.path, input=patch.encode())
     if completed.returncode != 0:
-        raise PatchApplyError(what, completed.stdout.decode(errors="replace"))
+        raise PatchApplyError(what, (completed.stdout + completed.stderr).decode(errors="replace"))
+
+
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _unquote(text: str) -> tuple[str, str]:
+    """Split one path off the start of ``text``: git's C-quoted form or a bare word; return (path, rest)."""
+    if not text.startswith('"'):
+        path, _, rest = text.partition(" ")
+        return path, rest
+    raw = bytearray()
+    index = 1
+    while index < len(text) and text[index] != '"':
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            escape = text[index + 1]
+            if escape in "01234567":
+                raw.append(int(text[index + 1:index + 4], 8))
+                index += 4
+                continue
+            raw.append(_C_ESCAPES.get(escape, ord(escape)))
+            index += 2
+            continue
+        raw += char.encode()
+        index += 1
+    return raw.decode(errors="surrogateescape"), text[index + 1:].lstrip(" ")
+
+
+def _strip_component(path: str) -> str:
+    """Drop the leading ``a/``-style component, as ``git apply -p1`` does."""
+    return path.split("/", 1)[1] if "/" in path else path
+
+
+def _header_paths(header: str) -> list[str]:
+    """The path(s) of a ``diff --git`` header (the text after ``diff --git ``), unquoted as git quotes them.
+
+    Only sections without ``---``/``+++`` or rename lines come here (new empty files, mode
+    changes, binary patches): both sides then name the same file.
+    """
+    if header.startswith('"'):
+        first, rest = _unquote(header)
+        second = _unquote(rest)[0] if rest.startswith('"') else rest
+        return [_strip_component(first), _strip_component(second)]
+    # An unquoted name may hold spaces: "a/x y b/x y" splits in its middle.
+    half = len(header) // 2
+    if len(header) % 2 == 1 and header[half] == " ":
+        first, second = header[:half], header[half + 1:]
+        if _strip_component(first) == _strip_component(second):
+            return [_strip_component(first)]
+    first, _, second = header.partition(" ")
+    return [_strip_component(first), _strip_component(second)]
 
 
 def files_touched(patch: str) -> list[str]:
-    """Paths a unified diff touches (both sides), in order of appearance."""
+    """Paths a git diff touches (both sides), in order of appearance, unquoted as git quotes them."""
     seen: dict[str, None] = {}
-    for match in re.finditer(r"^diff --git a/(\S+) b/(\S+)$", patch, flags=re.MULTILINE):
-        seen.setdefault(match.group(1))
-        seen.setdefault(match.group(2))
+    for section in re.split(r"^(?=diff --git )", patch, flags=re.MULTILINE):
+        if not section.startswith("diff --git "):
+            continue
+        lines = section.splitlines()
+        paths: list[str] = []
+        for line in lines[1:]:
+            if line.startswith(("--- ", "+++ ")):
+                # A name with a space gets a trailing tab; a hand-made diff may add a date after one.
+                name = line[4:].split("\t", 1)[0] if not line[4:].startswith('"') else _unquote(line[4:])[0]
+                if name != "/dev/null":
+                    paths.append(_strip_component(name))
+            elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+                name = line.split(" ", 2)[2]
+                paths.append(_unquote(name)[0] if name.startswith('"') else name)
+            elif line.startswith("@@"):
+                break
+        for path in paths or _header_paths(lines[0][len("diff --git "):]):
+            seen.setdefault(path)
     return list(seen)
 
 
 def restore_from_base(workspace: Workspace, paths: list[str]) -> None:
     """Put ``paths`` back as they are at base (deleting those that do not exist there)."""
     for path in paths:
-        exists = subprocess.run(
-            ["git", "cat-file", "-e", f"{workspace.base_commit}:{path}"],
-            cwd=workspace.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-        ).returncode == 0
+        exists = run_git("cat-file", "-e", f"{workspace.base_commit}:{path}", cwd=workspace.path).returncode == 0
         if exists:
             git("checkout", workspace.base_commit, "--", path, cwd=workspace.path)
         else:
@@ -225,7 +385,9 @@ def commit_environment_setup(workspace: Workspace) -> Workspace:
     if not git("status", "--porcelain", cwd=workspace.path).strip():
         return workspace
     git("add", "-A", cwd=workspace.path)
-    git("commit", "--quiet", "--no-verify", "-m", "arena: environment setup", cwd=workspace.path)
+    # The environment's steps may have written the workspace's own config: no hooks, no signing.
+    git("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "commit", "--quiet", "--no-verify",
+        "-m", "arena: environment setup", cwd=workspace.path)
     return replace(workspace, base_commit=git("rev-parse", "HEAD", cwd=workspace.path).strip())
 
 
@@ -277,11 +439,14 @@ def materialize_image(instance: Instance, engines: EngineProbe, engine: str, des
             raise WorkspaceError(f"{engine} cp {image}:/testbed failed: {' '.join(copied.stderr.split())[:500]}")
     finally:
         subprocess.run([engine, "rm", "--force", name], capture_output=True, check=False)
-    full = _resolve_commit(dest, instance.base_commit)
+    try:
+        full = _resolve_commit(dest, instance.base_commit)
+    except AmbiguousCommitError as error:
+        raise WorkspaceError(f"base_commit {instance.base_commit} is ambiguous in {image}:/testbed: {error}") from None
     if not full:
         raise WorkspaceError(f"base_commit {instance.base_commit} not found in {image}:/testbed")
     git("config", "user.name", "swe-arena", cwd=dest)
     git("config", "user.email", "swe-arena@localhost", cwd=dest)
     git("checkout", "--quiet", "--force", "-B", WORK_BRANCH, full, cwd=dest)
     git("clean", "-qfd", cwd=dest)
-    return Workspace(path=dest, base_commit=full, mirror=None, clean_ignored=False)
+    return Workspace(path=dest, base_commit=full, clean_ignored=False)

@@ -174,3 +174,23 @@ def shapes_swe_bench_row(root: Path) -> tuple[dict[str, Any], Path]:
         "environment_setup_commit": setup,
     }
     return row, repo
+
+
+def commits_sharing_a_prefix(repo: Path, length: int = 4) -> tuple[str, str, str]:
+    """Add 4,000 empty commits on a new branch ``many`` off ``HEAD`` (one fast-import process) and
+    return a ``length``-digit prefix that two of their shas share, with those two shas."""
+    stream = []
+    for n in range(4000):
+        stream.append(f"commit refs/heads/many\nmark :{n + 1}\n"
+                      f"committer Test Author <author@example.com> {1704067200 + n} +0000\n"
+                      f"data {len(str(n))}\n{n}\n")
+        if n == 0:
+            stream.append(f"from {git(repo, 'rev-parse', 'HEAD').strip()}\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input="".join(stream), text=True, check=True,
+                   env={**os.environ, **GIT_ENV})
+    by_prefix: dict[str, str] = {}
+    for sha in git(repo, "rev-list", "many").split():
+        if sha[:length] in by_prefix:
+            return sha[:length], by_prefix[sha[:length]], sha
+        by_prefix[sha[:length]] = sha
+    raise AssertionError(f"no two commits share a {length}-digit prefix")
