@@ -8,13 +8,15 @@ cell starts and the rest are skipped with the reason. Cells already running
 finish (their own per-cell caps still apply).
 
 Spend whose dollars are unknown (``cost_usd`` null) cannot be counted against
-a dollar cap; such cells are counted separately and shown in the summary.
+a dollar cap, nor tokens that are unknown against a token cap; such cells are
+counted separately and shown in the summary. A resumed sweep starts with the
+spend of the rows it may reuse already counted (see ``recorder``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,23 @@ class BudgetLimits:
         return self.sweep.is_set or any(limit.is_set for limit in self.arms.values())
 
 
-def row_tokens(usage: Mapping[str, Any]) -> int:
-    return sum(int(usage.get(key) or 0) for key in ("input_tokens", "output_tokens", "reasoning_tokens"))
+#: What a token total adds up; the budget, the summary and the arms all count these.
+TOKEN_PARTS = ("input_tokens", "output_tokens", "reasoning_tokens")
+
+
+def token_total(parts: Iterable[int | None]) -> int | None:
+    """Input + output + reasoning tokens; None as soon as one of them is unknown (never counted as 0)."""
+    total = 0
+    for part in parts:
+        if part is None:
+            return None
+        total += part
+    return total
+
+
+def row_tokens(usage: Mapping[str, Any]) -> int | None:
+    """The token total of a row's (or a model's) ``usage`` mapping; None when unknown."""
+    return token_total(usage.get(key) for key in TOKEN_PARTS)
 
 
 @dataclass
@@ -57,10 +74,15 @@ class Spend:
     tokens: int = 0
     cells: int = 0
     unknown_usd_cells: int = 0
+    unknown_token_cells: int = 0
 
     def add(self, usage: Mapping[str, Any]) -> None:
         self.cells += 1
-        self.tokens += row_tokens(usage)
+        tokens = row_tokens(usage)
+        if tokens is None:
+            self.unknown_token_cells += 1
+        else:
+            self.tokens += tokens
         cost = usage.get("cost_usd")
         if cost is None:
             self.unknown_usd_cells += 1
@@ -69,7 +91,7 @@ class Spend:
 
     def to_json(self) -> dict[str, Any]:
         return {"usd": round(self.usd, 6), "tokens": self.tokens, "cells": self.cells,
-                "unknown_usd_cells": self.unknown_usd_cells}
+                "unknown_usd_cells": self.unknown_usd_cells, "unknown_token_cells": self.unknown_token_cells}
 
 
 def _over(spend: Spend, limit: Limit) -> str | None:

@@ -23,8 +23,16 @@ CALIBRATION_NAME = "calibration.json"
 GOLD, BASE = "GOLD", "EMPTY"
 
 
+#: Statuses that say nothing about the instance: the harness failed or the sweep stopped.
+NOT_A_VERDICT = frozenset({"harness_error", "interrupted", "skipped_budget"})
+
+
 def verdicts(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """One verdict per instance that has both a GOLD and an EMPTY row among ``rows``."""
+    """One verdict per instance that has both a GOLD and an EMPTY row among ``rows``.
+
+    An instance whose GOLD or EMPTY cell did not finish (harness error, interrupted, skipped)
+    is ``inconclusive``: neither ok nor failed, and it does not replace an earlier verdict.
+    """
     by_instance: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     for row in rows:
         if row["arm"] in (GOLD, BASE):
@@ -34,6 +42,15 @@ def verdicts(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    unfinished = [row for row in [*gold_rows, *base_rows] if row["status"] in NOT_A_VERDICT]
+    if unfinished:
+        return {
+            "ok": None,
+            "inconclusive": True,
+            "problems": [f"{row['arm']} did not finish ({row['status']}: {row.get('error')})" for row in unfinished],
+            "gold": [_summary(row) for row in gold_rows],
+            "base": [_summary(row) for row in base_rows],
+        }
     problems: list[str] = []
     for row in gold_rows:
         if row["status"] != "resolved":
@@ -63,19 +80,35 @@ def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
             "run_id": row.get("run_id")}
 
 
-def write_calibration(out: Path, new: Mapping[str, Mapping[str, Any]], run_id: str) -> Path:
-    """Merge ``new`` verdicts into ``<out>/calibration.json`` (later runs replace earlier verdicts)."""
+def write_calibration(out: Path, new: Mapping[str, Mapping[str, Any]], run_id: str) -> tuple[Path, str | None]:
+    """Merge ``new`` verdicts into ``<out>/calibration.json``; return its path and a warning, if any.
+
+    Later runs replace earlier verdicts, except that an inconclusive one never replaces a verdict.
+    An unreadable file (corrupt, or not a calibration) is replaced, with the warning saying so.
+    """
     path = out / CALIBRATION_NAME
-    instances = dict(_read(path).get("instances", {})) if path.exists() else {}
-    instances.update(new)
+    problem = None
+    instances: dict[str, Any] = {}
+    if path.exists():
+        try:
+            earlier = _read(path).get("instances", {})
+            if not isinstance(earlier, dict):
+                raise pytest.UsageError(f"{path}: 'instances' is not a JSON object")
+            instances = {iid: verdict for iid, verdict in earlier.items() if isinstance(verdict, dict)}
+        except pytest.UsageError as error:
+            problem = f"{error}; replaced by this run's verdicts (earlier verdicts are lost)"
+    for iid, verdict in new.items():
+        if verdict.get("inconclusive") and iid in instances and not instances[iid].get("inconclusive"):
+            continue
+        instances[iid] = verdict
     data = {
         "run_id": run_id,
         "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "instances": dict(sorted(instances.items())),
-        "failed": sorted(iid for iid, verdict in instances.items() if not verdict["ok"]),
+        "failed": sorted(iid for iid, verdict in instances.items() if verdict.get("ok") is False),
     }
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-    return path
+    return path, problem
 
 
 def failed_instances(out: Path) -> list[str]:

@@ -8,21 +8,29 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
-from .ledger import LEDGER_NAME, latest_run, latest_run_rows, read_ledger, write_predictions
+from .ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
 from .report import (
     CellRecord,
     format_summary,
+    ledger_cells,
     previous_arm_order,
-    read_cells,
     recorded_budget,
     write_reports,
     written_lines,
 )
+
+#: Exit status of a command refused or misused (as argparse's own usage errors).
+USAGE_ERROR = 2
+#: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
+INTERRUPTED = 130
 
 
 def _ledger(out: Path) -> Path:
@@ -32,9 +40,21 @@ def _ledger(out: Path) -> Path:
     return ledger
 
 
+def _refuse_a_live_sweep(out: Path, command: str) -> None:
+    """``report`` and ``export`` write into the out dir: not while a live sweep owns it."""
+    from .guard import read_lock, stale_reason  # guard needs pytest: only here
+
+    owner = read_lock(out)
+    if owner is not None and stale_reason(owner) is None:
+        print(f"swe-arena {command}: {out} is in use by a running sweep (pid {owner.get('pid')} on "
+              f"{owner.get('host')}, run {owner.get('run_id')}); its files are rewritten when it ends. "
+              f"Wait for it (`swe-arena status {out} --watch 10`), or stop it.", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+
 def _latest_cells(out: Path) -> list[CellRecord]:
     """The cells of the ledger's last run, reduced while streaming (a large ledger is never held whole)."""
-    cells = latest_run(read_cells(_ledger(out)), lambda cell: cell.run_id)
+    cells = ledger_cells(_ledger(out))
     if not cells:
         raise SystemExit(f"swe-arena: {out / LEDGER_NAME} has no rows")
     # The cells live until the command ends: keep the cyclic GC from re-scanning them (and their phases).
@@ -43,6 +63,7 @@ def _latest_cells(out: Path) -> list[CellRecord]:
 
 
 def command_report(args: argparse.Namespace) -> int:
+    _refuse_a_live_sweep(args.out, "report")
     cells = _latest_cells(args.out)
     run_id = cells[-1].run_id
     summary, written = write_reports(args.out, cells, previous_arm_order(args.out, run_id), run_id,
@@ -73,15 +94,21 @@ def command_status(args: argparse.Namespace) -> int:
 
 
 def command_export(args: argparse.Namespace) -> int:
+    _refuse_a_live_sweep(args.out, "export")
     rows = latest_run_rows(read_ledger(_ledger(args.out)))
+    if not rows:
+        raise SystemExit(f"swe-arena: {args.out / LEDGER_NAME} has no rows")
     if args.arm:
-        known = {row["arm"] for row in rows}
+        known = {str(row["arm"]) for row in rows if "arm" in row}
         unknown = [name for name in args.arm if name not in known]
         if unknown:
             raise SystemExit(f"swe-arena: no rows for arm {unknown[0]!r} in {args.out / LEDGER_NAME}; "
                              f"arms there: {', '.join(sorted(known)) or 'none'}")
-        rows = [row for row in rows if row["arm"] in args.arm]
-    for path in write_predictions(rows, args.out):
+        rows = [row for row in rows if row.get("arm") in args.arm]
+    written = write_predictions(rows, args.out)
+    if not written:
+        raise SystemExit(f"swe-arena: no graded patch to export in {args.out / LEDGER_NAME}")
+    for path in written:
         print(path)
     return 0
 
@@ -127,10 +154,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    print(f"swe-arena: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.run(args)
-    return result
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning  # "swe-arena: warning: ...", not a source line
+            result: int = args.run(args)
+        return result
+    except KeyboardInterrupt:
+        return INTERRUPTED  # Ctrl-C on `status --watch`: no traceback
+    except BrokenPipeError:
+        # `swe-arena status OUT | head`: the reader left. Point stdout at devnull so the
+        # interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 replaced atomically) with the owner's pid, host, run id, start time and a
 heartbeat refreshed every 20 s, plus the sweep's progress, which is what
 ``swe-arena status`` shows. A lock whose heartbeat is older than 90 s, or whose
-pid is gone on this host, is stale and is taken over with a warning.
+pid is gone on this host, is stale and is taken over with a warning. The lock
+records its owner's heartbeat interval and stale limit, and whoever judges the
+lock (``swe-arena status``, a second sweep) uses those, not its own.
 
 Every process a sweep starts inherits ``ARENA_SWEEP_TOKEN``; after an
 interrupt, whatever still carries it (an agent whose worker was killed before
@@ -21,7 +23,9 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -64,11 +68,24 @@ def read_lock(out: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def owner_stale_limit(owner: Mapping[str, Any], default: float = STALE_SECONDS) -> float:
+    """The stale limit the lock's owner recorded (its ``--arena-lock-stale``), else ``default``."""
+    limit = owner.get("stale_seconds")
+    if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
+        return float(limit)
+    return default
+
+
 def stale_reason(owner: Mapping[str, Any], stale_after: float = STALE_SECONDS) -> str | None:
-    """Why the lock content ``owner`` belongs to a dead sweep, or None if its owner lives."""
+    """Why the lock content ``owner`` belongs to a dead sweep, or None if its owner lives.
+
+    The owner's own stale limit wins over ``stale_after`` (which serves locks that do not record one):
+    a sweep with a slow heartbeat must not be declared dead by a reader with a shorter limit.
+    """
+    stale_after = owner_stale_limit(owner, stale_after)
     try:
         age = _age(str(owner["heartbeat_at"]))
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         return "its content is unreadable"
     if age > stale_after:
         return f"its heartbeat is {age:.0f} s old"
@@ -93,6 +110,8 @@ class SweepLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._write_lock = threading.Lock()
+        #: Heartbeats that could not be written (the thread keeps beating).
+        self.failures = 0
 
     def _content(self) -> dict[str, Any]:
         return {
@@ -102,6 +121,8 @@ class SweepLock:
             "sweep_token": self.sweep_token,
             "started_at": _iso(self.started),
             "heartbeat_at": _iso(time.time()),
+            "heartbeat_seconds": self.heartbeat,
+            "stale_seconds": self.stale_after,
             "progress": dict(self.progress()),
         }
 
@@ -151,8 +172,20 @@ class SweepLock:
             os.replace(temp, self.path)
 
     def _beat(self) -> None:
+        failing = False
         while not self._stop.wait(self.heartbeat):
-            self.write()
+            try:
+                self.write()
+            except OSError as error:
+                # A full disk or a vanished out dir must not end the heartbeat for good: a lock that
+                # stops beating is taken over while the sweep still runs. Say so once, keep trying.
+                if not failing:
+                    warnings.warn(f"swe-arena: cannot refresh {self.path}: {error}; retrying every "
+                                  f"{self.heartbeat:g} s", RuntimeWarning, stacklevel=1)
+                failing = True
+                self.failures += 1
+            else:
+                failing = False
 
     def release(self) -> None:
         self._stop.set()
@@ -179,6 +212,8 @@ class InterruptSignals:
         self.last = 0.0
         self.received = 0
         self.previous: dict[int, Any] = {}
+        self.deferring = 0
+        self.pending: int | None = None
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -197,7 +232,28 @@ class InterruptSignals:
             return
         self.last = now
         self.received += 1
+        if self.deferring:
+            self.pending = signum
+            return
         raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Hold off a SIGINT/SIGTERM until the block is done, then raise it.
+
+        Python runs signal handlers in the main thread only, whichever thread the
+        signal hit, so remembering the signal here defers it for sure (a blocked
+        signal mask would not: other threads would take it, or it would fire the
+        moment the mask is restored). Nested blocks raise at the outermost exit.
+        """
+        self.deferring += 1
+        try:
+            yield
+        finally:
+            self.deferring -= 1
+            if not self.deferring and self.pending is not None:
+                signum, self.pending = self.pending, None
+                raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def forward_interrupt(token: str) -> None:

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import tempfile
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,9 +83,13 @@ class LedgerWriter:
         return row
 
     def append(self, row: Mapping[str, Any]) -> None:
-        """Append one line and fsync it; Ctrl-C waits until the line is whole."""
+        """Append one line and fsync it.
+
+        The caller defers Ctrl-C around this and its own bookkeeping
+        (``guard.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
+        """
         line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode()
-        with _signals_deferred(), open(self.path, "ab") as ledger:
+        with open(self.path, "ab") as ledger:
             if ledger.tell() > 0 and not self._ends_with_newline():
                 line = b"\n" + line  # a torn line from a killed sweep stays alone on its line
             ledger.write(line)
@@ -100,20 +101,6 @@ class LedgerWriter:
         with open(self.path, "rb") as ledger:
             ledger.seek(-1, os.SEEK_END)
             return ledger.read(1) == b"\n"
-
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM (main thread only) so a write is never cut in half."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    blocked = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:
@@ -167,15 +154,29 @@ def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[dict[str, str]]]:
-    """SWE-bench predictions per arm (and per trial when repeated) from scored rows."""
+    """SWE-bench predictions per arm (and per trial when repeated) from scored rows.
+
+    A row without an arm or instance id, or whose patch file is missing, is skipped with a warning naming it.
+    """
     by_file: dict[str, list[dict[str, str]]] = {}
     for row in rows:
         if not row.get("patch_file"):
             continue
-        name = row["arm"] if row.get("trial", 1) == 1 else f"{row['arm']}.r{row['trial']}"
-        patch = (out / row["patch_file"]).read_text(encoding="utf-8")
+        arm, instance_id = row.get("arm"), row.get("instance_id")
+        if not isinstance(arm, str) or not isinstance(instance_id, str):
+            warnings.warn(f"{out / LEDGER_NAME}: skipping a row without 'arm' or 'instance_id' "
+                          f"(patch_file {row['patch_file']!r})", stacklevel=2)
+            continue
+        trial = row.get("trial", 1)
+        name = arm if trial == 1 else f"{arm}.r{trial}"
+        try:
+            patch = (out / row["patch_file"]).read_text(encoding="utf-8")
+        except OSError as error:
+            warnings.warn(f"{out / LEDGER_NAME}: skipping {instance_id}[{arm}]: cannot read its patch "
+                          f"{row['patch_file']}: {error.strerror or error}", stacklevel=2)
+            continue
         by_file.setdefault(name, []).append(
-            {"instance_id": row["instance_id"], "model_name_or_path": row["arm"], "model_patch": patch}
+            {"instance_id": instance_id, "model_name_or_path": arm, "model_patch": patch}
         )
     return by_file
 

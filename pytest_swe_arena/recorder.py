@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,19 @@ import pytest
 
 from . import __version__, calibration
 from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
+from .collect import is_instance_file
 from .guard import SweepLock, forward_interrupt, reap_sweep
 from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
 from .outcome import CellOutcome
-from .report import cell_records, format_summary, summarize, write_reports, written_lines
+from .report import (
+    cell_records,
+    format_summary,
+    summarize,
+    unknown_usage,
+    with_spend_known,
+    write_reports,
+    written_lines,
+)
 from .resume import reusable_rows, verdicts
 from .state import CASE_KEY, ArenaState
 
@@ -51,6 +61,10 @@ class ArenaRecorder:
             self.reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME))
             state.reuse = verdicts(self.reusable)
         self.total: int | None = None
+        #: Node ids of the arena cells (other tests of the session are none of the recorder's business).
+        self.cell_ids: set[str] = set()
+        #: Cell keys of reusable rows whose spend the tally counted at session start.
+        self.prepaid: set[str] = set()
         self.started: set[str] = set()
         self.finished: set[str] = set()
         self.pending: dict[str, dict[str, Any]] = {}
@@ -67,7 +81,9 @@ class ArenaRecorder:
 
     # -- the sweep's lifetime -------------------------------------------------------------
 
-    @pytest.hookimpl(tryfirst=True)
+    # trylast: after the plugin's sessionstart built the arms. A usage error there ends the session
+    # without pytest_sessionfinish, so the lock must not be taken before it.
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self) -> None:
         if not self.state.sweep_run:
             return
@@ -77,8 +93,22 @@ class ArenaRecorder:
         takeover = self.lock.acquire()
         if takeover:
             self.note(takeover)
+        self.prepay_reused()
         if self.tally.limits.is_set:
             self.write_budget()
+
+    def prepay_reused(self) -> None:
+        """Count what the rows a resumed sweep may reuse spent, before any cell starts.
+
+        Otherwise a budget would only see that spend as the reused cells come by, and cells
+        would start that the earlier runs' spend had already paid out. Rows of the sweep's arms
+        count, whether or not a ``-k`` or a changed instance keeps them from being reused.
+        """
+        arms = set(self.arm_order)
+        for key, row in self.reusable.items():
+            if not arms or row.get("arm") in arms:
+                self.tally.add(row)
+                self.prepaid.add(key)
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends seconds rendering the traceback
     def pytest_keyboard_interrupt(self) -> None:
@@ -88,25 +118,42 @@ class ArenaRecorder:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if exitstatus == pytest.ExitCode.INTERRUPTED:
-            self.interrupted = True
-        if self.interrupted:
-            self.record_unfinished()
-        if self.state.sweep_token:
-            leftovers = reap_sweep(self.state.sweep_token)
-            if leftovers:
-                self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
-        if self.writer.rows:
-            self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
-            self.final_summary, reports = write_reports(
-                self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget()
-            )
-            self.written += reports
-            if self.state.settings.calibrate:
-                self.calibration = calibration.verdicts(self.writer.rows)
-                self.written.append(calibration.write_calibration(self.out, self.calibration, self.writer.run_id))
-        if self.lock is not None:
-            self.lock.release()
+        try:
+            if exitstatus == pytest.ExitCode.INTERRUPTED:
+                self.interrupted = True
+            if self.interrupted:
+                self.record_unfinished()
+            if self.state.sweep_token:
+                leftovers = reap_sweep(self.state.sweep_token)
+                if leftovers:
+                    self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
+            if self.writer.rows:
+                self.write_outputs()
+        finally:
+            self.release_lock()
+
+    def write_outputs(self) -> None:
+        self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
+        self.final_summary, reports = write_reports(
+            self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget()
+        )
+        self.written += reports
+        if self.state.settings.calibrate:
+            self.calibration = calibration.verdicts(self.writer.rows)
+            path, problem = calibration.write_calibration(self.out, self.calibration, self.writer.run_id)
+            self.written.append(path)
+            if problem:
+                self.note(problem)
+
+    def pytest_unconfigure(self) -> None:
+        # The safety net: a session that ended before pytest_sessionfinish (an error in another
+        # plugin's sessionstart, say) must not leave a lock behind for the next sweep to take over.
+        self.release_lock()
+
+    def release_lock(self) -> None:
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
 
     def note(self, message: str) -> None:
         """A warning about the sweep itself: shown now and again under the results."""
@@ -118,12 +165,20 @@ class ArenaRecorder:
     # -- progress ---------------------------------------------------------------------------
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.total = sum(1 for item in session.items if CASE_KEY in item.stash)
+        self.cell_ids = {item.nodeid for item in session.items if CASE_KEY in item.stash}
+        self.total = len(self.cell_ids)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        if self.total is None:
-            self.total = sum(1 for nodeid in ids if NODE_NAME.search(nodeid))
+        # Under xdist the controller has no items, only node ids: a cell's is an instance file's.
+        self.cell_ids.update(nodeid for nodeid in ids if self.looks_like_cell(nodeid))
+        self.total = len(self.cell_ids)
+
+    def looks_like_cell(self, nodeid: str) -> bool:
+        if not NODE_NAME.search(nodeid):
+            return False
+        path = (self.config.rootpath / nodeid.split("::")[0]).resolve()
+        return is_instance_file(path) and self.state.covers(path)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
@@ -133,7 +188,8 @@ class ArenaRecorder:
         return [f"swe-arena: {len(cases)} cells, {len(cases) - reused} to run, {reused} reused from earlier runs"]
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.started.add(nodeid)
+        if nodeid in self.cell_ids:
+            self.started.add(nodeid)
 
     def progress(self) -> dict[str, Any]:
         return {
@@ -143,54 +199,89 @@ class ArenaRecorder:
             "spent_usd": round(self.tally.sweep.usd, 6),
             "spent_tokens": self.tally.sweep.tokens,
             "unknown_usd_cells": self.tally.sweep.unknown_usd_cells,
+            "unknown_token_cells": self.tally.sweep.unknown_token_cells,
         }
 
     # -- rows -------------------------------------------------------------------------------
 
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter, which shows a crashed cell's arena status
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        nodeid = report.nodeid
+        if nodeid not in self.cell_ids or nodeid in self.finished:
+            return  # not a cell, or a report after the one that finished it (a teardown)
         pending = getattr(report, "arena_pending", None)
         if pending:
-            self.pending[report.nodeid] = pending
+            self.pending[nodeid] = pending
         data = getattr(report, "arena", None)
         if not data:
-            return
-        if data.get("reused"):
-            row = self.record_reused(data["cell_key"], report.nodeid)
-        else:
-            row = self.writer.record(CellOutcome.from_json(data))
-        self.finished.add(report.nodeid)
-        self.tally.add(row)
+            if not report.failed:
+                return
+            # Every report that ends a cell carries its outcome; a failed one without it is xdist's
+            # stand-in for a worker that died while running the cell (when="???").
+            data = self.crashed(report)
+        with self.deferred():
+            if data.get("reused"):
+                row = self.record_reused(data["cell_key"], nodeid)
+            else:
+                row = self.writer.record(with_spend_known(CellOutcome.from_json(data)))
+            self.finished.add(nodeid)
+            if not (data.get("reused") and data["cell_key"] in self.prepaid):  # else counted at session start
+                self.tally.add(row)
         if self.tally.limits.is_set:
             self.write_budget()
         if self.lock is not None:
             self.lock.write()
         self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
 
+    def deferred(self) -> AbstractContextManager[None]:
+        """Ctrl-C waits while a row is written and counted, so a row on disk is never recorded twice."""
+        interrupts = self.state.interrupts
+        return interrupts.deferred() if interrupts is not None else nullcontext()
+
+    def crashed(self, report: pytest.TestReport) -> dict[str, Any]:
+        """The harness_error row of a cell whose worker died; also put on the report, to show as such."""
+        text = str(report.longrepr or "").strip()
+        error = "worker crashed: " + (text.splitlines()[0] if text else f"no report ({report.when})")
+        pending = self.pending.get(report.nodeid)
+        if pending is not None:
+            # The cell was past its setup: its arm may have run and spent, how much is unknown.
+            outcome = CellOutcome.from_json(pending).replace(status="harness_error", error=error,
+                                                             usage=unknown_usage())
+        else:
+            outcome = self._unidentified(report.nodeid, "harness_error", error)
+        data = outcome.replace(ended_at=datetime.now(UTC).isoformat()).to_json()
+        report.arena = data  # type: ignore[attr-defined]
+        return data
+
     def record_reused(self, cell_key: str, nodeid: str) -> dict[str, Any]:
         earlier = dict(self.reusable[cell_key])
-        earlier.update(run_id=self.writer.run_id, reused_from=earlier["run_id"], nodeid=nodeid)
+        # After chained resumes, name the run that really ran the cell.
+        earlier.update(run_id=self.writer.run_id, reused_from=earlier.get("reused_from") or earlier["run_id"],
+                       nodeid=nodeid)
         self.writer.append(earlier)
         return earlier
 
     def record_unfinished(self) -> None:
         """Cells that started but never finished: recorded as ``interrupted`` (not final)."""
         for nodeid in sorted(self.started - self.finished):
-            data = self.pending.get(nodeid) or self._unidentified(nodeid)
-            if data is not None:
-                self.writer.record(CellOutcome.from_json(data).replace(ended_at=datetime.now(UTC).isoformat()))
+            if nodeid in self.pending:
+                # In flight: its arm may have run and spent, how much is unknown.
+                outcome = CellOutcome.from_json(self.pending[nodeid]).replace(usage=unknown_usage())
+            else:
+                outcome = self._unidentified(nodeid, "interrupted", "interrupted during setup")
+            with self.deferred():
+                self.writer.record(outcome.replace(ended_at=datetime.now(UTC).isoformat()))
                 self.finished.add(nodeid)
 
-    def _unidentified(self, nodeid: str) -> dict[str, Any] | None:
-        """A cell interrupted during its setup: only its node id says what it was."""
+    def _unidentified(self, nodeid: str, status: str, error: str) -> CellOutcome:
+        """A cell that ended during its setup: only its node id says what it was (its arm never ran)."""
         match = NODE_NAME.search(nodeid)
-        if not match:
-            return None
-        arm = match["arm"]
+        iid, arm, trial = (match["iid"], match["arm"], int(match["trial"] or 1)) if match else (nodeid, "?", 1)
         return CellOutcome(
-            cell_key="", instance_id=match["iid"], arm=arm, trial=int(match["trial"] or 1),
-            status="interrupted", nodeid=nodeid, arm_identity={"name": arm},
-            error="interrupted during setup", provenance={"plugin_version": __version__},
-        ).to_json()
+            cell_key="", instance_id=iid, arm=arm, trial=trial,
+            status=status, nodeid=nodeid, arm_identity={"name": arm},
+            error=error, provenance={"plugin_version": __version__},
+        )
 
     def write_budget(self) -> None:
         write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
@@ -212,10 +303,13 @@ class ArenaRecorder:
             terminalreporter.write_line(line)
         terminalreporter.write_line("")
         if self.calibration:
-            failed = sorted(iid for iid, verdict in self.calibration.items() if not verdict["ok"])
+            failed = sorted(iid for iid, verdict in self.calibration.items() if verdict["ok"] is False)
+            unsure = sorted(iid for iid, verdict in self.calibration.items() if verdict.get("inconclusive"))
             terminalreporter.write_line(f"calibration: {len(self.calibration)} instance(s), {len(failed)} failed"
-                                        + (f": {', '.join(failed)}" if failed else ""))
-            for iid in failed:
+                                        + (f": {', '.join(failed)}" if failed else "")
+                                        + (f"; {len(unsure)} inconclusive (run again): {', '.join(unsure)}"
+                                           if unsure else ""))
+            for iid in failed + unsure:
                 terminalreporter.write_line(f"  {iid}: {'; '.join(self.calibration[iid]['problems'])}")
         for message in self.notes:
             terminalreporter.write_line(f"warning: {message}", yellow=True)

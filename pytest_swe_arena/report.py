@@ -24,9 +24,9 @@ from typing import Any
 
 import msgspec
 
-from .budget import BUDGET_FILE, SWEEP
+from .budget import BUDGET_FILE, SWEEP, token_total
 from .ledger import write_atomic
-from .outcome import STATUSES
+from .outcome import STATUSES, CellOutcome
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
 
 SUMMARY_NAME = "summary.json"
@@ -52,12 +52,27 @@ class Usage(msgspec.Struct, frozen=True, gc=False):
     @property
     def tokens(self) -> int | None:
         """Input + output + reasoning tokens; None if any is unknown."""
-        if self.input_tokens is None or self.output_tokens is None or self.reasoning_tokens is None:
-            return None
-        return self.input_tokens + self.output_tokens + self.reasoning_tokens
+        return token_total((self.input_tokens, self.output_tokens, self.reasoning_tokens))
 
 
 NO_USAGE = Usage()
+
+
+def unknown_usage() -> dict[str, Any]:
+    """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
+    from .usage import Usage as CellUsage
+
+    return CellUsage(cost_source="unknown").to_json()
+
+
+def spend_unknown(usage: Mapping[str, Any] | None, phases: Mapping[str, float]) -> bool:
+    """A cell with no usage whose arm did run (it raised, say): its spend is unknown, not 0."""
+    return not usage and "arm" in phases
+
+
+def with_spend_known(outcome: CellOutcome) -> CellOutcome:
+    """The outcome, its usage marked unknown when its arm ran but reported nothing (see ``spend_unknown``)."""
+    return outcome.replace(usage=unknown_usage()) if spend_unknown(outcome.usage, outcome.phases) else outcome
 
 
 class CellRecord(msgspec.Struct, frozen=True, gc=False):
@@ -90,17 +105,25 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def ran(self) -> bool:
-        """False when no usage was recorded (the arm never ran: skipped, or its setup failed)."""
-        return self.usage is not None and self.usage != NO_USAGE
+        """Whether the arm ran: usage was recorded, or it has an ``arm`` phase (it raised).
+
+        False for a cell whose arm never started (skipped, its setup failed): it spent nothing.
+        """
+        return (self.usage is not None and self.usage != NO_USAGE) or "arm" in self.phases
 
     @property
     def cost_usd(self) -> float | None:
         """Dollars spent; 0 for a cell that never ran, None when not known."""
-        return self.usage.cost_usd if self.ran and self.usage else 0.0
+        if not self.ran:
+            return 0.0
+        return self.usage.cost_usd if self.usage is not None else None
 
     @property
     def tokens(self) -> int | None:
-        return self.usage.tokens if self.ran and self.usage else 0
+        """Tokens spent; 0 for a cell that never ran, None when not known."""
+        if not self.ran:
+            return 0
+        return self.usage.tokens if self.usage is not None else None
 
     @property
     def wall_seconds(self) -> float | None:
@@ -113,10 +136,6 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
         except ValueError:
             return None
         return seconds if seconds >= 0 else None
-
-    @property
-    def reused(self) -> bool:
-        return self.reused_from is not None
 
     @property
     def error_line(self) -> str | None:
@@ -134,12 +153,14 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
         return self.status == "resolved"
 
 
-def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: str | None) -> list[tuple[str, object]]:
+def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: str | None,
+                    phases: Mapping[str, float] | None = None) -> list[tuple[str, object]]:
     """A cell's status, spend and patch as pytest ``user_properties`` (for ``--junitxml`` and JSON reports).
 
-    Cost and tokens are None when unknown; the patch is relative to the out dir, None when not graded.
+    Cost and tokens are None when unknown (also when the arm ran, per ``phases``, but reported
+    nothing); the patch is relative to the out dir, None when not graded.
     """
-    cell = CellRecord("", "", status, usage=msgspec.convert(usage or {}, Usage))
+    cell = CellRecord("", "", status, usage=msgspec.convert(usage or {}, Usage), phases=dict(phases or {}))
     return [("arena_status", status), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
             ("arena_patch", patch_file)]
 
@@ -161,6 +182,16 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
                 warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({error})", stacklevel=2)
 
 
+def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
+    """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming."""
+    from .ledger import latest_run
+
+    records = read_cells(path)
+    if run_id is None:
+        return latest_run(records, lambda cell: cell.run_id)
+    return [cell for cell in records if cell.run_id == run_id]
+
+
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
               budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
@@ -174,18 +205,19 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
     rank = {name: index for index, name in enumerate(arm_order)}
     names = sorted(by_arm, key=lambda name: (rank.get(name, len(rank)), name))
     gathered = {name: ArmCells.gather(by_arm[name]) for name in names}
+    trials = max((cell.trial for cell in cells), default=0)
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run_id,
         "arm_order": names,
         "rows": len(cells),
         "instances": len({cell.instance_id for cell in cells}),
-        "trials": max((cell.trial for cell in cells), default=0),
+        "trials": trials,
         "arms": [arm_summary(name, gathered[name]) for name in names],
         "pairs": paired_comparisons(names, gathered),
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
-        + budget_warnings(budget),
+        + budget_warnings(budget) + repeat_warnings(trials),
     }
 
 
@@ -193,7 +225,6 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
 class ArmCells:
     """One arm's cells, sorted out in a single pass (each derived value computed once)."""
 
-    cells: Sequence[CellRecord]
     counted: list[CellRecord] = field(default_factory=list)
     resolved: int = 0
     ran: int = 0
@@ -212,7 +243,7 @@ class ArmCells:
 
     @classmethod
     def gather(cls, cells: Sequence[CellRecord]) -> ArmCells:
-        arm = cls(cells)
+        arm = cls()
         by_status, counted, keys, resolved_keys = arm.by_status, arm.counted, arm.keys, arm.resolved_keys
         costs, tokens, walls = arm.costs, arm.tokens, arm.walls
         trials = 0
@@ -372,6 +403,21 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
     return found
 
 
+def repeat_warnings(trials: int) -> list[dict[str, Any]]:
+    """With repeats, the interval and McNemar p count every trial as an independent cell: say so.
+
+    Trials of one instance are correlated (the same task, often the same verdict), so both are
+    optimistic. They are kept per cell, labelled, rather than replaced: per-instance numbers are
+    in pass@k and pass^k.
+    """
+    if trials <= 1:
+        return []
+    return [{"kind": "correlated_trials", "arm": None, "count": trials, "examples": [],
+             "message": f"{trials} trials per instance: the 95% CI and McNemar p assume independent trials; "
+                        "trials of one instance are correlated, so the CI is too narrow and p too small "
+                        "(pass@k and pass^k are per instance)"}]
+
+
 def budget_warnings(budget: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Spent caps (from the controller's ``budget.json``), and dollars a cap could not count."""
     if not budget:
@@ -445,8 +491,12 @@ def format_budget(budget: Mapping[str, Any]) -> list[str]:
     usd_cap = "" if limits.get("max_usd") is None else f" of ${limits['max_usd']:g}"
     token_cap = "" if limits.get("max_tokens") is None else f" of {limits['max_tokens']:,}"
     unknown = spent.get("unknown_usd_cells") or 0
-    lines = [f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"
-             + (f" (+ {unknown} cell(s) of unknown USD cost)" if unknown else "")]
+    unknown_tokens = spent.get("unknown_token_cells") or 0
+    lines = [f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"]
+    uncounted = ([f"{unknown} cell(s) of unknown USD cost"] if unknown else []) + (
+        [f"{unknown_tokens} cell(s) of unknown tokens"] if unknown_tokens else [])
+    if uncounted:
+        lines.append(f"  + {', '.join(uncounted)} (not in the totals)")
     for model, model_spend in sorted((budget.get("models") or {}).items()):
         lines.append(f"  {model}: ${usd(model_spend.get('usd'))}, {count(model_spend.get('tokens'))} tokens "
                      f"in {model_spend.get('cells')} cell(s)")
@@ -466,8 +516,9 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
         for arm in summary["arms"]
     ]
     trials = f", {summary['trials']} trials" if summary["trials"] > 1 else ""
+    independent = ", trials as independent" if summary["trials"] > 1 else ""
     lines = [f"{summary['instances']} instances x {len(summary['arms'])} arms{trials}: {summary['rows']} cells "
-             "(95% CI: Wilson; n/a: not computable)", ""]
+             f"(95% CI: Wilson{independent}; n/a: not computable)", ""]
     lines += format_table(header, body)
     most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
     if most > 1:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .guard import LOCK_NAME, read_lock, stale_reason
-from .ledger import LEDGER_NAME, latest_run
-from .report import SUMMARY_NAME, CellRecord, count, format_summary, read_cells, summarize, usd
+from .ledger import LEDGER_NAME
+from .report import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
 
 
 def duration(seconds: float) -> str:
@@ -37,15 +37,9 @@ def _age(iso: Any, now: datetime) -> str:
     return duration((now - moment).total_seconds()) + " ago"
 
 
-def _cells(out: Path, run_id: str | None) -> list[CellRecord]:
-    """The ledger's cells of ``run_id`` (of its last run when None)."""
-    path = out / LEDGER_NAME
-    if not path.is_file():
-        return []
-    records = read_cells(path)
-    if run_id is None:
-        return latest_run(records, lambda cell: cell.run_id)
-    return [cell for cell in records if cell.run_id == run_id]
+def _run_cells(out: Path, run_id: str) -> list[CellRecord]:
+    ledger = out / LEDGER_NAME
+    return ledger_cells(ledger, run_id) if ledger.is_file() else []
 
 
 def progress_lines(owner: Mapping[str, Any], now: datetime) -> list[str]:
@@ -55,13 +49,16 @@ def progress_lines(owner: Mapping[str, Any], now: datetime) -> list[str]:
     left = "not collected yet" if total is None else f"{max(total - done - running, 0)} left of {total}"
     unknown = progress.get("unknown_usd_cells") or 0
     spent_usd = f"${usd(progress.get('spent_usd'))}" + (f" (+ {unknown} cell(s) of unknown cost)" if unknown else "")
+    unknown_tokens = progress.get("unknown_token_cells") or 0
+    spent_tokens = f"{count(progress.get('spent_tokens'))} tokens" + (
+        f" (+ {unknown_tokens} cell(s) of unknown tokens)" if unknown_tokens else "")
     here = " (this machine)" if owner.get("host") == socket.gethostname() else ""
     return [
         f"  owner      pid {owner.get('pid')} on {owner.get('host')}{here}",
         f"  started    {owner.get('started_at')}, {_age(owner.get('started_at'), now)}",
         f"  heartbeat  {_age(owner.get('heartbeat_at'), now)}",
         f"  cells      {done} done, {running} running, {left}",
-        f"  spent      {spent_usd}, {count(progress.get('spent_tokens'))} tokens",
+        f"  spent      {spent_usd}, {spent_tokens}",
     ]
 
 
@@ -70,19 +67,22 @@ def sweep_status(out: Path, now: datetime | None = None) -> tuple[list[str], boo
     now = now or datetime.now(UTC)
     owner = read_lock(out)
     if owner is None:
-        cells = _cells(out, None)
-        if not cells:
+        ledger = out / LEDGER_NAME
+        if not ledger.is_file():
             return [f"no sweep is running in {out}: no {LOCK_NAME} and no {LEDGER_NAME} (no sweep has run here)"], False
+        cells = ledger_cells(ledger)
+        if not cells:
+            return [f"no sweep is running in {out} (no {LOCK_NAME}); {ledger} has no readable row"], False
         return [
             f"no sweep is running in {out} (no {LOCK_NAME}); the last run, {cells[-1].run_id}, "
             f"recorded {len(cells)} cells",
             f"its results: {out / SUMMARY_NAME} (rebuild with `swe-arena report {out}`)",
         ], False
-    dead = stale_reason(owner)
+    dead = stale_reason(owner)  # by the owner's own stale limit, recorded in the lock
     state = "running" if dead is None else f"STALE ({dead}): the sweep died; the next sweep here takes over"
     run_id = str(owner.get("run_id"))
     lines = [f"sweep {run_id} in {out}: {state}", *progress_lines(owner, now)]
-    cells = _cells(out, run_id)
+    cells = _run_cells(out, run_id)
     if cells:
         lines += ["", "results so far:", *format_summary(summarize(cells, run_id=run_id))]
     return lines, dead is None

@@ -117,3 +117,53 @@ def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(su
         "PASS_TO_PASS": {"tests/test_ops.py::test_add": "passed"}, "report": "junitxml"}
     empty_tests = rows["demo__image-2", "EMPTY"]["verify"]["tests"]
     assert empty_tests["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}
+
+
+def calibration_row(iid: str, arm: str, status: str, run_id: str = "r1", **extra) -> dict:
+    verify = {"passed": status == "resolved", "tests": {}} if status in ("resolved", "unresolved") else None
+    return {"run_id": run_id, "instance_id": iid, "arm": arm, "status": status, "verify": verify,
+            "error": extra.get("error")}
+
+
+def test_a_harness_error_or_interrupt_makes_calibration_inconclusive_not_failed(tmp_path):
+    from pytest_swe_arena.calibration import verdicts, write_calibration
+
+    good = [calibration_row("a", "GOLD", "resolved"), calibration_row("a", "EMPTY", "unresolved")]
+    path, problem = write_calibration(tmp_path, verdicts(good), "r1")
+    assert problem is None and json.loads(path.read_text())["instances"]["a"]["ok"] is True
+
+    flaky = [calibration_row("a", "GOLD", "harness_error", "r2", error="setup: clone failed"),
+             calibration_row("a", "EMPTY", "unresolved", "r2"),
+             calibration_row("b", "GOLD", "resolved", "r2"), calibration_row("b", "EMPTY", "interrupted", "r2")]
+    found = verdicts(flaky)
+    assert found["a"]["ok"] is None and found["a"]["inconclusive"] is True
+    assert found["a"]["problems"] == ["GOLD did not finish (harness_error: setup: clone failed)"]
+    assert found["b"]["ok"] is None
+    write_calibration(tmp_path, found, "r2")
+    data = json.loads(path.read_text())
+    assert data["failed"] == [], "an unfinished cell says nothing against the instance"
+    assert data["instances"]["a"]["ok"] is True, "an inconclusive verdict does not replace an earlier one"
+    assert data["instances"]["b"]["inconclusive"] is True
+
+
+@pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"instances": 3}'])
+def test_a_corrupt_calibration_file_is_replaced_with_a_warning(tmp_path, content):
+    from pytest_swe_arena.calibration import verdicts, write_calibration
+
+    (tmp_path / "calibration.json").write_text(content)
+    rows = [calibration_row("a", "GOLD", "resolved"), calibration_row("a", "EMPTY", "unresolved")]
+    path, problem = write_calibration(tmp_path, verdicts(rows), "r1")
+    assert problem is not None and str(path) in problem and "replaced by this run's verdicts" in problem
+    assert list(json.loads(path.read_text())["instances"]) == ["a"]
+
+
+def test_a_sweep_with_a_corrupt_calibration_file_finishes_and_warns(suite, calc):
+    suite.instances([calc.row("demo__calc-1")])
+    (suite.path / "arena-out").mkdir()
+    (suite.path / "arena-out/calibration.json").write_text("{torn")
+    result = suite.run("--arena-calibrate", "--arena-arms=GOLD")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["warning: *calibration.json: cannot read calibration*replaced by this run's verdicts*"])
+    assert json.loads((suite.path / "arena-out/calibration.json").read_text())["failed"] == []
+    assert not (suite.path / "arena-out/arena.lock").exists()

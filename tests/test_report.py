@@ -8,8 +8,21 @@ from typing import Any
 
 import pytest
 
+from pytest_swe_arena.budget import BudgetLimits, BudgetTally, Limit, row_tokens
 from pytest_swe_arena.compare import compare_runs, format_comparison
-from pytest_swe_arena.report import cell_records, format_summary, summarize, user_properties
+from pytest_swe_arena.outcome import CellOutcome
+from pytest_swe_arena.report import (
+    CellRecord,
+    Usage,
+    cell_records,
+    format_budget,
+    format_summary,
+    summarize,
+    unknown_usage,
+    user_properties,
+    with_spend_known,
+)
+from pytest_swe_arena.usage import Usage as CellUsage
 
 
 def row(iid: str, arm: str, status: str, cost: float | None = 0.0, tokens: int | None = 0, trial: int = 1,
@@ -62,7 +75,8 @@ def test_terminal_summary_fits_100_columns_and_shows_the_numbers():
         row("demo__calc-11", "SOLO", "harness_error", error="setup: base_commit 0123 not found\ntraceback..."),
     ]
     budget = {"run_id": "r1", "limits": {"sweep": {"max_usd": 25.0, "max_tokens": None}, "arms": {}},
-              "spent": {"usd": 25.0, "tokens": 60_000, "cells": 21, "unknown_usd_cells": 1},
+              "spent": {"usd": 25.0, "tokens": 60_000, "cells": 21, "unknown_usd_cells": 1,
+                        "unknown_token_cells": 2},
               "models": {"lab/model": {"usd": 25.0, "tokens": 60_000, "cells": 21, "unknown_usd_cells": 1}},
               "exhausted": {"*": "sweep budget exhausted ($25.0000 spent of $25)"}}
     summary = summarize(cell_records(rows), ["SOLO", "SUP4"], "r1", budget)
@@ -79,8 +93,9 @@ def test_terminal_summary_fits_100_columns_and_shows_the_numbers():
     assert table["SUPERVISOR-4-SANDBOXES"][:6] == ["1/1", "100.0%", "20.7-100.0%", "n/a", "n/a", "0"]
     assert summary["arms"][2]["cost_usd"] is None and summary["arms"][2]["cost_per_resolved_usd"] is None
     assert "SOLO vs SUP4 10 3 1 5 1 0.2188".split() in [line.split() for line in lines]
-    budget_at = lines.index("budget: $25.00 of $25 and 60,000 tokens spent (+ 1 cell(s) of unknown USD cost)")
-    assert lines[budget_at + 1] == "  lab/model: $25.00, 60,000 tokens in 21 cell(s)"
+    budget_at = lines.index("budget: $25.00 of $25 and 60,000 tokens spent")
+    assert lines[budget_at + 1] == "  + 1 cell(s) of unknown USD cost, 2 cell(s) of unknown tokens (not in the totals)"
+    assert lines[budget_at + 2] == "  lab/model: $25.00, 60,000 tokens in 21 cell(s)"
     assert "  ! SOLO: 1 harness error(s), not counted in the rate (--arena-resume runs them again)" in lines
     assert "  ! sweep budget exhausted ($25.0000 spent of $25): no new cell started after that" in lines
     assert "served model differs from the asked one in 1 cell(s) of SUPERVISOR-4-SANDBOXES" in text
@@ -114,6 +129,15 @@ def test_repeats_give_pass_at_k_and_pass_hat_k():
     assert table[3]["pass_hat_k"] == 0.0
     lines = format_summary(summary)
     assert "SOLO          3   33.3%   50.0%    0.0%" in lines
+    # Trials of one instance are not independent: the CI and McNemar p say what they assume.
+    assert lines[0] == ("2 instances x 1 arms, 3 trials: 6 cells "
+                        "(95% CI: Wilson, trials as independent; n/a: not computable)")
+    [warning] = summary["warnings"]
+    assert warning["kind"] == "correlated_trials" and warning["count"] == 3
+    assert "the 95% CI and McNemar p assume independent trials" in warning["message"]
+    assert max(len(line) for line in lines) <= 100
+    summary_validator().validate(summary)
+    assert summarize(cell_records(rows[:1]))["warnings"] == [], "no repeats, no warning"
 
 
 def test_user_properties_carry_status_spend_and_patch():
@@ -125,6 +149,45 @@ def test_user_properties_carry_status_spend_and_patch():
     assert unknown == {"arena_status": "arm_error", "arena_cost_usd": None, "arena_tokens": None, "arena_patch": None}
     never_ran = dict(user_properties("skipped_budget", {}, None))
     assert never_ran["arena_cost_usd"] == 0.0 and never_ran["arena_tokens"] == 0
+    # The arm ran (it has a phase) and raised before it could report: unknown, not free.
+    raised = dict(user_properties("harness_error", {}, None, {"arm": 3.0}))
+    assert raised["arena_cost_usd"] is None and raised["arena_tokens"] is None
+    setup_failed = dict(user_properties("harness_error", {}, None, {"workspace": 1.0}))
+    assert setup_failed["arena_cost_usd"] == 0.0
+
+
+def test_spend_of_a_cell_whose_arm_ran_or_was_in_flight_is_unknown_not_zero():
+    rows = [row("a", "SOLO", "resolved", cost=0.5, tokens=100),
+            {**row("b", "SOLO", "harness_error"), "usage": {}, "phases": {"arm": 2.0}},  # the arm raised
+            {**row("c", "SOLO", "interrupted"), "usage": unknown_usage(), "phases": {}},  # in flight at Ctrl-C
+            {**row("d", "SOLO", "harness_error"), "usage": {}, "phases": {"workspace": 1.0}}]  # never reached the arm
+    summary = summarize(cell_records(rows))
+    [solo] = summary["arms"]
+    assert solo["cost_usd"] is None and solo["tokens"] is None and solo["cost_usd_known"] == 0.5
+    assert solo["unknown_cost_cells"] == 2 and solo["unknown_token_cells"] == 2
+    assert "SOLO: cost unknown for 2 of 3 cell(s), so its USD figures are n/a (known part: $0.5000)" in [
+        warning["message"] for warning in summary["warnings"]]
+    assert format_summary(summary)[4].split()[4] == "n/a"
+    # The recorder marks such an outcome's usage before it writes the row (so budgets see it too).
+    outcome = CellOutcome("k", "b", "SOLO", 1, "harness_error", "n", {}, phases={"arm": 2.0})
+    assert with_spend_known(outcome).usage == unknown_usage()
+    assert with_spend_known(outcome.replace(phases={"setup": 1.0})).usage == {}
+
+
+def test_one_token_total_everywhere_and_budgets_count_unknown_tokens_apart():
+    known = {"input_tokens": 900, "output_tokens": 100, "reasoning_tokens": 5, "cost_usd": 1.0}
+    unknown = {"input_tokens": 900, "output_tokens": None, "reasoning_tokens": 0, "cost_usd": 0.5}
+    for usage, total in ((known, 1005), (unknown, None)):
+        assert row_tokens(usage) == total
+        assert CellRecord("a", "X", "resolved", usage=Usage(**usage)).tokens == total
+        assert CellUsage(**usage).total_tokens == total
+    tally = BudgetTally(BudgetLimits(Limit(max_tokens=10_000)))
+    tally.add({"arm": "X", "usage": known})
+    tally.add({"arm": "X", "usage": unknown})
+    assert tally.to_json()["spent"] == {"usd": 1.5, "tokens": 1005, "cells": 2, "unknown_usd_cells": 0,
+                                        "unknown_token_cells": 1}
+    assert format_budget({"run_id": "r", **tally.to_json()})[:2] == [
+        "budget: $1.5000 and 1,005 tokens of 10,000 spent", "  + 1 cell(s) of unknown tokens (not in the totals)"]
 
 
 def test_compare_two_sweeps_gives_deltas_and_flips():
@@ -137,9 +200,15 @@ def test_compare_two_sweeps_gives_deltas_and_flips():
             entry["status"] = "unresolved"
         if entry["arm"] == "SOLO":
             entry["usage"]["cost_usd"] = 0.75
+        if entry["arm"] == "SOLO" and entry["instance_id"] == "demo__calc-10":
+            entry["status"] = "harness_error"  # not in B's rate: 9 common cells
     comparison = compare_runs(before, cell_records(after_rows + [row("x", "NEW", "resolved")]), ["SOLO", "SUP4"])
     solo, sup4 = comparison["arms"]
-    assert solo["rate_a"] == 0.4 and solo["rate_b"] == 0.5 and solo["rate_delta"] == pytest.approx(0.1)
+    assert solo["rate_a"] == 0.4 and solo["rate_b"] == 5 / 9 and solo["rate_delta"] == pytest.approx(5 / 9 - 0.4)
+    # Over the 9 cells both have: the population of the flips and of McNemar p.
+    assert solo["common_cells"] == 9
+    assert solo["common_rate_a"] == 4 / 9 and solo["common_rate_b"] == 5 / 9
+    assert solo["common_rate_delta"] == pytest.approx(1 / 9)
     assert solo["cost_usd_delta"] == pytest.approx(2.5)
     assert solo["fixed"] == ["demo__calc-4", "demo__calc-5"] and solo["broken"] == ["demo__calc-9"]
     assert solo["mcnemar_p"] == pytest.approx(1.0)
@@ -147,5 +216,6 @@ def test_compare_two_sweeps_gives_deltas_and_flips():
     assert comparison["only_in_b"] == ["NEW"] and comparison["only_in_a"] == []
     lines = format_comparison(comparison, "sweep-a", "sweep-b")
     assert max(len(line) for line in lines) <= 100
-    assert "SOLO 40.0% 50.0% +10.0pp 5.0000 7.5000 +2.5000 10 2 1 1.0000".split() in [line.split() for line in lines]
+    assert "SOLO 10 40.0% 9 55.6% +15.6pp 5.0000 7.5000 +2.5000".split() in [line.split() for line in lines]
+    assert "SOLO 9 44.4% 55.6% +11.1pp 2 1 1.0000".split() in [line.split() for line in lines]
     assert lines[-3:] == ["  + demo__calc-4", "  + demo__calc-5", "  - demo__calc-9"]

@@ -225,9 +225,15 @@ def test_swe_arena_compare_two_sweeps(priced):
     result = swe_arena("compare", "before", "after", cwd=priced.path)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    table = {line.split()[0]: line.split()[1:] for line in lines if line.startswith(("SOLO", "SUP4"))}
-    assert table["SOLO"] == ["33.3%", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500", "3", "2", "1", "1.0000"]
-    assert table["SUP4"] == ["100.0%", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000", "3", "0", "0", "1.0000"]
+    rows = [line.split() for line in lines if line.startswith(("SOLO ", "SUP4 "))]
+    assert rows == [
+        # arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
+        ["SOLO", "3", "33.3%", "3", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500"],
+        ["SUP4", "3", "100.0%", "3", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000"],
+        # on common cells: cells, rate A, rate B, delta, fixed, broken, McNemar p
+        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "2", "1", "1.0000"],
+        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "0", "0", "1.0000"],
+    ]
     assert lines[-4:] == ["SOLO: 2 fixed in B (+), 1 broken in B (-)",
                           "  + demo__calc-2", "  + demo__calc-3", "  - demo__calc-1"]
 
@@ -267,3 +273,82 @@ def test_swe_arena_status_follows_a_sweep_running_in_another_process(priced):
     assert finished.returncode == 1
     assert finished.stdout.splitlines()[0].startswith(f"no sweep is running in {out} (no arena.lock); the last run")
     assert "recorded 3 cells" in finished.stdout
+
+
+def live_lock(out: Path, heartbeat_age: float = 0.0) -> None:
+    """A lock as a running sweep on this machine writes it (this test process plays the owner)."""
+    import os
+    import socket
+    from datetime import UTC, datetime, timedelta
+
+    beat = (datetime.now(UTC) - timedelta(seconds=heartbeat_age)).isoformat()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "arena.lock").write_text(json.dumps({
+        "pid": os.getpid(), "host": socket.gethostname(), "run_id": "r-live", "started_at": beat,
+        "heartbeat_at": beat, "heartbeat_seconds": 20, "stale_seconds": 90, "progress": {"total": 3}}))
+
+
+def test_swe_arena_export_skips_unreadable_rows_and_says_why(priced):
+    priced.run("--arena-arms=SOLO,SUP4").assert_outcomes(passed=4, failed=2)
+    out = priced.path / "arena-out"
+    ledger = out / "ledger.jsonl"
+    run_id = json.loads(ledger.read_text().splitlines()[-1])["run_id"]
+    (out / "patches/demo__calc-1.sup4.patch").unlink()
+    with open(ledger, "a") as rows:
+        rows.write(json.dumps({"run_id": run_id, "instance_id": "demo__calc-9", "status": "resolved",
+                               "patch_file": "patches/demo__calc-9.x.patch"}) + "\n")
+    exported = swe_arena("export", out)
+    assert exported.returncode == 0, exported.stderr
+    assert "Traceback" not in exported.stderr
+    assert (f"swe-arena: warning: {ledger}: skipping demo__calc-1[SUP4]: cannot read its patch "
+            "patches/demo__calc-1.sup4.patch: No such file or directory") in exported.stderr.splitlines()
+    assert (f"swe-arena: warning: {ledger}: skipping a row without 'arm' or 'instance_id' "
+            "(patch_file 'patches/demo__calc-9.x.patch')") in exported.stderr.splitlines()
+    sup4 = (out / "predictions/SUP4.jsonl").read_text().splitlines()
+    assert [json.loads(line)["instance_id"] for line in sup4] == ["demo__calc-2", "demo__calc-3"]
+
+    empty = priced.path / "empty"
+    empty.mkdir()
+    (empty / "ledger.jsonl").write_text("")
+    for command in ("export", "report"):
+        result = swe_arena(command, empty)
+        assert result.returncode == 1 and result.stderr.strip() == f"swe-arena: {empty / 'ledger.jsonl'} has no rows"
+
+
+def test_swe_arena_report_and_export_refuse_the_out_dir_of_a_live_sweep(priced):
+    priced.run("--arena-arms=SOLO").assert_outcomes(passed=1, failed=2)
+    out = priced.path / "arena-out"
+    live_lock(out)
+    for command in ("report", "export"):
+        refused = swe_arena(command, out)
+        assert refused.returncode == 2, refused.stdout
+        assert f"swe-arena {command}: {out} is in use by a running sweep (pid " in refused.stderr
+        assert "run r-live" in refused.stderr and "swe-arena status" in refused.stderr
+    live_lock(out, heartbeat_age=600)  # its owner's stale limit is 90 s: the sweep is dead
+    assert swe_arena("report", out).returncode == 0
+
+
+def test_swe_arena_status_of_a_ledger_without_a_readable_row(tmp_path):
+    (tmp_path / "ledger.jsonl").write_text("{torn\n")
+    status = swe_arena("status", tmp_path)
+    assert status.returncode == 1
+    assert status.stdout.strip() == f"no sweep is running in {tmp_path} (no arena.lock); " \
+                                    f"{tmp_path / 'ledger.jsonl'} has no readable row"
+
+
+def test_swe_arena_status_watch_ends_quietly_on_ctrl_c_and_on_a_closed_pipe(tmp_path):
+    import signal
+
+    live_lock(tmp_path)
+    command = [sys.executable, "-m", "pytest_swe_arena.cli", "status", str(tmp_path), "--watch", "0.1"]
+    watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert watch.stdout is not None and watch.stdout.readline().startswith("sweep r-live in ")
+    watch.send_signal(signal.SIGINT)
+    _, errors = watch.communicate(timeout=30)
+    assert watch.returncode == 130 and errors == ""
+
+    piped = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert piped.stdout is not None and piped.stdout.readline().startswith("sweep r-live in ")
+    piped.stdout.close()  # `swe-arena status OUT --watch 1 | head -1`
+    assert piped.wait(timeout=30) == 0
+    assert piped.stderr is not None and piped.stderr.read() == ""

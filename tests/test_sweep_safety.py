@@ -66,8 +66,29 @@ class TreeArm:
         return ArmResult(usage=Usage(cost_source="unknown"))
 
 
+class CrashArm:
+    """Kills the process it runs in: under xdist, its worker dies in the middle of the cell."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class RaisingArm:
+    """Raises after it may have spent: a harness error whose spend nobody knows."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        raise RuntimeError("the agent's SDK blew up")
+
+
 def pytest_arena_arm_kinds():
-    return {"priced": PricedArm, "tree": TreeArm}
+    return {"priced": PricedArm, "tree": TreeArm, "crash": CrashArm, "raising": RaisingArm}
 '''
 
 ARMS_TOML = """
@@ -83,6 +104,10 @@ kind = "tree"
 [tool.swe_arena.arms.SLOW]
 kind = "tree"
 seconds = 60
+[tool.swe_arena.arms.CRASH]
+kind = "crash"
+[tool.swe_arena.arms.RAISING]
+kind = "raising"
 """
 
 
@@ -221,10 +246,161 @@ def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
     refused.stderr.fnmatch_lines(["*in use by another sweep (pid 1 on elsewhere, run r-remote*"])
 
     old = dict(fresh, heartbeat_at=(datetime.now(UTC) - timedelta(seconds=10)).isoformat())
+    # The owner beats slowly and said so in its lock: its stale limit, not ours, decides.
+    (out / "arena.lock").write_text(json.dumps(dict(old, heartbeat_seconds=60, stale_seconds=180)))
+    patient = arena.run("--arena-arms=GOLD")
+    assert patient.ret == pytest.ExitCode.USAGE_ERROR
+    patient.stderr.fnmatch_lines(["*in use by another sweep (pid 1 on elsewhere, run r-remote*"])
+
     (out / "arena.lock").write_text(json.dumps(old))
     taken = arena.run("--arena-arms=GOLD")
     taken.assert_outcomes(passed=1)
     taken.stdout.fnmatch_lines(["*taking over the lock*run r-remote*its heartbeat is 1? s old*"])
+
+
+def test_stale_reason_uses_the_limit_the_owner_recorded():
+    from pytest_swe_arena.guard import stale_reason
+
+    beat = (datetime.now(UTC) - timedelta(seconds=100)).isoformat()
+    owner = {"pid": 1, "host": "elsewhere", "heartbeat_at": beat}
+    assert stale_reason(owner) == "its heartbeat is 100 s old"
+    assert stale_reason(dict(owner, stale_seconds=600)) is None
+    assert stale_reason(dict(owner, stale_seconds=600), stale_after=30) is None, "the owner's limit wins"
+    assert stale_reason(dict(owner, stale_seconds="soon"), stale_after=30) == "its heartbeat is 100 s old"
+
+
+def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
+    import shutil
+
+    from pytest_swe_arena.guard import SweepLock
+
+    out = tmp_path / "out"
+    lock = SweepLock(out, "r1", dict, heartbeat=0.05)
+    lock.acquire()
+    try:
+        with pytest.warns(RuntimeWarning, match="cannot refresh .*arena.lock.*; retrying every 0.05 s"):
+            shutil.rmtree(out)  # every write now fails (FileNotFoundError)
+            wait_for(lambda: lock.failures >= 2, 10, "failed heartbeats")
+        assert lock._thread is not None and lock._thread.is_alive()
+        out.mkdir()
+        wait_for((out / "arena.lock").exists, 10, "the heartbeat to write the lock again")
+    finally:
+        lock.release()
+    assert not (out / "arena.lock").exists()
+
+
+def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
+    from pytest_swe_arena.guard import InterruptSignals
+
+    signals = InterruptSignals()
+    signals.install()
+    try:
+        steps = []
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            with signals.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)  # the handler has run by now: it only took note
+                steps.append("written")
+                with signals.deferred():
+                    steps.append("nested")
+                steps.append("counted")  # the inner block's end does not raise
+        assert steps == ["written", "nested", "counted"]
+        assert signals.pending is None
+        time.sleep(signals.REPEAT_WINDOW)
+        with pytest.raises(KeyboardInterrupt):  # outside a deferred block a signal raises at once
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    finally:
+        signals.uninstall()
+
+
+def test_a_usage_error_at_session_start_leaves_no_lock(arena):
+    arena.instances([arena.calc.row()])
+    typo = arena.run("--arena-arms=GOLD,TYPO")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    typo.stderr.fnmatch_lines(["*--arena-arms: unknown arm 'TYPO'*"])
+    assert not (arena.path / "arena-out/arena.lock").exists()
+    after = arena.run("--arena-arms=GOLD")
+    after.assert_outcomes(passed=1)
+    assert "taking over the lock" not in after.stdout.str()
+
+
+def test_a_failure_while_writing_the_results_still_releases_the_lock(arena):
+    arena.instances([arena.calc.row()])
+    (arena.path / "arena-out/summary.json").mkdir(parents=True)  # summary.json cannot be replaced
+    result = arena.run("--arena-arms=GOLD")
+    assert result.ret != pytest.ExitCode.OK
+    assert "IsADirectoryError" in result.stderr.str() and "summary.json" in result.stderr.str()
+    assert [row["status"] for row in arena.ledger()] == ["resolved"]
+    assert not (arena.path / "arena-out/arena.lock").exists()
+
+
+def test_a_cell_whose_worker_dies_is_a_harness_error_row_and_the_others_are_intact(arena):
+    arena.instances([arena.calc.row(f"demo__calc-{n}") for n in (1, 2)])
+    result = arena.run("--arena-arms=GOLD,CRASH", "-n", "2", "-v")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(["*HARNESS_ERROR instances/demo.jsonl::demo__calc-?[[]CRASH[]]*"])
+    rows = {(row["instance_id"], row["arm"]): row for row in arena.ledger()}
+    assert len(rows) == 4, "one row per cell: none missing, none twice"
+    for n in (1, 2):
+        assert rows[(f"demo__calc-{n}", "GOLD")]["status"] == "resolved"
+        crashed = rows[(f"demo__calc-{n}", "CRASH")]
+        assert crashed["status"] == "harness_error"
+        assert re.match(r"worker crashed: worker 'gw\d' crashed while running", crashed["error"]), crashed["error"]
+        assert crashed["cell_key"], "identified from the setup report"
+        assert crashed["usage"]["cost_usd"] is None, "it may have spent: unknown, not $0"
+    crash = next(arm for arm in arena.summary()["arms"] if arm["arm"] == "CRASH")
+    assert crash["harness_errors"] == 2 and crash["cost_usd"] is None
+    assert not (arena.path / "arena-out/arena.lock").exists()
+
+
+def test_a_harness_error_after_the_arm_ran_has_unknown_spend(arena):
+    arena.instances([arena.calc.row()])
+    arena.run("--arena-arms=RAISING,PAID", "--arena-max-usd=100").assert_outcomes(passed=1, errors=1)
+    rows = {row["arm"]: row for row in arena.ledger()}
+    assert rows["RAISING"]["status"] == "harness_error" and "the agent's SDK blew up" in rows["RAISING"]["error"]
+    assert rows["RAISING"]["usage"]["cost_usd"] is None and rows["RAISING"]["usage"]["input_tokens"] is None
+    raising = next(arm for arm in arena.summary()["arms"] if arm["arm"] == "RAISING")
+    assert raising["cost_usd"] is None and raising["tokens"] is None
+    spent = json.loads((arena.path / "arena-out/budget.json").read_text())["spent"]
+    assert spent == {"usd": 1.0, "tokens": 1000, "cells": 2, "unknown_usd_cells": 1, "unknown_token_cells": 1}
+
+
+def test_a_resumed_sweep_counts_the_spend_it_reuses_before_any_cell_starts(arena):
+    arena.instances([arena.calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
+    arena.run("--arena-arms=PAID").assert_outcomes(passed=3)
+    first_run = arena.ledger()[0]["run_id"]
+    # $3 already spent by the reused cells: a $2 cap is spent before PAID2 runs anything.
+    arena.run("--arena-arms=PAID,PAID2", "--arena-resume", "--arena-max-usd=2").assert_outcomes(passed=3, skipped=3)
+    rows = arena.ledger()
+    second = [row for row in rows if row["run_id"] == rows[-1]["run_id"]]
+    assert sorted((row["arm"], row["status"]) for row in second) == [("PAID", "resolved")] * 3 + [
+        ("PAID2", "skipped_budget")] * 3
+    budget = json.loads((arena.path / "arena-out/budget.json").read_text())
+    assert budget["spent"]["usd"] == 3.0 and budget["spent"]["cells"] == 3, "each reused row counted once"
+    # Resumed again: a reused row names the run that really ran the cell, not the one that reused it.
+    arena.run("--arena-arms=PAID", "--arena-resume").assert_outcomes(passed=3)
+    rows = arena.ledger()
+    third = [row for row in rows if row["run_id"] == rows[-1]["run_id"]]
+    assert [row["reused_from"] for row in third] == [first_run] * 3
+
+
+def test_tests_that_are_not_cells_never_become_ledger_rows(arena):
+    arena.instances([arena.calc.row()])
+    started = arena.path / "plain-started"
+    arena.pytester.makepyfile(test_plain=f"""
+        import pathlib, time, pytest
+
+        @pytest.mark.parametrize("case", ["a"])
+        def test_waits(case):
+            pathlib.Path({str(started)!r}).write_text("started")
+            time.sleep(300)
+    """)
+    sweep = start_sweep(arena, "--arena-arms=GOLD", "instances", "test_plain.py")
+    wait_for(started.exists, 90, "the plain test to start")
+    sweep.send_signal(signal.SIGINT)
+    assert sweep.wait(timeout=30) == pytest.ExitCode.INTERRUPTED
+    assert [(row["arm"], row["status"]) for row in arena.ledger()] == [("GOLD", "resolved")]
 
 
 def test_the_heartbeat_refreshes_the_lock_with_progress(arena):
@@ -243,7 +419,8 @@ def test_the_heartbeat_refreshes_the_lock_with_progress(arena):
         later = json.loads(lock.read_text())
         assert later["heartbeat_at"] > first["heartbeat_at"], "the heartbeat refreshes while no cell finishes"
         assert later["progress"] == {"total": 4, "done": 1, "running": 1, "spent_usd": 0.0, "spent_tokens": 0,
-                                     "unknown_usd_cells": 0}
+                                     "unknown_usd_cells": 0, "unknown_token_cells": 0}
+        assert (later["heartbeat_seconds"], later["stale_seconds"]) == (0.5, 90.0)
         assert lock.stat().st_mode & 0o777 == 0o600
     finally:
         sweep.send_signal(signal.SIGINT)
@@ -275,6 +452,9 @@ def test_sigint_stops_the_sweep_without_orphans_and_resume_runs_the_rest(arena, 
     rows = [json.loads(line) for line in lines]  # every line parses
     interrupted = [row for row in rows if row["status"] == "interrupted"]
     assert interrupted and all(row["arm"] == "TREE" for row in interrupted)
+    # In flight when stopped: what they spent is unknown, not $0.
+    assert all(row["usage"]["cost_usd"] is None and row["usage"]["cost_source"] == "unknown" for row in interrupted)
+    assert len({(row["instance_id"], row["arm"]) for row in rows}) == len(rows), "no cell recorded twice"
     final = {(r["instance_id"], r["arm"]) for r in rows if r["status"] in ("resolved", "unresolved")}
 
     # Resume: the final cells are reused, everything else runs (the tree arm now finishes quickly).
