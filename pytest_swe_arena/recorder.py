@@ -175,10 +175,10 @@ class ArenaRecorder:
         self.total = len(self.cell_ids)
 
     def looks_like_cell(self, nodeid: str) -> bool:
-        if not NODE_NAME.search(nodeid):
-            return False
-        path = (self.config.rootpath / nodeid.split("::")[0]).resolve()
-        return is_instance_file(path) and self.state.covers(path)
+        # Not resolved against the rootdir: files outside it get ids relative to their own dir.
+        match = NODE_NAME.search(nodeid)
+        return (match is not None and match["arm"] in self.state.settings.arms
+                and is_instance_file(Path(nodeid.split("::")[0])))
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]

@@ -97,8 +97,9 @@ def testbed_image(tmp_path_factory):
 
 def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(suite, testbed_image):
     engine, tag, calc = testbed_image
-    # Inside the image the workspace is read-only: verify proves it can run there and not write.
-    verify = "python -m pytest -q -p no:cacheprovider tests && ! touch /testbed/probe 2>/dev/null"
+    # Inside the image the workspace is mounted read-write (test suites write into their tree).
+    verify = ("python -m pytest -q -p no:cacheprovider tests"
+              " && python -c \"open('/testbed/probe', 'w').write('x')\" && test -f /testbed/probe")
     graded = calc.row("demo__image-2", source={"image": tag}, FAIL_TO_PASS='["tests/test_ops.py::test_mul"]',
                       PASS_TO_PASS='["tests/test_ops.py::test_add"]')
     del graded["verify"]

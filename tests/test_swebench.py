@@ -182,13 +182,13 @@ class RaisingArm:
 
 
 class JammingArm:
-    """Gives up, leaving the workspace's git index locked so the patch cannot be taken."""
+    """Gives up, leaving the workspace's git index corrupt so the patch cannot be taken."""
 
     def __init__(self, spec, suite):
         self.spec = spec
 
     def run(self, request):
-        (request.workspace.path / ".git" / "index.lock").write_text("")
+        (request.workspace.path / ".git" / "index").write_text("not an index")
         return ArmResult(status="arm_error", error="agent gave up")
 
 

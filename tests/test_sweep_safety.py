@@ -240,7 +240,7 @@ def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
     fresh = {"pid": 1, "host": "elsewhere", "run_id": "r-remote", "started_at": datetime.now(UTC).isoformat(),
              "heartbeat_at": datetime.now(UTC).isoformat(), "progress": {}}
     (out / "arena.lock").write_text(json.dumps(fresh))
-    arena.ini_lines = ["arena_lock_stale = 3"]
+    arena.ini_lines = ["arena_lock_stale = 3", "arena_lock_heartbeat = 1"]
     refused = arena.run("--arena-arms=GOLD")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*in use by another sweep (pid 1 on elsewhere, run r-remote*"])
