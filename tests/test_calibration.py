@@ -82,17 +82,9 @@ def test_image_instances_without_an_engine_are_one_line_harness_errors(suite, ca
 
 @pytest.fixture(scope="module")
 def testbed_image(tmp_path_factory):
-    from gitrepos import calc_project
-    from testbed_image import answering_engine, build_testbed_image
+    from testbed_image import calc_testbed_image
 
-    engine = answering_engine()
-    if engine is None:
-        pytest.skip("no container engine answers on this machine")
-    project = calc_project(tmp_path_factory.mktemp("image-repo"))
-    tag = f"localhost/swe-arena-test/calc:{project.base[:12]}"
-    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
-    yield engine, tag, project
-    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+    yield from calc_testbed_image(tmp_path_factory, "calc")
 
 
 def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(suite, testbed_image):

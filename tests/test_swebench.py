@@ -6,10 +6,9 @@ import json
 import os
 import signal
 import subprocess
-import uuid
 
 import pytest
-from gitrepos import calc_project, commit, diff_of, git, shapes_swe_bench_row
+from gitrepos import commit, diff_of, git, shapes_swe_bench_row
 from test_sweep import XDIST, ledger_validator
 
 from pytest_swe_arena.instances import build_instance
@@ -220,16 +219,9 @@ def test_an_arm_that_raised_has_unknown_usage_and_a_failed_extraction_keeps_the_
 @pytest.fixture(scope="module")
 def image(tmp_path_factory):
     """A small testbed image (bash, this machine's Python and pytest) and its engine; skipped where none answers."""
-    from testbed_image import answering_engine, build_testbed_image
+    from testbed_image import calc_testbed_image
 
-    engine = answering_engine()
-    if engine is None:
-        pytest.skip("no container engine answers on this machine")
-    project = calc_project(tmp_path_factory.mktemp("image-repo"))
-    tag = f"localhost/swe-arena-test/verify:{uuid.uuid4().hex[:12]}"
-    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
-    yield engine, tag, project
-    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+    yield from calc_testbed_image(tmp_path_factory, "verify")
 
 
 def verify_in(image, tmp_path, verify, host_image=None, timeout=120):

@@ -14,7 +14,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from gitrepos import git
 
@@ -82,3 +85,18 @@ def build_testbed_image(engine: str, repo: Path, tag: str, root: Path) -> str:
     tar.wait()
     assert imported.returncode == 0, imported.stderr
     return tag
+
+
+def calc_testbed_image(tmp_path_factory: Any, name: str) -> Iterator[tuple[str, str, Any]]:
+    """Body of a module fixture: (engine, tag, calc project) for a fresh image; skipped where no engine answers."""
+    import pytest
+    from gitrepos import calc_project
+
+    engine = answering_engine()
+    if engine is None:
+        pytest.skip("no container engine answers on this machine")
+    project = calc_project(tmp_path_factory.mktemp("image-repo"))
+    tag = f"localhost/swe-arena-test/{name}:{uuid.uuid4().hex[:12]}"
+    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
+    yield engine, tag, project
+    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
