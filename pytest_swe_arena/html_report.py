@@ -203,8 +203,9 @@ def _mark(cell: CellRecord) -> str:
     status = cell.status if cell.status in STATUS_MARKS else _text(cell.status)
     glyph, meaning = STATUS_MARKS.get(status, ("?", status))
     tip = f"trial {cell.trial}: {meaning}" if cell.trial > 1 else meaning
-    if cell.ran:
-        tip += f" · {usd(cell.cost_usd)} USD, {count(cell.tokens)} tokens"
+    ran, cost, used = cell.spend()
+    if ran:
+        tip += f" · {usd(cost)} USD, {count(used)} tokens"
     wall = cell.wall_seconds
     if wall is not None:
         tip += f" · {seconds(wall)}"
