@@ -209,13 +209,16 @@ class StreamFollower:
         self.tally = tally or StreamTally()
         self._offset = 0
 
-    def poll(self) -> StreamTally:
+    def _unread(self) -> bytes:
         try:
             with open(self.path, "rb") as stream:
                 stream.seek(self._offset)
-                data = stream.read()
+                return stream.read()
         except OSError:
-            return self.tally
+            return b""
+
+    def poll(self) -> StreamTally:
+        data = self._unread()
         end = data.rfind(b"\n") + 1  # a half-written last line waits for the next poll
         for line in data[:end].splitlines():
             self.tally.feed(line.decode("utf-8", errors="replace"))
@@ -225,12 +228,7 @@ class StreamFollower:
     def finish(self) -> StreamTally:
         """Read what is left once the writer is gone, a last line without a newline included."""
         self.poll()
-        try:
-            with open(self.path, "rb") as stream:
-                stream.seek(self._offset)
-                rest = stream.read()
-        except OSError:
-            return self.tally
+        rest = self._unread()
         self._offset += len(rest)
         if rest.strip():
             self.tally.feed(rest.decode("utf-8", errors="replace"))

@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_model import ScriptedModel  # noqa: E402
 
@@ -172,12 +174,7 @@ class Cell:
             "TMPDIR": str(d["tmp"]),
             "OPENCODE_CONFIG": str(self.config_path),
             "OPENCODE_DB": str(self.db_path),
-            "OPENCODE_DISABLE_MODELS_FETCH": "1",
-            "OPENCODE_DISABLE_AUTOUPDATE": "1",
-            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-            "OPENCODE_DISABLE_CLAUDE_CODE": "1",
-            "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+            **OPENCODE_QUIET_ENV,  # the cell's own quiet variables: the contract checks they suffice
         }
 
     def argv(self, prompt: str | None, *extra: str, wrapper: tuple[str, ...] = ()) -> list[str]:

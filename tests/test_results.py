@@ -16,8 +16,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 from browser import Browser
-
-XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+from test_sweep import XDIST
 
 # A real arm kind (registered through the hook) that does real work in the workspace; only what a
 # model would have spent is stated by the arm. ``resolve`` picks the instances it fixes.

@@ -13,8 +13,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+from test_sweep import XDIST
 
 # Test arms. They are real arm kinds (registered through the hook) that do real work in the
 # workspace and real processes; only what a model would have spent is stated by the arm.

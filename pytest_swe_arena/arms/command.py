@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ..suite import Suite
-from ..usage import TOKEN_FIELDS, Usage, price_for, read_stream
+from ..usage import TOKEN_FIELDS, Usage, price_for
 from .agent import (
     OPENCODE_QUIET_ENV,
     CapWatch,
@@ -32,7 +32,6 @@ from .agent import (
     check_program,
     check_template,
     find_program,
-    over_cap,
     read_cap,
     read_env,
     read_opencode_home,
@@ -41,7 +40,7 @@ from .agent import (
     write_prompt,
 )
 from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
-from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, account_opencode
+from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
 
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
 USAGE_SOURCES = ("file", "opencode")
@@ -121,26 +120,18 @@ class CommandArm:
             stderr=request.run_dir / "stderr.log", stdin=prompt if self.stdin == "prompt" else None,
             should_stop=watch, what=f"command {self.spec.name}",
         )
-        error = outcome.error
-        if outcome.status == "over_budget" and watch is not None:
-            error = f"command {self.spec.name} stopped: {watch.reason}"
         provenance: dict[str, Any] = dict(self.home.provenance) if self.home else {}
         if self.secrets:
             provenance["secrets"] = self.secrets.describe()
-        details: dict[str, Any] = {"returncode": outcome.returncode, "agent_seconds": round(outcome.seconds, 3)}
-        served: str | None = None
-        models: dict[str, Usage] = {}
         if streamed:
-            usage, models, served, stream_details = account_opencode(request, read_stream(stdout).usage(),
-                                                                     self.prices, self.price)
-            details.update(stream_details)
-            if outcome.status == "completed":
-                outcome = over_cap(self.cap, outcome, usage, f"command {self.spec.name}")
-                error = outcome.error
+            outcome, error, usage, models, served, details = settle_opencode_run(
+                request, stdout, outcome, watch, self.cap, self.prices, self.price, f"command {self.spec.name}")
         else:
+            error, details = outcome.error, {}
             usage, models, served, problem = self.account_file(usage_file)
             if problem:
                 details["usage_error"] = problem
+        details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
         return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
                          served_model=served, provenance=provenance, details=details)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +22,9 @@ from ..suite import Suite
 from ..usage import Usage, add_usages, price_for, read_sessions, read_stream, sessions_by_model
 from .agent import (
     OPENCODE_QUIET_ENV,
+    AgentOutcome,
     CapWatch,
+    SpendCap,
     find_program,
     over_cap,
     read_cap,
@@ -71,16 +74,8 @@ class OpencodeArm:
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=events,
             stderr=request.run_dir / "stderr.log", stdin=prompt, should_stop=watch, what="opencode",
         )
-        stream = read_stream(events)
-        error = outcome.error
-        if outcome.status == "over_budget" and watch is not None:
-            error = f"opencode stopped: {watch.reason}"
-        elif outcome.status == "arm_error" and stream.errors:
-            error = f"{error}: {stream.errors[-1][:500]}"
-        usage, models, served, details = account_opencode(request, stream.usage(), self.prices, self.price)
-        if outcome.status == "completed":
-            outcome = over_cap(self.cap, outcome, usage, "opencode")
-            error = outcome.error
+        outcome, error, usage, models, served, details = settle_opencode_run(
+            request, events, outcome, watch, self.cap, self.prices, self.price, "opencode")
         details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
         return ArmResult(
             status=outcome.status, error=error, usage=usage, models=models,
@@ -88,6 +83,27 @@ class OpencodeArm:
             provenance={**self.home.provenance, **({"secrets": self.secrets.describe()} if self.secrets else {})},
             details=details,
         )
+
+
+def settle_opencode_run(
+    request: CellRequest, events: Path, outcome: AgentOutcome, watch: CapWatch | None, cap: SpendCap,
+    prices: Mapping[str, Mapping[str, float]], price: Mapping[str, float] | None, what: str,
+) -> tuple[AgentOutcome, str | None, Usage, dict[str, Usage], str | None, dict[str, Any]]:
+    """After an agent that wrote opencode's JSON stream to ``events``: its error, its spend, the final cap check.
+
+    Returns (outcome, error, usage, usage per model, served model, details).
+    """
+    stream = read_stream(events)
+    error = outcome.error
+    if outcome.status == "over_budget" and watch is not None:
+        error = f"{what} stopped: {watch.reason}"
+    elif outcome.status == "arm_error" and stream.errors:
+        error = f"{error}: {stream.errors[-1][:500]}"
+    usage, models, served, details = account_opencode(request, stream.usage(), prices, price)
+    capped = over_cap(cap, outcome, usage, what)
+    if capped is not outcome:
+        outcome, error = capped, capped.error
+    return outcome, error, usage, models, served, details
 
 
 def account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str, Mapping[str, float]],
