@@ -20,6 +20,20 @@ UNKNOWN_MODEL = "unknown"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
+#: What a token total adds up; the budget, the summary and the arms all count these.
+TOKEN_PARTS = ("input_tokens", "output_tokens", "reasoning_tokens")
+
+
+def token_total(parts: Iterable[int | None]) -> int | None:
+    """Input + output + reasoning tokens; None as soon as one of them is unknown (never counted as 0)."""
+    total = 0
+    for part in parts:
+        if part is None:
+            return None
+        total += part
+    return total
+
+
 @dataclass(frozen=True)
 class Usage:
     """What one cell (or one model within it) consumed."""
@@ -42,10 +56,7 @@ class Usage:
     @property
     def total_tokens(self) -> int | None:
         """Input + output + reasoning tokens, or None if any of those is unknown."""
-        parts = (self.input_tokens, self.output_tokens, self.reasoning_tokens)
-        if any(part is None for part in parts):
-            return None
-        return sum(part for part in parts if part is not None)
+        return token_total((self.input_tokens, self.output_tokens, self.reasoning_tokens))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,18 +168,18 @@ class StreamTally:
             return
         if event.get("type") == "error":
             self.errors.append(_error_message(event.get("error")))
-        part = _table(event.get("part"))
+        part = json_table(event.get("part"))
         if event.get("type") != "step_finish" or not part:
             return
-        tokens = _table(part.get("tokens"))
-        cache = _table(tokens.get("cache"))
+        tokens = json_table(part.get("tokens"))
+        cache = json_table(tokens.get("cache"))
         self.steps += 1
-        self.input_tokens += _count(tokens.get("input"))
-        self.output_tokens += _count(tokens.get("output"))
-        self.reasoning_tokens += _count(tokens.get("reasoning"))
-        self.cache_read_tokens += _count(cache.get("read"))
-        self.cache_write_tokens += _count(cache.get("write"))
-        self.max_context_tokens = max(self.max_context_tokens, _count(tokens.get("total")))
+        self.input_tokens += json_count(tokens.get("input"))
+        self.output_tokens += json_count(tokens.get("output"))
+        self.reasoning_tokens += json_count(tokens.get("reasoning"))
+        self.cache_read_tokens += json_count(cache.get("read"))
+        self.cache_write_tokens += json_count(cache.get("write"))
+        self.max_context_tokens = max(self.max_context_tokens, json_count(tokens.get("total")))
         cost = part.get("cost")
         if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
             self.reported_cost += float(cost)
@@ -180,7 +191,7 @@ class StreamTally:
                      round(self.reported_cost, 9), "reported")
 
 
-def _table(value: Any) -> dict[str, Any]:
+def json_table(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
     return value if isinstance(value, dict) else {}
 
@@ -189,24 +200,25 @@ def _error_message(error: Any) -> str:
     """The text of an ``error`` event's ``error``: an object (``data.message``, ``name``) or a plain string."""
     if isinstance(error, str) and error:
         return error
-    table = _table(error)
+    table = json_table(error)
     data = table.get("data")
-    for candidate in (_table(data).get("message"), data, table.get("message"), table.get("name")):
+    for candidate in (json_table(data).get("message"), data, table.get("message"), table.get("name")):
         if isinstance(candidate, str) and candidate:
             return candidate
     return "unknown error"
 
 
-def _count(value: Any) -> int:
+def json_count(value: Any) -> int:
+    """``value`` if it is a positive JSON integer, else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class StreamFollower:
     """Reads the complete lines appended to a stream file since the last call (for live caps)."""
 
-    def __init__(self, path: Path, tally: StreamTally | None = None):
+    def __init__(self, path: Path):
         self.path = path
-        self.tally = tally or StreamTally()
+        self.tally = StreamTally()
         self._offset = 0
 
     def _unread(self) -> bytes:

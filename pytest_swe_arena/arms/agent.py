@@ -9,6 +9,7 @@ process, and never enter the cell environment that verify uses.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -23,7 +24,7 @@ from typing import Any
 
 from .. import proc
 from ..suite import Suite
-from ..usage import StreamFollower, Usage, price_tokens
+from ..usage import StreamFollower, Usage
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -167,9 +168,7 @@ class SpendCap:
         if self.max_tokens is not None and tokens > self.max_tokens:
             return f"spent {tokens:,} tokens, over max_tokens {self.max_tokens:,}"
         if self.max_usd is not None:
-            cost = usage.cost_usd or 0.0
-            if not cost and self.price is not None:
-                cost = price_tokens(usage, self.price) or 0.0
+            cost = usage.priced(self.price).cost_usd or 0.0
             if cost > self.max_usd:
                 return f"spent ${cost:.6f}, over max_usd ${self.max_usd:g}"
         return None
@@ -380,11 +379,16 @@ def agent_version(executable: str, origin: str | None = None) -> str:
     """
     where = f"{origin}: " if origin else ""
     try:
-        completed = subprocess.run([executable, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
-                                   text=True, timeout=60, check=False)
+        return _version(executable)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise ArmConfigError(f"{where}cannot run {executable} --version: {error}") from None
-    if completed.returncode != 0:
-        raise ArmConfigError(f"{where}{executable} --version exited with {completed.returncode}: "
-                             f"{completed.stderr[-300:]}")
-    return completed.stdout.strip()
+    except subprocess.CalledProcessError as error:
+        raise ArmConfigError(f"{where}{executable} --version exited with {error.returncode}: "
+                             f"{error.stderr[-300:]}") from None
+
+
+@functools.lru_cache
+def _version(executable: str) -> str:
+    """Asked once per process: every arm is built on the controller and on each xdist worker."""
+    return subprocess.run([executable, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60, check=True).stdout.strip()

@@ -93,7 +93,7 @@ def settle_opencode_run(
 
     Returns (outcome, error, usage, usage per model, served model, details).
     """
-    stream = read_stream(events)
+    stream = watch.follower.finish() if watch is not None else read_stream(events)  # the watch read most of it
     error = outcome.error
     if outcome.status == "over_budget" and watch is not None:
         error = f"{what} stopped: {watch.reason}"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -27,7 +26,17 @@ from typing import Any
 import pytest
 
 from ..suite import Suite
-from ..usage import UNKNOWN_MODEL, SessionSpend, Usage, add_usages, read_sessions, sessions_by_model
+from ..usage import (
+    UNKNOWN_MODEL,
+    SessionSpend,
+    Usage,
+    add_usages,
+    json_count,
+    json_table,
+    read_sessions,
+    sessions_by_model,
+)
+from ..workspace import run_git
 from .agent import (
     OPENCODE_QUIET_ENV,
     check_program,
@@ -96,14 +105,6 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def _table(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _number(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
 def _state_mtime(directory: Path) -> float:
     try:
         return (directory / "state.json").stat().st_mtime
@@ -133,7 +134,7 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
     if isinstance(state, dict):
         run.status = state.get("status") if isinstance(state.get("status"), str) else None
         run.verdict = state.get("verdict") if isinstance(state.get("verdict"), str) else None
-        result = _table(state.get("result"))
+        result = json_table(state.get("result"))
         run.delivered = result.get("delivered") if isinstance(result.get("delivered"), bool) else None
         tokens, usd = result.get("spentTokens"), result.get("spentUsd")
         run.spent_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
@@ -152,8 +153,8 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
             if event.get("kind") == "started" and isinstance(event.get("cwd"), str):
                 run.worker_cwds.append(event["cwd"])
             elif event.get("kind") == "settled":
-                tokens = _table(_table(event.get("spend")).get("tokens"))
-                run.settled_tokens += _number(tokens.get("input")) + _number(tokens.get("output"))
+                tokens = json_table(json_table(event.get("spend")).get("tokens"))
+                run.settled_tokens += json_count(tokens.get("input")) + json_count(tokens.get("output"))
     return run
 
 
@@ -333,12 +334,11 @@ def cancel_grace(knobs: Mapping[str, str], origin: str) -> float:
 
 
 def _git_head(repo: Path, origin: str) -> str:
-    completed = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                               check=False)
+    completed = run_git("rev-parse", "HEAD", cwd=repo)
     if completed.returncode != 0:
         raise ArmConfigError(f"{origin}: field 'loops_repo': {repo} is not a git checkout with a commit "
-                             f"({completed.stderr.strip()[:200]})")
-    return completed.stdout.strip()
+                             f"({completed.stderr.decode(errors='replace').strip()[:200]})")
+    return completed.stdout.decode().strip()
 
 
 @pytest.hookimpl
