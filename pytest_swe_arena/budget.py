@@ -16,10 +16,12 @@ spend of the rows it may reuse already counted (see ``recorder``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .usage import TOKEN_PARTS, token_total
 
 BUDGET_FILE = "budget.json"
 SWEEP = "*"  # key of the sweep-wide cap in ``exhausted``
@@ -47,20 +49,6 @@ class BudgetLimits:
     @property
     def is_set(self) -> bool:
         return self.sweep.is_set or any(limit.is_set for limit in self.arms.values())
-
-
-#: What a token total adds up; the budget, the summary and the arms all count these.
-TOKEN_PARTS = ("input_tokens", "output_tokens", "reasoning_tokens")
-
-
-def token_total(parts: Iterable[int | None]) -> int | None:
-    """Input + output + reasoning tokens; None as soon as one of them is unknown (never counted as 0)."""
-    total = 0
-    for part in parts:
-        if part is None:
-            return None
-        total += part
-    return total
 
 
 def row_tokens(usage: Mapping[str, Any]) -> int | None:

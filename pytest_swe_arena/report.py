@@ -24,10 +24,11 @@ from typing import Any
 
 import msgspec
 
-from .budget import BUDGET_FILE, SWEEP, token_total
+from .budget import BUDGET_FILE, SWEEP
 from .ledger import write_atomic
 from .outcome import STATUSES, CellOutcome
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
+from .usage import token_total
 
 SUMMARY_NAME = "summary.json"
 REPORT_NAME = "report.html"
