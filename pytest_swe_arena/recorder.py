@@ -63,10 +63,10 @@ class ArenaRecorder:
         self.total: int | None = None
         #: Node ids of the arena cells (other tests of the session are none of the recorder's business).
         self.cell_ids: set[str] = set()
-        #: Cell keys of reusable rows whose spend the tally counted at session start.
-        self.prepaid: set[str] = set()
         self.started: set[str] = set()
         self.finished: set[str] = set()
+        #: Started and not finished: ``progress()`` runs on every report and heartbeat.
+        self.running: set[str] = set()
         self.pending: dict[str, dict[str, Any]] = {}
         self.interrupted = False
         self.lock: SweepLock | None = None
@@ -105,10 +105,9 @@ class ArenaRecorder:
         count, whether or not a ``-k`` or a changed instance keeps them from being reused.
         """
         arms = set(self.arm_order)
-        for key, row in self.reusable.items():
-            if not arms or row.get("arm") in arms:
+        for row in self.reusable.values():
+            if row.get("arm") in arms:
                 self.tally.add(row)
-                self.prepaid.add(key)
 
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends seconds rendering the traceback
     def pytest_keyboard_interrupt(self) -> None:
@@ -171,6 +170,9 @@ class ArenaRecorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Under xdist the controller has no items, only node ids: a cell's is an instance file's.
+        # Every worker collects the same ids (xdist stops otherwise): the first one says it all.
+        if self.cell_ids:
+            return
         self.cell_ids.update(nodeid for nodeid in ids if self.looks_like_cell(nodeid))
         self.total = len(self.cell_ids)
 
@@ -188,14 +190,15 @@ class ArenaRecorder:
         return [f"swe-arena: {len(cases)} cells, {len(cases) - reused} to run, {reused} reused from earlier runs"]
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        if nodeid in self.cell_ids:
+        if nodeid in self.cell_ids and nodeid not in self.finished:
             self.started.add(nodeid)
+            self.running.add(nodeid)
 
     def progress(self) -> dict[str, Any]:
         return {
             "total": self.total,
             "done": len(self.finished),
-            "running": len(self.started - self.finished),
+            "running": len(self.running),
             "spent_usd": round(self.tally.sweep.usd, 6),
             "spent_tokens": self.tally.sweep.tokens,
             "unknown_usd_cells": self.tally.sweep.unknown_usd_cells,
@@ -225,9 +228,10 @@ class ArenaRecorder:
             else:
                 row = self.writer.record(with_spend_known(CellOutcome.from_json(data)))
             self.finished.add(nodeid)
-            if not (data.get("reused") and data["cell_key"] in self.prepaid):  # else counted at session start
+            self.running.discard(nodeid)
+            if not data.get("reused"):  # a reused row's spend was counted at session start
                 self.tally.add(row)
-        if self.tally.limits.is_set:
+        if self.tally.limits.is_set and not data.get("reused"):
             self.write_budget()
         if self.lock is not None:
             self.lock.write()
@@ -272,6 +276,7 @@ class ArenaRecorder:
             with self.deferred():
                 self.writer.record(outcome.replace(ended_at=datetime.now(UTC).isoformat()))
                 self.finished.add(nodeid)
+                self.running.discard(nodeid)
 
     def _unidentified(self, nodeid: str, status: str, error: str) -> CellOutcome:
         """A cell that ended during its setup: only its node id says what it was (its arm never ran)."""
