@@ -18,6 +18,7 @@ system git config (``diff.noprefix``, ``core.excludesFile``, hooks, signing...).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -62,6 +63,8 @@ _GIT_ENV = {
 #: Set on every mirror and snapshot: nothing may repack or prune a store that
 #: other processes are reading from.
 _NO_GC = ("gc.auto=0", "maintenance.auto=false")
+#: The same, as config file text.
+_NO_GC_CONFIG = "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
 
 
 class WorkspaceError(Exception):
@@ -109,7 +112,6 @@ class RepoStore:
 
     def __init__(self, root: Path):
         self.root = root
-        self.engines = EngineProbe()
         #: (mirror, commit as given) -> full sha: resolved once per session, not once per cell.
         self._resolved: dict[tuple[Path, str], str] = {}
         #: (mirror, commit as given) -> why it cannot be used: fetched for once per session, not once per cell.
@@ -209,7 +211,7 @@ def _init_snapshot(repo: Path) -> None:
     git("init", "--quiet", "--bare", "--template=", str(repo), cwd=repo.parent)
     (repo / "objects" / "pack").mkdir(parents=True, exist_ok=True)
     with open(repo / "config", "a", encoding="utf-8") as config:
-        config.write("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n")
+        config.write(_NO_GC_CONFIG)
 
 
 class AmbiguousCommitError(Exception):
@@ -232,11 +234,7 @@ def _resolve_commit(repo: Path, commit: str) -> str | None:
 
 #: Appended to a fresh workspace's .git/config: written directly, not with three
 #: ``git config`` processes, because process start-up is most of a cell's git cost.
-_WORKSPACE_CONFIG = """[gc]
-\tauto = 0
-[maintenance]
-\tauto = false
-[user]
+_WORKSPACE_CONFIG = _NO_GC_CONFIG + """[user]
 \tname = swe-arena
 \temail = swe-arena@localhost
 """
@@ -245,7 +243,7 @@ _WORKSPACE_CONFIG = """[gc]
 def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = "docker") -> Workspace:
     """Check out ``instance`` at its base commit into ``dest`` on the work branch, clean."""
     if instance.source.kind == "image":
-        return materialize_image(instance, store.engines, engine, dest)
+        return materialize_image(instance, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
     objects = store.snapshot(mirror, full)
     dest.mkdir(parents=True, exist_ok=True)
@@ -391,20 +389,9 @@ def commit_environment_setup(workspace: Workspace) -> Workspace:
     return replace(workspace, base_commit=git("rev-parse", "HEAD", cwd=workspace.path).strip())
 
 
-class EngineProbe:
-    """Whether a container engine answers, asked once per engine and process."""
-
-    def __init__(self) -> None:
-        self._answers: dict[str, str | None] = {}
-
-    def problem(self, engine: str) -> str | None:
-        """None when ``engine`` answers; otherwise one line saying why it does not."""
-        if engine not in self._answers:
-            self._answers[engine] = _engine_problem(engine)
-        return self._answers[engine]
-
-
-def _engine_problem(engine: str) -> str | None:
+@functools.cache
+def engine_problem(engine: str) -> str | None:
+    """None when ``engine`` answers; otherwise one line saying why it does not (asked once per process)."""
     if shutil.which(engine) is None:
         return f"container engine {engine!r} is not installed"
     try:
@@ -418,10 +405,10 @@ def _engine_problem(engine: str) -> str | None:
     return None
 
 
-def materialize_image(instance: Instance, engines: EngineProbe, engine: str, dest: Path) -> Workspace:
+def materialize_image(instance: Instance, engine: str, dest: Path) -> Workspace:
     """Copy the image's ``/testbed`` out, then reset it to base on the work branch, clean."""
     image = instance.source.location
-    problem = engines.problem(engine)
+    problem = engine_problem(engine)
     if problem:
         raise WorkspaceError(f"image {image} needs a container engine: {problem}")
     name = f"arena-{instance.instance_id}-{os.getpid()}-{time.monotonic_ns()}"
@@ -445,8 +432,8 @@ def materialize_image(instance: Instance, engines: EngineProbe, engine: str, des
         raise WorkspaceError(f"base_commit {instance.base_commit} is ambiguous in {image}:/testbed: {error}") from None
     if not full:
         raise WorkspaceError(f"base_commit {instance.base_commit} not found in {image}:/testbed")
-    git("config", "user.name", "swe-arena", cwd=dest)
-    git("config", "user.email", "swe-arena@localhost", cwd=dest)
+    with open(dest / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write(_WORKSPACE_CONFIG)
     git("checkout", "--quiet", "--force", "-B", WORK_BRANCH, full, cwd=dest)
     git("clean", "-qfd", cwd=dest)
     return Workspace(path=dest, base_commit=full, clean_ignored=False)
