@@ -11,6 +11,7 @@ shared package cache, offline, before running the spec's steps in its workspace.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -95,11 +96,13 @@ def load_env_specs(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return found
 
 
+@functools.cache
 def find_interpreter(version: str | None) -> tuple[Path, str]:
     """An interpreter on this machine whose version starts with ``version`` (PATH, pyenv, uv).
 
     None means the harness's own interpreter. A version that is not installed is
     an ``EnvBuildError`` naming where it looked: never another version instead.
+    Looked up once per process (every cell of a spec asks); a failure is not cached.
     """
     if version is None:
         return Path(sys.executable), ".".join(map(str, sys.version_info[:3]))

@@ -162,14 +162,14 @@ def status_index(reported: Mapping[str, str]) -> dict[str, str]:
     return index
 
 
-def status_of(expected: str, reported: Mapping[str, str], index: Mapping[str, str] | None = None) -> str:
+def status_of(expected: str, reported: Mapping[str, str]) -> str:
     """The status of one recorded id: the worst of the reported ids equal to it or, cut at their first space, equal.
 
     Taking the worst of all matches means a line printed to look like the
-    recorded (cut) id cannot hide the real test's failure. ``index`` is
-    ``status_index(reported)``, built once when many ids are graded.
+    recorded (cut) id cannot hide the real test's failure. To grade many ids,
+    build ``status_index(reported)`` once and look each up in it.
     """
-    return (index if index is not None else status_index(reported)).get(expected, MISSING)
+    return status_index(reported).get(expected, MISSING)
 
 
 @dataclass(frozen=True)
@@ -209,8 +209,8 @@ def grade(fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], reported: Ma
           report: str, returncode: int | None) -> TestGrades:
     index = status_index(reported)
     return TestGrades(
-        fail_to_pass={test_id: status_of(test_id, reported, index) for test_id in fail_to_pass},
-        pass_to_pass={test_id: status_of(test_id, reported, index) for test_id in pass_to_pass},
+        fail_to_pass={test_id: index.get(test_id, MISSING) for test_id in fail_to_pass},
+        pass_to_pass={test_id: index.get(test_id, MISSING) for test_id in pass_to_pass},
         report=report,
         returncode=returncode,
     )

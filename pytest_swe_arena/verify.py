@@ -56,8 +56,13 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: str, verify_on
             apply_patch(workspace, patch, "the extracted patch")
         if instance.test_patch:
             # The patch may edit a file test_patch touches that is not test-named (pytest's
-            # testing/python/collect.py): test_patch's version of it is what is graded.
-            restore_from_base(workspace, files_touched(instance.test_patch))
+            # testing/python/collect.py): test_patch's version of it is what is graded. On a tree
+            # just reset to base, only the files the patch also touches can differ from base.
+            touched = files_touched(instance.test_patch)
+            if verify_on == "patch":
+                patched = set(files_touched(patch))
+                touched = [path for path in touched if path in patched]
+            restore_from_base(workspace, touched)
             apply_patch(workspace, instance.test_patch, f"test_patch of {instance.instance_id}")
     except PatchApplyError as error:
         raise VerifyInfrastructureError(str(error)) from None
