@@ -22,6 +22,7 @@ SMOKE_RUNS = {
     "concurrency.py": (["--cells", "4", "--seconds", "0.1", "--workers", "2", "--skip-dist"],
                        ["4 cells x 0.1 s, -n 2", "the arena sweep", "cells only (first start to last end)"]),
     "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
+    "interrupt.py": (["--workers", "2", "--grace", "0.5"], ["stop after SIGINT, -n 2, agents running"]),
 }
 
 
