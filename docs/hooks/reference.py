@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -39,7 +39,7 @@ MARKER = re.compile(r"<!-- generated: ([a-z-]+) -->")
 INCLUDED_PAGES = {"benchmarks.md": "bench/README.md", "bundled-suite.md": "instances/README.md"}
 
 
-class ReferenceError(Exception):
+class DocsDriftError(Exception):
     """The code and the docs disagree: a field without a description, or a description of nothing."""
 
 
@@ -76,7 +76,8 @@ def options_table() -> str:
         if option.switch:
             flag, ini = f"`{option.flag}`", f"`{option.ini_name}` (true / false)"
         elif option.many:
-            flag, ini = f"`{option.flag} {option.metavar} [{option.metavar} ...]`", f"`{option.ini_name}` (one per line)"
+            flag = f"`{option.flag} {option.metavar} [{option.metavar} ...]`"
+            ini = f"`{option.ini_name}` (one per line)"
         else:
             flag, ini = f"`{option.flag} {option.metavar}`", f"`{option.ini_name}`"
         default = f"`{option.default}`" if option.default is not None else "none"
@@ -113,8 +114,9 @@ class SchemaField:
     path: str
     type: str
     required: bool
-    #: The property's own description, else the one of the definition it refers to.
+    #: The property's own description in the schema.
     schema_description: str | None
+    #: The description of the definition the property refers to (``$ref``), which then covers its fields.
     reference_description: str | None
 
 
@@ -198,7 +200,7 @@ def _check_described(section: str, names: Sequence[str], descriptions: Mapping[s
     if doubled:
         problems.append(f"[{section}] repeats the schema's own description of {', '.join(doubled)}")
     if problems:
-        raise ReferenceError(f"{FIELDS_FILE}: " + "; ".join(problems))
+        raise DocsDriftError(f"{FIELDS_FILE}: " + "; ".join(problems))
 
 
 def load_schema(name: str) -> dict[str, Any]:
@@ -230,8 +232,8 @@ def instance_fields_table() -> str:
     either = sorted(name for alternative in schema.get("anyOf", []) for name in alternative.get("required", []))
     rows = []
     for field in fields:
-        others = [f"`{name}`" for name in either if name != field.path]
-        required = "yes" if field.required else (f"unless {' or '.join(others)} is given" if field.path in either else "")
+        others = " or ".join(f"`{name}`" for name in either if name != field.path)
+        required = "yes" if field.required else (f"unless {others} is given" if field.path in either else "")
         accepted = _plain(field.schema_description) if field.schema_description else field.type
         rows.append([f"`{field.path}`", required, accepted, meanings[field.path]])
     return _table(["field", "required", "accepted", "meaning"], rows)
@@ -254,7 +256,7 @@ def fill_markers(markdown: str, where: str, used: set[str] | None = None) -> str
         name = match.group(1)
         generator = GENERATORS.get(name)
         if generator is None:
-            raise ReferenceError(f"{where}: unknown marker {match.group(0)}; known: {', '.join(sorted(GENERATORS))}")
+            raise DocsDriftError(f"{where}: unknown marker {match.group(0)}; known: {', '.join(sorted(GENERATORS))}")
         if used is not None:
             used.add(name)
         return generator()
@@ -264,12 +266,8 @@ def fill_markers(markdown: str, where: str, used: set[str] | None = None) -> str
 
 # -- mkdocs hooks ----------------------------------------------------------------------------------
 
+#: The markers the pages of the current build hold (reset when a build starts).
 _used_markers: set[str] = set()
-
-
-def included_pages() -> Iterator[tuple[str, Path]]:
-    for site_path, repository_path in INCLUDED_PAGES.items():
-        yield site_path, ROOT / repository_path
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
@@ -280,8 +278,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     from mkdocs.structure.files import File
 
-    for site_path, source in included_pages():
-        files.append(File.generated(config, site_path, abs_src_path=str(source)))
+    for site_path, repository_path in INCLUDED_PAGES.items():
+        files.append(File.generated(config, site_path, abs_src_path=str(ROOT / repository_path)))
     return files
 
 
@@ -290,7 +288,7 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
 
     try:
         return fill_markers(markdown, page.file.src_uri, _used_markers)
-    except ReferenceError as error:
+    except DocsDriftError as error:
         raise PluginError(str(error)) from None
 
 
