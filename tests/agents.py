@@ -87,7 +87,7 @@ def processes_with(variable: str, value: str) -> list[int]:
 
 
 def tokens_of(usage: dict[str, int]) -> dict[str, int]:
-    """What opencode makes of an OpenAI usage (tests/OPENCODE_NOTES.md section 3.1), in ledger field names."""
+    """What opencode makes of an OpenAI usage (docs/internals/opencode.md section 3.1), in ledger field names."""
     cached = usage.get("cached_tokens", 0)
     reasoning = usage.get("reasoning_tokens", 0)
     return {"input_tokens": usage["prompt_tokens"] - cached, "output_tokens": usage["completion_tokens"] - reasoning,

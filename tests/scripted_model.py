@@ -79,7 +79,7 @@ dropped), ``authorization`` (bool: was a key sent), ``session`` (opencode's
 ``messages``, ``tool_names``, ``mode``. ``usage_total`` sums the usage of
 every reply that was sent in full (title replies included: 5/3 tokens).
 
-How requests are routed (documented in tests/OPENCODE_NOTES.md too)
+How requests are routed (documented in docs/internals/opencode.md too)
 -------------------------------------------------------------------
 opencode 1.18 sends, for one ``opencode run``, the agent's requests (system
 prompt "You are opencode, ...", ``tools`` present) and, in parallel with the
@@ -114,7 +114,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-# System-prompt openings of opencode 1.18's auxiliary agents (see OPENCODE_NOTES.md).
+# System-prompt openings of opencode 1.18's auxiliary agents (see docs/internals/opencode.md).
 TITLE_MARKER = "You are a title generator"
 SUMMARY_MARKER = "You are a context summarization agent"
 DEFAULT_FALLBACK: dict[str, Any] = {

@@ -1,7 +1,7 @@
 """Contract tests: the REAL opencode CLI against the scripted model endpoint.
 
 They pin the opencode behaviour the opencode/supervisor arms rely on (see
-tests/OPENCODE_NOTES.md): the custom-provider config, private HOME/XDG dirs
+docs/internals/opencode.md): the custom-provider config, private HOME/XDG dirs
 with no network fetches, the ``--format json`` event stream and its token
 numbers, the sqlite ``session`` table, retries, SIGTERM.
 
@@ -227,7 +227,7 @@ def cell(tmp_path: Path) -> Cell:
 
 
 def expected_tokens(usage: dict[str, int]) -> dict[str, Any]:
-    """How opencode 1.18 maps OpenAI usage onto part.tokens (see OPENCODE_NOTES.md)."""
+    """How opencode 1.18 maps OpenAI usage onto part.tokens (see docs/internals/opencode.md)."""
     cached = usage.get("cached_tokens", 0)
     reasoning = usage.get("reasoning_tokens", 0)
     return {

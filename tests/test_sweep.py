@@ -177,7 +177,7 @@ from pytest_swe_arena.cell import create_cell_environment
 
 @pytest.fixture
 def arena_cell_env(tmp_path):
-    """A suite's own cell environment (the README says every cell fixture can be overridden)."""
+    """A suite's own cell environment (docs/internals: every cell fixture can be overridden)."""
     cell = create_cell_environment(tmp_path / "own-cell")
     (cell.run_dir / "own.txt").write_text("mine")
     return cell

@@ -1,5 +1,5 @@
 -- opencode 1.18.33 sqlite schema ($XDG_DATA_HOME/opencode/opencode.db or $OPENCODE_DB),
--- dumped with: sqlite3 opencode.db .schema   (journal_mode=wal; see tests/OPENCODE_NOTES.md)
+-- dumped with: sqlite3 opencode.db .schema   (journal_mode=wal; see docs/internals/opencode.md)
 CREATE TABLE `workspace` (
           `id` text PRIMARY KEY,
           `type` text NOT NULL,
