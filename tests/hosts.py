@@ -217,12 +217,11 @@ class HostLab:
     def _claim_index(self) -> int:
         OWNERS.mkdir(parents=True, exist_ok=True)
         for index in range(1, MAX_INDEX + 1):
-            netns = f"{NETNS_PREFIX}{index}"
-            if run("ip", "netns", "add", netns, check=False).returncode != 0:
+            if not _add_netns(index):
                 if not _abandoned(index):
                     continue
                 _reclaim(index)
-                if run("ip", "netns", "add", netns, check=False).returncode != 0:
+                if not _add_netns(index):
                     continue
             (OWNERS / str(index)).write_text(self.owner)
             return index
@@ -232,7 +231,8 @@ class HostLab:
         inside = f"swa{host.index}h"
         # Once the link is gone (cut_network), the host's subnet must not fall through to the default
         # route and leave the machine: it becomes unreachable, as a vanished LAN host is.
-        run("ip", "route", "add", "unreachable", f"{host.subnet}", "metric", UNREACHABLE_METRIC)
+        run("ip", "route", "replace", "unreachable", host.subnet, "metric", UNREACHABLE_METRIC)
+        run("ip", "link", "del", host.link, check=False)  # the index is ours now: a link of that name is stale
         run("ip", "link", "add", host.link, "type", "veth", "peer", "name", inside)
         run("ip", "link", "set", inside, "netns", host.netns)
         run("ip", "-n", host.netns, "link", "set", inside, "name", "eth0")
@@ -250,9 +250,7 @@ class HostLab:
         (host.disk / "run" / "sshd").mkdir(mode=0o755, exist_ok=True)
         (host.disk / "home").chmod(0o700)
         etc = host.disk / "etc-ssh"
-        key = etc / "ssh_host_ed25519_key"
-        if not key.exists():
-            run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host.name, "-f", key)
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host.name, "-f", etc / "ssh_host_ed25519_key")
         (etc / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
         (etc / "sshd_config").write_text(_sshd_config(host))
         copies = []
@@ -321,8 +319,9 @@ class HostLab:
             if public.exists():
                 key_type, key = public.read_text().split()[:2]
                 known.append(f"{host.name} {key_type} {key}\n")
-        self.known_hosts.write_text("".join(known))
-        self.ssh_config.write_text("\n".join(blocks))
+        # Replaced whole: a sweep's ssh may read them while another host starts or stops.
+        _write_replacing(self.known_hosts, "".join(known))
+        _write_replacing(self.ssh_config, "\n".join(blocks))
 
     def ssh(self, host: Host, command: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run a shell command on ``host`` as root (check it yourself: the result is returned as is)."""
@@ -413,6 +412,10 @@ class HostLab:
                 errors.append(str(error))
             (host.disk / "etc-ssh" / "ssh_host_ed25519_key").unlink(missing_ok=True)
         shutil.rmtree(self.root / "client", ignore_errors=True)
+        try:
+            OWNERS.rmdir()
+        except OSError:
+            pass  # another lab's hosts are still up
         if errors:
             raise HostSetupError("; ".join(errors))
 
@@ -472,6 +475,12 @@ def _read_line(stream: IO[bytes], timeout: float) -> str:
     return data.decode(errors="replace").split("\n", 1)[0].strip()
 
 
+def _write_replacing(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.new")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
 def _tail(path: Path, lines: int = 15) -> str:
     try:
         return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:]) or "(empty)"
@@ -527,6 +536,16 @@ def _kill_and_wait(pids: Sequence[int], namespace: str | None = None, timeout: f
     finally:
         for handle in handles:
             os.close(handle)
+
+
+def _add_netns(index: int) -> bool:
+    """Claim ``index`` by creating its network namespace: False if it exists (taken), raises if none can be made."""
+    added = run("ip", "netns", "add", f"{NETNS_PREFIX}{index}", check=False)
+    if added.returncode == 0:
+        return True
+    if "File exists" in added.stderr:
+        return False
+    raise HostSetupError(f"`ip netns add {NETNS_PREFIX}{index}` exited {added.returncode}: {added.stderr.strip()}")
 
 
 def _abandoned(index: int) -> bool:
