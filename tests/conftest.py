@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from gitrepos import Project, calc_project, read_ledger, write_jsonl  # noqa: E402
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "hosts"]
 
 
 class Suite:

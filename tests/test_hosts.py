@@ -1,0 +1,243 @@
+"""Sweeps on pytest-xdist's remote workers (``--tx ssh=``), on real hosts made by tests/hosts.py.
+
+Each host is an sshd in its own network, mount, pid and UTS namespaces; the project and this
+Python are shared read-only, the test's own project is a private copy on each host, and the
+controller's temp dirs (out dirs, caches) are out of the hosts' sight.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gitrepos import read_ledger
+from hosts import Host, HostLab
+
+PROJECT = Path(__file__).resolve().parent.parent
+INSTANCES = PROJECT / "instances"
+PYTHON = sys.executable
+#: A suite project for the hosts: the bundled instances (read-only on every host), no arms of its own.
+SUITE_PYPROJECT = (
+    "[tool.pytest.ini_options]\n"
+    'addopts = "-p no:hypothesispytest -p no:benchmark -p no:cacheprovider"\n\n'
+    "[tool.swe_arena]\n"
+)
+
+MakeHosts = Callable[..., list[Host]]
+
+
+def tx_options(lab: HostLab, hosts: list[Host], chdir: Path, workers: int,
+               env: dict[str, str] | None = None) -> list[str]:
+    """``--dist load`` (without it, ``--tx`` alone runs nothing remotely) and a ``--tx`` per host."""
+    options = ["--dist", "load"]
+    for host in hosts:
+        options += ["--tx", lab.tx(host, PYTHON, chdir, workers, env)]
+    return options
+
+
+# -- the hosts themselves ----------------------------------------------------------------------
+
+
+def test_a_host_is_its_own_machine(host_lab: HostLab, make_hosts: MakeHosts, tmp_path: Path) -> None:
+    controller_file = tmp_path / "controller-only"
+    controller_file.write_text("the controller's\n")
+    first, second = make_hosts(2)
+    assert first.address != second.address
+    script = (
+        "hostname; "
+        f"test -e {controller_file} && echo sees-controller-file; "
+        f"test -e {PROJECT / 'pyproject.toml'} && echo sees-project; "
+        f"touch {PROJECT / 'written-by-a-host'} 2>/dev/null && echo project-writable; "
+        "echo on-the-host > /tmp/host-file; "
+        f"{PYTHON} -c 'import pytest_swe_arena, socket; print(socket.gethostname())'"
+    )
+    for host in (first, second):
+        result = host_lab.ssh(host, script)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [host.name, "sees-project", host.name]
+        assert host.path_on_disk("/tmp/host-file").read_text() == "on-the-host\n"
+    assert not Path("/tmp/host-file").exists()
+    assert not (PROJECT / "written-by-a-host").exists()
+
+
+def test_a_stopped_host_leaves_nothing_behind(host_lab: HostLab) -> None:
+    host = host_lab.start(1)[0]
+    assert host.running and host_lab.processes(host)
+    host_lab.stop(host)
+    assert host_lab.leftovers(host) == []
+    assert host_lab.ssh(host, "true", timeout=120).returncode != 0
+
+
+@pytest.mark.parametrize(("breaking", "machine_runs", "sshd_runs"),
+                         [("kill_sshd", True, False), ("cut_network", True, True), ("power_off", False, False)])
+def test_a_broken_host_cannot_be_reached(host_lab: HostLab, make_hosts: MakeHosts, breaking: str,
+                                         machine_runs: bool, sshd_runs: bool) -> None:
+    broken, other = make_hosts(2)
+    getattr(host_lab, breaking)(broken)
+    assert host_lab.ssh(broken, "true", timeout=300).returncode == 255  # ssh's own failure
+    assert host_lab.ssh(other, "true").returncode == 0
+    assert broken.running is machine_runs
+    assert ("sshd" in map(command_name, host_lab.processes(broken))) is sshd_runs
+
+
+def command_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+# -- plain pytest-xdist over ssh ---------------------------------------------------------------
+
+
+def test_plain_xdist_runs_on_both_hosts(pytester: pytest.Pytester, host_lab: HostLab,
+                                        make_hosts: MakeHosts, tmp_path: Path) -> None:
+    pytester.makepyfile(test_where="""
+        import os
+        import socket
+
+        import pytest
+
+
+        @pytest.mark.parametrize("n", range(8))
+        def test_where(n, record_property):
+            record_property("host", socket.gethostname())
+            record_property("controller_dir_visible", os.path.exists(os.environ["CONTROLLER_DIR"]))
+    """)
+    hosts = make_hosts(2, copies=[pytester.path])
+    report = tmp_path / "junit.xml"
+    # Remote workers do not inherit the controller's environment: the spec's env: keys set it.
+    options = tx_options(host_lab, hosts, pytester.path, 2, env={"CONTROLLER_DIR": str(tmp_path)})
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *options, f"--junitxml={report}",
+                                           timeout=600)
+    result.assert_outcomes(passed=8)
+    properties = [{prop.get("name"): prop.get("value") for prop in case.iter("property")}
+                  for case in ElementTree.parse(report).iter("testcase")]
+    assert len(properties) == 8
+    assert {entry["host"] for entry in properties} == {"host1", "host2"}
+    assert socket.gethostname() not in {"host1", "host2"}
+    assert {entry["controller_dir_visible"] for entry in properties} == {"False"}
+
+
+# -- the arena on hosts --------------------------------------------------------------------------
+
+
+def arena_sweep(pytester: pytest.Pytester, *options: str) -> pytest.RunResult:
+    (pytester.path / "pyproject.toml").write_text(SUITE_PYPROJECT)
+    return pytester.runpytest_subprocess(f"--arena-instances={INSTANCES}", "--arena-arms=GOLD,EMPTY", *options,
+                                         timeout=900)
+
+
+def verdicts(rows: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[str, str, int]]:
+    return {(row["instance_id"], row["arm"]): (row["status"], row["patch_sha256"], row["patch_lines"])
+            for row in rows}
+
+
+def test_bundled_suite_on_two_hosts_matches_a_local_run(pytester: pytest.Pytester, host_lab: HostLab,
+                                                        make_hosts: MakeHosts,
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    local_out, local_cache = tmp_path_factory.mktemp("local-out"), tmp_path_factory.mktemp("local-cache")
+    local = arena_sweep(pytester, f"--arena-out={local_out}", f"--arena-cache={local_cache}", "-n", "2")
+    local_rows = read_ledger(local_out)
+    count = len({row["instance_id"] for row in local_rows})
+    assert count >= 8
+    local.assert_outcomes(passed=count, failed=count)
+
+    remote_out = tmp_path_factory.mktemp("remote-out")
+    hosts = make_hosts(2, copies=[pytester.path])
+    # No --arena-cache: each host uses its own default cache (~/.cache/pytest-swe-arena there).
+    remote = arena_sweep(pytester, f"--arena-out={remote_out}", *tx_options(host_lab, hosts, pytester.path, 2))
+    remote.assert_outcomes(passed=count, failed=count)
+    remote_rows = read_ledger(remote_out)
+    assert verdicts(remote_rows) == verdicts(local_rows)
+    assert {row["host"] for row in remote_rows} == {"host1", "host2"}
+    assert len({row["worker"] for row in remote_rows}) == 4
+    for host in hosts:
+        mirrors = host.path_on_disk("/root/.cache/pytest-swe-arena/mirrors")
+        assert any(mirrors.glob("*.git")), f"{host.name} fetched no repository into its own cache"
+        assert not host.path_on_disk(str(remote_out)).exists(), f"{host.name} wrote a controller's out dir"
+        seen = host_lab.ssh(host, f"ls -A {remote_out} {local_cache} 2>/dev/null | head -1; true")
+        assert seen.stdout == "", f"{host.name} sees the controller's out dir or cache"
+
+
+# -- a host that dies mid-sweep ------------------------------------------------------------------
+
+
+def wait_for_row(out: Path, host_name: str, sweep: subprocess.Popen[bytes], log: Path,
+                 timeout: float = 600.0) -> list[dict[str, Any]]:
+    """The ledger's rows once one of them comes from ``host_name``; the sweep must still be running.
+
+    Waits on the ledger, which the controller appends to (whole lines, fsynced) as cells finish.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = read_ledger(out) if (out / "ledger.jsonl").exists() else []
+        if any(row["host"] == host_name for row in rows):
+            return rows
+        try:
+            sweep.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"the sweep ended before {host_name} finished a cell: {log.read_text()[-3000:]}")
+    raise AssertionError(f"no row from {host_name} within {timeout:g} s: {log.read_text()[-3000:]}")
+
+
+def test_a_host_powered_off_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
+                                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Rows finished before a host dies stay, and a resume on the other host completes the sweep.
+
+    What issue 17 adds later, the sweep itself finishing on the hosts that are left, is checked
+    last and reported as an expected failure while it does not hold.
+    """
+    project = tmp_path_factory.mktemp("dead-host-suite")
+    (project / "pyproject.toml").write_text(SUITE_PYPROJECT)
+    out = tmp_path_factory.mktemp("dead-host-out")
+    doomed, survivor = make_hosts(2, copies=[project])
+    sweep_args = [PYTHON, "-m", "pytest", f"--arena-instances={INSTANCES}", "--arena-arms=GOLD,EMPTY",
+                  f"--arena-out={out}"]
+    log = project / "sweep.log"
+    with log.open("w") as stream:
+        sweep = subprocess.Popen([*sweep_args, *tx_options(host_lab, [doomed, survivor], project, 2)],
+                                 cwd=project, stdout=stream, stderr=subprocess.STDOUT)
+    try:
+        before = wait_for_row(out, doomed.name, sweep, log)
+        host_lab.power_off(doomed)
+        exit_code = sweep.wait(timeout=900)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    after = read_ledger(out)
+    assert all(row in after for row in before), "a row recorded before the host died is gone"
+    final_keys = [row["cell_key"] for row in after if row["status"] in ("resolved", "unresolved")]
+    assert len(final_keys) == len(set(final_keys)), "a cell was recorded final twice"
+    finished_when_it_died = {(row["instance_id"], row["arm"]) for row in after}
+    sweep_text = log.read_text()
+
+    # Resume on the host that is left: finished rows are reused, harness errors and the rest run there.
+    resumed = subprocess.run([*sweep_args, "--arena-resume", *tx_options(host_lab, [survivor], project, 2)],
+                             cwd=project, capture_output=True, text=True, timeout=900, check=False)
+    assert resumed.returncode == pytest.ExitCode.TESTS_FAILED, resumed.stdout[-3000:]  # EMPTY fails
+    final = {(row["instance_id"], row["arm"]): row for row in read_ledger(out)}  # the last row per cell
+    count = len({iid for iid, _ in final})
+    assert count >= 8 and len(final) == 2 * count
+    assert {row["status"] for (_, arm), row in final.items() if arm == "GOLD"} == {"resolved"}
+    assert {row["status"] for (_, arm), row in final.items() if arm == "EMPTY"} == {"unresolved"}
+    reused = {row["cell_key"] for row in final.values() if row["reused_from"]}
+    assert reused == set(final_keys)
+
+    if exit_code == pytest.ExitCode.INTERNAL_ERROR and f"HostNotFound: {doomed.name}" in sweep_text:
+        pytest.xfail(
+            "issue 17 (host failures, later work): pytest-xdist replaces the crashed workers on the same --tx "
+            "spec, ssh to the dead host fails (execnet HostNotFound) and the sweep ends in INTERNALERROR: "
+            f"{len(finished_when_it_died)} of {2 * count} cells had a row, the others waited for the resume"
+        )
+    assert exit_code == pytest.ExitCode.TESTS_FAILED, sweep_text[-3000:]
+    assert len(finished_when_it_died) == 2 * count, "the sweep did not finish on the host that was left"
