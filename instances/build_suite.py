@@ -27,9 +27,10 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_swe_arena import grading, proc
 from pytest_swe_arena.environments import shell_argv
@@ -46,6 +47,9 @@ from pytest_swe_arena.workspace import (
     is_test_path,
     materialize,
 )
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 HERE = Path(__file__).resolve().parent
 SUITE_FILE = "suite.jsonl"
@@ -163,6 +167,15 @@ def run_shell(command: str, cwd: Path, log: Path) -> proc.ProcessResult:
     return proc.run(shell_argv(command), cwd=cwd, env=tests_env(), stdout=log, timeout=RUN_TIMEOUT)
 
 
+def in_parallel(function: Callable[[T], R], items: list[T], jobs: int) -> list[R]:
+    """``function`` over ``items``, ``jobs`` at a time, results in order; an error cancels what has not started."""
+    pool = ThreadPoolExecutor(jobs)
+    try:
+        return list(pool.map(function, items))
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
 def tail(log: Path, lines: int = 60) -> str:
     return "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
 
@@ -208,8 +221,16 @@ def as_instance(project: Project, row: Mapping[str, Any], suite_dir: Path) -> In
         raise BuildError(f"{where}: {field}{error.message}") from None
 
 
-def all_test_statuses(workspace: Workspace, instance: Instance, patch: str, log: Path) -> dict[str, str]:
-    """Every test's status at base + ``patch`` + test_patch, from the harness's default runner over ``tests``."""
+@dataclasses.dataclass(frozen=True)
+class TestRun:
+    """The status of every test in ``tests/``, and the runner's exit status."""
+
+    statuses: dict[str, str]
+    returncode: int
+
+
+def run_all_tests(workspace: Workspace, instance: Instance, patch: str, log: Path) -> TestRun:
+    """Run ``tests/`` at base + ``patch`` + test_patch with the harness's default runner; read both its reports."""
     prepare_tree(workspace, instance, patch, "patch")
     junit = log.with_suffix(".xml")
     result = run_shell(grading.runner_command(None, ["tests"], str(junit), workspace.path), workspace.path, log)
@@ -222,63 +243,65 @@ def all_test_statuses(workspace: Workspace, instance: Instance, patch: str, log:
     from_junit = grading.parse_junitxml(junit, sorted({test.split("::")[0] for test in statuses}))
     if from_junit != statuses:
         raise BuildError(f"the -rA summary and the JUnit XML disagree: {statuses} != {from_junit}")
-    return statuses
+    return TestRun(statuses, result.returncode)
 
 
-def derive_test_lists(workspace: Workspace, instance: Instance, logs: Path) -> tuple[list[str], list[str]]:
+def run_before_and_after(workspace: Workspace, instance: Instance, logs: Path) -> tuple[TestRun, TestRun]:
+    """The tests at base + test_patch, and at base + the gold patch + test_patch."""
+    return (run_all_tests(workspace, instance, "", logs / "tests-before.log"),
+            run_all_tests(workspace, instance, instance.patch or "", logs / "tests-after.log"))
+
+
+def fail_and_pass_lists(before: TestRun, after: TestRun) -> tuple[list[str], list[str]]:
     """FAIL_TO_PASS and PASS_TO_PASS: every test passes with the gold patch; those passing before are P2P."""
-    before = all_test_statuses(workspace, instance, "", logs / "tests-before.log")
-    after = all_test_statuses(workspace, instance, instance.patch or "", logs / "tests-after.log")
-    failing = sorted(test for test, status in after.items() if status not in grading.PASSING)
-    if failing:
-        raise BuildError(f"not every test passes with the gold patch: {failing}")
-    vanished = sorted(set(before) - set(after))
+    failing = sorted(test for test, status in after.statuses.items() if status not in grading.PASSING)
+    if failing or after.returncode != 0:
+        raise BuildError(f"not every test passes with the gold patch (exit {after.returncode}): {failing}")
+    vanished = sorted(set(before.statuses) - set(after.statuses))
     if vanished:
         raise BuildError(f"tests disappear with the gold patch: {vanished}")
-    spaced = [test for test in after if any(char.isspace() for char in test)]
+    spaced = [test for test in after.statuses if any(char.isspace() for char in test)]
     if spaced:
         raise BuildError(f"test ids with whitespace (SWE-bench cuts ids there): {spaced}")
-    fail_to_pass = sorted(test for test in after if before.get(test) not in grading.PASSING)
-    pass_to_pass = sorted(test for test in after if before.get(test) in grading.PASSING)
+    fail_to_pass = sorted(test for test in after.statuses if before.statuses.get(test) not in grading.PASSING)
+    pass_to_pass = sorted(test for test in after.statuses if before.statuses.get(test) in grading.PASSING)
     if not fail_to_pass:
         raise BuildError("no test fails before the gold patch: FAIL_TO_PASS would be empty")
     return fail_to_pass, pass_to_pass
 
 
 def build_project(project: Project, store: RepoStore, work: Path, out: Path) -> dict[str, Any]:
+    print(f"building {project.name} ...", flush=True)
     logs = work / f"{project.name}-logs"
     repo = work / project.name
-    base = replay_history(project, repo, logs)
-    bundle = out / REPOS_DIR / f"{project.name}.bundle"
-    bundle.parent.mkdir(parents=True, exist_ok=True)
-    git(repo, "-c", "pack.threads=1", "bundle", "create", "-q", str(bundle), "--all")
-    instance = as_instance(project, make_row(project, base, [], []), out)
-    workspace = materialize(instance, store, work / f"{project.name}-workspace")
-    row = make_row(project, base, *derive_test_lists(workspace, instance, logs))
+    try:
+        base = replay_history(project, repo, logs)
+        bundle = out / REPOS_DIR / f"{project.name}.bundle"
+        git(repo, "-c", "pack.threads=1", "bundle", "create", "-q", str(bundle), "--all")
+        instance = as_instance(project, make_row(project, base, [], []), out)
+        workspace = materialize(instance, store, work / f"{project.name}-workspace")
+        row = make_row(project, base, *fail_and_pass_lists(*run_before_and_after(workspace, instance, logs)))
+    except (WorkspaceError, VerifyInfrastructureError, BuildError) as error:
+        raise BuildError(f"{project.folder}: {error}") from None
     as_instance(project, row, out)
     return row
 
 
-def build(projects_dir: Path, target: Path, max_verify_seconds: float) -> None:
+def build(projects_dir: Path, target: Path, max_verify_seconds: float, jobs: int) -> None:
     folders = sorted(path for path in projects_dir.iterdir() if path.is_dir()) if projects_dir.is_dir() else []
     if not folders:
         raise BuildError(f"{projects_dir}: no project folders")
     projects = [load_project(folder) for folder in folders]
     with tempfile.TemporaryDirectory(prefix="arena-build-") as tmp:
         work, out = Path(tmp) / "work", Path(tmp) / "out"
+        (out / REPOS_DIR).mkdir(parents=True)
         store = RepoStore(work / "cache")
-        rows = []
-        for project in projects:
-            print(f"building {project.name} ...", flush=True)
-            try:
-                rows.append(build_project(project, store, work, out))
-            except (WorkspaceError, VerifyInfrastructureError, BuildError) as error:
-                raise BuildError(f"{project.folder}: {error}") from None
-        rows.sort(key=lambda row: str(row["instance_id"]))
+        rows = sorted(in_parallel(lambda project: build_project(project, store, work, out), projects, jobs),
+                      key=lambda row: str(row["instance_id"]))
         with open(out / SUITE_FILE, "w", encoding="utf-8", newline="\n") as handle:
             handle.writelines(json.dumps(row, ensure_ascii=True) + "\n" for row in rows)
         print("checking the built suite from fresh workspaces ...", flush=True)
-        problems = check_suite(out, max_verify_seconds)
+        problems = check_suite(out, max_verify_seconds, jobs)
         if problems:
             raise BuildError("self-check failed:\n  - " + "\n  - ".join(problems))
         # Install: replace suite.jsonl and the bundles, drop the bundles of removed projects.
@@ -299,7 +322,7 @@ def build(projects_dir: Path, target: Path, max_verify_seconds: float) -> None:
 # self-check (also on its own with --check)
 
 
-def check_suite(suite_dir: Path, max_verify_seconds: float) -> list[str]:
+def check_suite(suite_dir: Path, max_verify_seconds: float, jobs: int) -> list[str]:
     """Load suite.jsonl as the harness does and check every row from a fresh workspace; return the problems."""
     path = suite_dir / SUITE_FILE
     try:
@@ -313,11 +336,14 @@ def check_suite(suite_dir: Path, max_verify_seconds: float) -> list[str]:
         problems.append(f"{path}: the rows are not sorted by instance_id")
     with tempfile.TemporaryDirectory(prefix="arena-check-") as tmp:
         store = RepoStore(Path(tmp) / "cache")
-        for instance in instances:
+
+        def check(instance: Instance) -> list[str]:
             try:
-                found = check_row(instance, store, Path(tmp) / instance.instance_id, max_verify_seconds)
+                return check_row(instance, store, Path(tmp) / instance.instance_id, max_verify_seconds)
             except (WorkspaceError, VerifyInfrastructureError, BuildError) as error:
-                found = [str(error)]
+                return [str(error)]
+
+        for instance, found in zip(instances, in_parallel(check, instances, jobs), strict=True):
             problems.extend(f"{instance.instance_id}: {problem}" for problem in found)
     return problems
 
@@ -347,37 +373,39 @@ def check_row(instance: Instance, store: RepoStore, work: Path, max_verify_secon
     apply_patch(workspace, instance.patch or "", "the gold patch")
     if extract_patch(workspace) != instance.patch:
         problems.append("the harness's patch extraction does not give back the gold patch unchanged")
-    per_test = dataclasses.replace(instance, verify=None)
-    seconds = []
-    for state, patch, resolves in (("base + test_patch", "", False),
-                                   ("base + patch + test_patch", instance.patch or "", True)):
-        label = "after" if resolves else "before"
-        verdict = verify(workspace, instance, patch, work / f"verify-{label}.log")
-        seconds.append(verdict.seconds)
-        if verdict.passed != resolves:
-            problems.append(f"verify {'fails' if resolves else 'passes'} at {state} ({verdict.detail})")
-        graded = verify(workspace, per_test, patch, work / f"grade-{label}.log")
-        tests: Mapping[str, Mapping[str, str]] = graded.tests or {}
-        if resolves and not graded.passed:
-            problems.append(f"per-test grading does not resolve the gold patch: {graded.detail}")
-        if not resolves:
-            passing = [test for test, status in tests["FAIL_TO_PASS"].items() if status in grading.PASSING]
-            failing = [test for test, status in tests["PASS_TO_PASS"].items() if status not in grading.PASSING]
-            if passing:
-                problems.append(f"FAIL_TO_PASS tests already pass at {state}: {passing}")
-            if failing:
-                problems.append(f"PASS_TO_PASS tests do not pass at {state}: {failing}")
-    fail_to_pass, pass_to_pass = derive_test_lists(workspace, instance, work)
+    before_state, after_state = "base + test_patch", "base + patch + test_patch"
+    before = verify(workspace, instance, "", work / "verify-before.log")
+    if before.passed:
+        problems.append(f"verify passes at {before_state} ({before.detail}); it must fail")
+    after = verify(workspace, instance, instance.patch or "", work / "verify-after.log")
+    if not after.passed:
+        problems.append(f"verify fails at {after_state} ({after.detail})")
+    slowest = max(before.seconds, after.seconds)
+    if slowest > max_verify_seconds:
+        problems.append(f"verify takes {slowest:.2f}s (at most {max_verify_seconds:g}s: --max-verify-seconds)")
+
+    # The recorded tests, graded as the harness grades them, then derived again as the build derives them.
+    tests_before, tests_after = run_before_and_after(workspace, instance, work)
+    graded = grading.grade(instance.fail_to_pass, instance.pass_to_pass, tests_before.statuses, "junitxml",
+                           tests_before.returncode)
+    passing = [test for test, status in graded.fail_to_pass.items() if status in grading.PASSING]
+    if passing:
+        problems.append(f"FAIL_TO_PASS tests already pass at {before_state}: {passing}")
+    failing = [test for test, status in graded.pass_to_pass.items() if status not in grading.PASSING]
+    if failing:
+        problems.append(f"PASS_TO_PASS tests do not pass at {before_state}: {failing}")
+    graded = grading.grade(instance.fail_to_pass, instance.pass_to_pass, tests_after.statuses, "junitxml",
+                           tests_after.returncode)
+    if not graded.passed:
+        problems.append(f"the recorded tests do not all pass at {after_state}: {graded.failing()}")
+    fail_to_pass, pass_to_pass = fail_and_pass_lists(tests_before, tests_after)
     for key, listed, found in (("FAIL_TO_PASS", instance.fail_to_pass, fail_to_pass),
                                ("PASS_TO_PASS", instance.pass_to_pass, pass_to_pass)):
         if list(listed) != found:
             problems.append(f"{key} is not what the tests give: missing {sorted(set(found) - set(listed))}, "
                             f"not expected {sorted(set(listed) - set(found))}, expected order {found}")
-    slowest = max(seconds)
-    if slowest > max_verify_seconds:
-        problems.append(f"verify takes {slowest:.2f}s (at most {max_verify_seconds:g}s: --max-verify-seconds)")
     print(f"  {'ok' if not problems else 'BAD'} {instance.instance_id:<28} F2P={len(fail_to_pass):<3} "
-          f"P2P={len(pass_to_pass):<3} verify {seconds[0]:.2f}s/{seconds[1]:.2f}s", flush=True)
+          f"P2P={len(pass_to_pass):<3} verify {before.seconds:.2f}s/{after.seconds:.2f}s", flush=True)
     return problems
 
 
@@ -395,15 +423,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="the project folders to build from (default: %(default)s)")
     parser.add_argument("--max-verify-seconds", type=float, default=DEFAULT_MAX_VERIFY_SECONDS,
                         help="fail a row whose verify takes longer (default: %(default)s)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="projects built and checked at once (default: the number of CPUs, %(default)s)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
         if args.check:
-            problems = check_suite(args.out, args.max_verify_seconds)
+            problems = check_suite(args.out, args.max_verify_seconds, args.jobs)
             if problems:
                 raise BuildError("check failed:\n  - " + "\n  - ".join(problems))
             print("suite OK")
         else:
-            build(args.projects, args.out, args.max_verify_seconds)
+            build(args.projects, args.out, args.max_verify_seconds, args.jobs)
     except BuildError as error:
         print(f"build_suite: ERROR: {error}", file=sys.stderr)
         return 1
