@@ -125,13 +125,14 @@ def load_project(folder: Path) -> Project:
 def patch_problems(patch: str, test_patch: str) -> list[str]:
     """The test-path rules, as the harness's patch extraction applies them."""
     problems = []
-    left_out = [path for path in files_touched(patch) if is_excluded_from_patch(path)]
-    if not files_touched(patch):
+    patch_files, test_files = files_touched(patch), files_touched(test_patch)
+    left_out = [path for path in patch_files if is_excluded_from_patch(path)]
+    not_tests = [path for path in test_files if not (is_test_path(path) and path.startswith("tests/"))]
+    if not patch_files:
         problems.append("the gold patch changes nothing")
     if left_out:
         problems.append(f"the gold patch touches files the harness leaves out of every patch: {left_out}")
-    not_tests = [path for path in files_touched(test_patch) if not (is_test_path(path) and path.startswith("tests/"))]
-    if not files_touched(test_patch):
+    if not test_files:
         problems.append("the test patch changes nothing")
     if not_tests:
         problems.append(f"the test patch touches files that are not tests under tests/: {not_tests}")
@@ -430,12 +431,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     try:
         if args.check:
-            problems = check_suite(args.out, args.max_verify_seconds, args.jobs)
+            problems = check_suite(args.out.resolve(), args.max_verify_seconds, args.jobs)
             if problems:
                 raise BuildError("check failed:\n  - " + "\n  - ".join(problems))
             print("suite OK")
         else:
-            build(args.projects, args.out, args.max_verify_seconds, args.jobs)
+            build(args.projects.resolve(), args.out.resolve(), args.max_verify_seconds, args.jobs)
     except BuildError as error:
         print(f"build_suite: ERROR: {error}", file=sys.stderr)
         return 1
