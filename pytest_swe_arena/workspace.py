@@ -33,14 +33,17 @@ from .instances import Instance, Source
 
 WORK_BRANCH = "arena-work"
 
-#: Paths that never enter a patch: test files (an arm cannot grade itself by
-#: editing tests), the supervisor's scratch folder, and Python byte-code.
-PATCH_EXCLUDES = (
+#: Test files, as git glob pathspecs: an arm cannot grade itself by editing tests.
+TEST_PATHS = (
     "**/tests/**",
     "**/test/**",
     "**/test_*.py",
     "**/*_test.py",
     "**/conftest.py",
+)
+#: Paths that never enter a patch: test files, the supervisor's scratch folder, and Python byte-code.
+PATCH_EXCLUDES = (
+    *TEST_PATHS,
     ".loops/**",
     "**/__pycache__/**",
     "**/*.pyc",
@@ -273,6 +276,26 @@ def extract_patch(workspace: Workspace) -> str:
     excludes = [f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES]
     return git("diff", "--cached", *_PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
                cwd=workspace.path)
+
+
+def is_test_path(path: str) -> bool:
+    """Whether ``path`` (relative to the repository root, ``/``-separated) is a test file by ``TEST_PATHS``."""
+    return any(re.fullmatch(_glob_regex(pattern), path) for pattern in TEST_PATHS)
+
+
+def is_excluded_from_patch(path: str) -> bool:
+    """Whether ``extract_patch`` leaves ``path`` out of every patch: it matches one of ``PATCH_EXCLUDES``."""
+    return any(re.fullmatch(_glob_regex(pattern), path) for pattern in PATCH_EXCLUDES)
+
+
+def _glob_regex(pattern: str) -> str:
+    """A git ``:(glob)`` pathspec of the forms ``PATCH_EXCLUDES`` uses, as a regex.
+
+    ``**/`` is any leading folders, a trailing ``/**`` anything inside, and ``*`` and ``?`` stay within one name.
+    """
+    parts = re.split(r"(\*\*/|/\*\*$|\*|\?)", pattern)
+    tokens = {"**/": "(?:.*/)?", "/**": "/.*", "*": "[^/]*", "?": "[^/]"}
+    return "(?s)" + "".join(tokens.get(part, re.escape(part)) for part in parts)
 
 
 def reset_to_base(workspace: Workspace) -> None:

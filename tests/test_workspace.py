@@ -18,6 +18,8 @@ from pytest_swe_arena.workspace import (
     commit_environment_setup,
     extract_patch,
     files_touched,
+    is_excluded_from_patch,
+    is_test_path,
     materialize,
     reset_to_base,
 )
@@ -58,6 +60,30 @@ def test_patch_includes_new_and_committed_files_and_excludes_tests(calc, tmp_pat
     patch = extract_patch(ws)
     touched = sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git"))
     assert touched == ["calc/new.py", "calc/ops.py"]
+
+
+#: Paths on both sides of every rule in PATCH_EXCLUDES: folder names inside and at the root, names that
+#: only look alike, and ``*`` that must not cross a ``/``.
+PATHS_NEAR_THE_RULES = [
+    "tests/test_ops.py", "tests/data/input.txt", "pkg/tests/helper.py", "test/x.py", "a/b/test/x.txt",
+    "calc/test_mine.py", "test_top.py", "calc/mine_test.py", "conftest.py", "calc/conftest.py",
+    ".loops/supervisor/state.json", "calc/__pycache__/ops.cpython-311.pyc", "calc/ops.pyc", ".pytest_cache/v/x",
+    "tests.py", "testsuite/a.py", "mytests/x.py", "calc/testing.py", "calc/test_mine.txt", "calc/atest_x.py",
+    "calc/test_dir/x.py", "calc/contest.py", "calc/my_test.py.bak", "pkg/.loops/x", "calc/new.py",
+]
+
+
+def test_the_path_rules_agree_with_what_extract_patch_leaves_out(calc, tmp_path):
+    ws = materialize(instance_of(calc), RepoStore(tmp_path / "cache"), tmp_path / "ws")
+    for path in PATHS_NEAR_THE_RULES:
+        (ws.path / path).parent.mkdir(parents=True, exist_ok=True)
+        (ws.path / path).write_text("# touched\n")
+    kept = set(files_touched(extract_patch(ws)))
+    assert {path for path in PATHS_NEAR_THE_RULES if not is_excluded_from_patch(path)} == kept
+    assert "calc/test_dir/x.py" in kept and "pkg/.loops/x" in kept and "tests.py" in kept
+    tests = {path for path in PATHS_NEAR_THE_RULES if is_test_path(path)}
+    assert tests == {path for path in PATHS_NEAR_THE_RULES if path not in kept} - {
+        ".loops/supervisor/state.json", "calc/__pycache__/ops.cpython-311.pyc", "calc/ops.pyc", ".pytest_cache/v/x"}
 
 
 def test_reset_discards_everything_and_patches_apply(calc, tmp_path):
