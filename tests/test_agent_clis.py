@@ -1,0 +1,251 @@
+"""Contract tests: the REAL Claude Code, Codex, Gemini CLI and mini-swe-agent against scripted endpoints.
+
+Each test runs one CLI non-interactively in a temp git repo with a private
+HOME and config dir (tests/agent_clis.py holds the recipes), against the
+scripted endpoint of the API it speaks on 127.0.0.1 (Anthropic Messages,
+OpenAI Responses, Gemini, OpenAI Chat). The scripted turns make it edit a
+file with its own tools and run a shell command; the test checks the file,
+the exit code, and that what the agent REPORTS (its usage, its cost, its
+transcripts) equals what the endpoint served. They pin the facts
+tests/AGENT_NOTES.md states, which the agent arm kinds are written from:
+run them after upgrading a CLI.
+
+Skipped only when a CLI is not installed (``npm install``; ``pip install -e .[test]``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agent_clis import (
+    API_KEY,
+    CLAUDE,
+    CLAUDE_MODEL,
+    CLAUDE_PRICE,
+    CODEX,
+    CODEX_MODEL,
+    GEMINI,
+    GEMINI_ROUTER_MARKER,
+    MINI,
+    MINI_MODEL,
+    SUBAGENT_MARKER,
+    AgentCell,
+    anthropic_tokens,
+    claude_argv,
+    claude_env,
+    claude_model_usage,
+    claude_project_dir,
+    claude_script,
+    claude_subagent_script,
+    claude_transcript_tokens,
+    claude_transcripts,
+    codex_argv,
+    codex_env,
+    codex_rollout_tokens,
+    codex_rollouts,
+    codex_script,
+    codex_tokens,
+    gemini_argv,
+    gemini_env,
+    gemini_model_tokens,
+    gemini_script,
+    gemini_transcript_tokens,
+    gemini_transcripts,
+    mini_argv,
+    mini_env,
+    mini_message_usages,
+    mini_script,
+    pinned_version,
+    priced,
+    summed,
+    version_of,
+)
+from scripted_apis import Tokens
+from scripted_model import ScriptedModel
+
+PROMPT = "Change hello to bye in a.txt, then record that you ran by writing ran.txt."
+
+
+@pytest.fixture
+def cell(tmp_path: Path) -> AgentCell:
+    return AgentCell(tmp_path / "cell")
+
+
+def served(model: ScriptedModel, queue: str | None = None) -> Tokens:
+    """What the endpoint served in full, optionally only for one queue ("turns", "marker:X", "aux:X")."""
+    return summed(Tokens(**s["tokens"]) for s in model.served
+                  if queue is None or (s["queue"] or "").split("#")[0] == queue)
+
+
+def assert_edited(cell: AgentCell) -> None:
+    assert cell.read("a.txt") == "bye\n"
+    assert cell.read("ran.txt") == "ran"
+
+
+# --------------------------------------------------------------------------- Claude Code
+
+
+claude_only = pytest.mark.skipif(CLAUDE is None, reason="claude not found (npm install)")
+
+
+@claude_only
+def test_claude_code_edits_runs_bash_and_reports_what_was_served(cell: AgentCell) -> None:
+    with ScriptedModel(claude_script(cell.repo), api_key=API_KEY) as model:
+        run = cell.run(claude_argv(PROMPT), claude_env(cell, model.root_url))
+    assert run.returncode == 0, run.stderr
+    assert_edited(cell)
+    report = run.json()
+    assert (report["type"], report["subtype"], report["is_error"]) == ("result", "success", False)
+    assert report["permission_denials"] == [] and report["num_turns"] == 4 and report["result"] == "All done."
+    # every request was a model turn, with the key: no side calls, no auxiliary model
+    assert [(r["api"], r["kind"], r["model"]) for r in model.model_requests()] == [
+        ("anthropic", "turn", CLAUDE_MODEL)] * 4
+    assert all(r["authorization"] for r in model.model_requests())
+    assert model.remaining() == 0
+    total = served(model)
+    assert total.cache_write_tokens and total.reasoning_tokens  # the script exercises every field
+    assert claude_model_usage(report) == {CLAUDE_MODEL: total}
+    assert anthropic_tokens(report["usage"]) == total  # no sub-agent: the top-level usage is complete
+    assert report["total_cost_usd"] == pytest.approx(priced(total, CLAUDE_PRICE), abs=1e-9)
+    assert report["modelUsage"][CLAUDE_MODEL]["costUSD"] == pytest.approx(report["total_cost_usd"])
+    # the transcript, in the private config dir, holds the same usage
+    (transcript,) = claude_transcripts(cell)
+    assert transcript == claude_project_dir(cell) / f"{report['session_id']}.jsonl"
+    assert claude_transcript_tokens(transcript) == total
+    assert version_of(CLAUDE, cell, claude_env(cell, "http://127.0.0.1:9")) == (
+        f"{pinned_version('@anthropic-ai/claude-code')} (Claude Code)")
+
+
+@claude_only
+def test_claude_code_without_allowed_bash_denies_the_command_and_still_exits_0(cell: AgentCell) -> None:
+    argv = [arg for arg in claude_argv(PROMPT) if arg not in ("--allowedTools", "Bash")]
+    with ScriptedModel(claude_script(cell.repo)) as model:
+        run = cell.run(argv, claude_env(cell, model.root_url))
+    assert run.returncode == 0, run.stderr
+    report = run.json()
+    assert report["subtype"] == "success" and report["is_error"] is False
+    assert [d["tool_name"] for d in report["permission_denials"]] == ["Bash"]
+    assert cell.read("a.txt") == "bye\n"  # acceptEdits let the Edit through
+    assert not (cell.repo / "ran.txt").exists()
+
+
+@claude_only
+def test_claude_code_sub_agent_spend_is_missing_from_its_top_level_usage(cell: AgentCell) -> None:
+    with ScriptedModel(claude_subagent_script(cell.repo)) as model:
+        run = cell.run(claude_argv(PROMPT, "stream-json", "--include-partial-messages"),
+                       claude_env(cell, model.root_url))
+    assert run.returncode == 0, run.stderr
+    assert cell.read("b.txt") == "sub\n"
+    events = run.json_lines()
+    (result,) = [e for e in events if e["type"] == "result"]
+    assert events[-1] is result and result["subtype"] == "success"
+    main, sub = served(model, "turns"), served(model, f"marker:{SUBAGENT_MARKER}")
+    assert main != Tokens() and sub != Tokens()
+    # modelUsage and the cost count the sub-agent; the top-level usage only the main conversation
+    assert claude_model_usage(result) == {CLAUDE_MODEL: main + sub}
+    assert anthropic_tokens(result["usage"]) == main
+    assert result["total_cost_usd"] == pytest.approx(priced(main + sub, CLAUDE_PRICE), abs=1e-9)
+    assert result["subagent_stats"]["spawned"] == 1 and result["subagent_stats"]["completed"] == 1
+    # the sub-agent has its own transcript
+    session = claude_project_dir(cell) / result["session_id"]
+    (subagent,) = sorted((session / "subagents").glob("agent-*.jsonl"))
+    assert claude_transcripts(cell) == sorted([session.with_suffix(".jsonl"), subagent])
+    assert claude_transcript_tokens(session.with_suffix(".jsonl")) == main
+    assert claude_transcript_tokens(subagent) == sub
+    # streamed: "assistant" events carry message_start's usage (output_tokens 1), never the final one;
+    # the final per-call usage is in the partial messages' message_delta, for the main agent only
+    assert {e["message"]["usage"]["output_tokens"] for e in events if e["type"] == "assistant"} == {1}
+    deltas = [e["event"]["usage"] for e in events
+              if e["type"] == "stream_event" and e["event"]["type"] == "message_delta"]
+    assert summed(anthropic_tokens(u) for u in deltas) == main
+
+
+# --------------------------------------------------------------------------- Codex
+
+
+@pytest.mark.skipif(CODEX is None, reason="codex not found (npm install)")
+def test_codex_exec_patches_runs_a_command_and_reports_what_was_served(cell: AgentCell) -> None:
+    prompt = cell.root / "prompt.txt"
+    prompt.write_text(PROMPT)
+    with ScriptedModel(codex_script(cell.repo), api_key=API_KEY) as model:
+        run = cell.run(codex_argv(), codex_env(cell, model.base_url), stdin=prompt)
+    assert run.returncode == 0, run.stderr
+    assert_edited(cell)
+    events = run.json_lines()
+    assert [e["type"] for e in events if e["type"].startswith(("thread", "turn"))] == [
+        "thread.started", "turn.started", "turn.completed"]
+    items = {e["item"]["type"]: e["item"] for e in events if e["type"] == "item.completed"}
+    assert items["file_change"]["status"] == "completed" and items["command_execution"]["exit_code"] == 0
+    assert items["agent_message"]["text"] == "All done." and "error" not in items
+    assert [(r["api"], r["kind"], r["model"]) for r in model.model_requests()] == [
+        ("responses", "turn", CODEX_MODEL)] * 3
+    assert "apply_patch" in model.model_requests()[0]["tool_names"]
+    # the prompt came from stdin, byte for byte
+    assert PROMPT in json.dumps(model.model_requests()[0]["body"]["input"])
+    total = served(model)
+    assert total.cache_write_tokens and total.reasoning_tokens
+    (completed,) = [e for e in events if e["type"] == "turn.completed"]
+    assert codex_tokens(completed["usage"]) == total
+    (rollout,) = codex_rollouts(cell)
+    assert rollout.stem.endswith(events[0]["thread_id"])
+    assert codex_rollout_tokens(rollout) == total
+    assert version_of(CODEX, cell, {"CODEX_HOME": str(cell.root / "codex")}) == (
+        f"codex-cli {pinned_version('@openai/codex')}")
+
+
+# --------------------------------------------------------------------------- Gemini CLI
+
+
+@pytest.mark.skipif(GEMINI is None, reason="gemini not found (npm install)")
+def test_gemini_cli_edits_runs_a_command_and_reports_what_was_served(cell: AgentCell) -> None:
+    with ScriptedModel(gemini_script(cell.repo), api_key=API_KEY) as model:
+        run = cell.run(gemini_argv(PROMPT), gemini_env(cell, model.root_url))
+    assert run.returncode == 0, run.stderr
+    assert_edited(cell)
+    report = run.json()
+    assert report["response"] == "All done."
+    requests = model.model_requests()
+    # the model router's side call (auto model) comes first, then the main model's turns
+    assert [(r["api"], r["kind"], r["stream"]) for r in requests] == [("gemini", "aux", False)] + [
+        ("gemini", "turn", True)] * 3
+    router, main = requests[0]["model"], requests[1]["model"]
+    per_model = gemini_model_tokens(report)
+    assert per_model == {router: served(model, f"aux:{GEMINI_ROUTER_MARKER}"), main: served(model, "turns")}
+    assert report["stats"]["models"][router]["roles"].keys() == {"utility_router"}
+    assert served(model, "turns").reasoning_tokens  # thoughts are counted apart
+    (chat,) = gemini_transcripts(cell)
+    assert gemini_transcript_tokens(chat) == served(model, "turns")  # the router call is not in it
+    assert version_of(GEMINI, cell, gemini_env(cell, "http://127.0.0.1:9")) == pinned_version("@google/gemini-cli")
+
+
+# --------------------------------------------------------------------------- mini-swe-agent
+
+
+@pytest.mark.skipif(MINI is None, reason="mini-swe-agent not installed (pip install -e .[test])")
+def test_mini_swe_agent_edits_runs_a_command_and_reports_what_was_served(
+        cell: AgentCell, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price table from GitHub
+    import litellm  # mini's dependency; its bundled price table is what mini charges by
+
+    trajectory = cell.root / "trajectory.json"
+    with ScriptedModel(mini_script(), api_key=API_KEY) as model:
+        run = cell.run(mini_argv(PROMPT, trajectory), mini_env(cell, model.base_url))
+    assert run.returncode == 0, run.stderr
+    assert_edited(cell)
+    data = json.loads(trajectory.read_text())
+    assert data["info"]["exit_status"] == "Submitted"
+    assert [(r["api"], r["kind"], r["model"]) for r in model.model_requests()] == [
+        ("chat", "turn", MINI_MODEL.split("/")[1])] * 3
+    total = served(model)
+    assert summed(mini_message_usages(data)) == total
+    stats = data["info"]["model_stats"]
+    assert stats["api_calls"] == 3
+    price = litellm.model_cost[MINI_MODEL.split("/")[1]]
+    per_million = {"input": price["input_cost_per_token"] * 1e6, "output": price["output_cost_per_token"] * 1e6,
+                   "cache_read": price["cache_read_input_token_cost"] * 1e6}
+    assert stats["instance_cost"] == pytest.approx(priced(total, per_million), rel=1e-9)
+    costs = [m["extra"]["cost"] for m in data["messages"] if m.get("role") == "assistant"]
+    assert stats["instance_cost"] == pytest.approx(sum(costs))
+    assert data["info"]["mini_version"] == "2.4.6"
