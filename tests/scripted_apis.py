@@ -277,8 +277,9 @@ class Responses(ScriptedApi):
     def first_user_text(self, body: dict[str, Any]) -> str:
         # Codex sends its context (AGENTS.md, environment) as leading user messages: use all of them
         # up to the first non-message item, so a marker in the task is found.
+        items = body.get("input")
         texts = []
-        for item in body.get("input") if isinstance(body.get("input"), list) else self._messages(body):
+        for item in items if isinstance(items, list) else self._messages(body):
             if not isinstance(item, dict) or item.get("type", "message") != "message":
                 break
             if item.get("role") == "user":
@@ -430,7 +431,7 @@ class AnthropicMessages(ScriptedApi):
         return ""
 
     def tool_names(self, body: dict[str, Any]) -> list[str]:
-        return [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+        return [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
 
     def usage(self, tokens: Tokens) -> dict[str, Any]:
         usage: dict[str, Any] = {

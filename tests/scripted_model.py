@@ -100,11 +100,13 @@ when ``api_key=`` is set and the request's key differs), ``queue`` (e.g.
 Other requests are recorded with kind "probe" (HEAD), "models" (GET .../models)
 or "unknown" (answered 404).
 
-``model.served`` holds one dict per reply sent in full (title, summary and aux
-replies included): ``seq`` (of its request), ``api``, ``kind``, ``queue``,
-``model``, ``stream``, ``usage`` (the usage object exactly as sent, in the API's
-shape) and ``tokens`` (that usage read back as ``Tokens``, the ledger's
-disjoint split). ``tokens_total`` and ``usage_total`` sum them.
+``model.served`` holds one dict per reply sent in full (recorded just before
+its last event or its JSON body goes out, so a client holding the whole reply
+finds it there; title, summary and aux replies included): ``seq`` (of its
+request), ``api``, ``kind``, ``queue``, ``model``, ``stream``, ``usage`` (the
+usage object exactly as sent, in the API's shape) and ``tokens`` (that usage
+read back as ``Tokens``, the ledger's disjoint split). ``tokens_total`` and
+``usage_total`` sum them.
 
 How requests are routed (documented in tests/OPENCODE_NOTES.md and tests/AGENT_NOTES.md too)
 ---------------------------------------------------------------------------------------------
@@ -134,6 +136,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -550,15 +553,21 @@ class _Handler(BaseHTTPRequestHandler):
             return
         tokens = Tokens(**turn["tokens"])
         model_name = entry["model"] or "scripted-model"
-        if entry["stream"]:
-            if self._stream(api.events(turn, tokens, model_name, body), turn):
-                self.model._add_served(entry, api, api.usage(tokens))
-        else:
-            self._send_json(200, api.reply(turn, tokens, model_name, body))
+
+        # Recorded just before the last bytes go out, so a client holding the whole reply finds it served.
+        def served() -> None:
             self.model._add_served(entry, api, api.usage(tokens))
 
-    def _stream(self, events: list[tuple[str | None, Any]], turn: dict[str, Any]) -> bool:
-        """Send server-sent events; True when all were sent."""
+        if entry["stream"]:
+            self._stream(api.events(turn, tokens, model_name, body), turn, served)
+        else:
+            reply = api.reply(turn, tokens, model_name, body)
+            served()
+            self._send_json(200, reply)
+
+    def _stream(self, events: list[tuple[str | None, Any]], turn: dict[str, Any],
+                before_last: Callable[[], None]) -> None:
+        """Send server-sent events, calling ``before_last()`` once all but the last one were sent."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -567,19 +576,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         chunk_delay = float(turn.get("chunk_delay", 0)) if turn["mode"] == "slow" else 0.0
         for index, (name, data) in enumerate(events):
+            if index == len(events) - 1:
+                before_last()
             text = data if isinstance(data, str) else json.dumps(data)
             frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
             try:
                 self.wfile.write(frame.encode())
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
-                return False
+                return
             if index == 0 and turn["mode"] == "stall":
                 self._wait_forever()
-                return False
+                return
             if chunk_delay and self.model._release.wait(chunk_delay):
-                return False
-        return True
+                return
 
 
 
