@@ -272,7 +272,21 @@ def codex_rollouts(cell: AgentCell) -> list[Path]:
 
 
 def codex_rollout_tokens(path: Path) -> Tokens:
-    """The last ``token_count`` event's running total in a rollout (written after every model call)."""
+    """The rollout's ``token_usage_record`` entries summed: one per response, written as soon as it is in.
+
+    (The ``token_count`` events carry running totals too, but only once the
+    call's tool has run: a run stopped during a tool call has the record, not the event.)
+    """
+    per_response: dict[str, Tokens] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        if entry.get("type") == "token_usage_record":
+            per_response[entry["payload"]["response_id"]] = codex_tokens(entry["payload"]["usage"])
+    return summed(per_response.values())
+
+
+def codex_rollout_running_total(path: Path) -> Tokens:
+    """The last ``token_count`` event's ``total_token_usage`` in a rollout."""
     total = Tokens()
     for line in path.read_text().splitlines():
         payload = json.loads(line).get("payload") or {}

@@ -15,8 +15,15 @@ Skipped only when a CLI is not installed (``npm install``; ``pip install -e .[te
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agent_clis import (
@@ -43,6 +50,7 @@ from agent_clis import (
     claude_transcripts,
     codex_argv,
     codex_env,
+    codex_rollout_running_total,
     codex_rollout_tokens,
     codex_rollouts,
     codex_script,
@@ -60,8 +68,10 @@ from agent_clis import (
     pinned_version,
     priced,
     summed,
+    usage,
     version_of,
 )
+from agents import processes_with
 from scripted_apis import Tokens
 from scripted_model import ScriptedModel
 
@@ -191,6 +201,7 @@ def test_codex_exec_patches_runs_a_command_and_reports_what_was_served(cell: Age
     (rollout,) = codex_rollouts(cell)
     assert rollout.stem.endswith(events[0]["thread_id"])
     assert codex_rollout_tokens(rollout) == total
+    assert codex_rollout_running_total(rollout) == total
     assert version_of(CODEX, cell, {"CODEX_HOME": str(cell.root / "codex")}) == (
         f"codex-cli {pinned_version('@openai/codex')}")
 
@@ -249,3 +260,96 @@ def test_mini_swe_agent_edits_runs_a_command_and_reports_what_was_served(
     costs = [m["extra"]["cost"] for m in data["messages"] if m.get("role") == "assistant"]
     assert stats["instance_cost"] == pytest.approx(sum(costs))
     assert data["info"]["mini_version"] == "2.4.6"
+
+
+# --------------------------------------------------------------------------- SIGTERM during a tool call
+
+#: a shell command that runs until killed (Claude's Bash tool refuses a standalone `sleep N`)
+LONG_COMMAND = "python3 -c \"import time; time.sleep(600)\""
+
+
+def long_call_script(agent: str, repo: Path) -> dict[str, Any]:
+    """One turn whose tool call runs LONG_COMMAND in the agent's shell tool."""
+    call = {"claude": {"name": "Bash", "arguments": {"command": LONG_COMMAND, "description": "Wait"}},
+            "codex": {"name": "exec_command", "arguments": {"cmd": LONG_COMMAND, "workdir": str(repo),
+                                                            "yield_time_ms": 600000}},
+            "gemini": {"name": "run_shell_command", "arguments": {"command": LONG_COMMAND, "description": "Wait"}},
+            "mini": {"name": "bash", "arguments": {"command": LONG_COMMAND}}}[agent]
+    script: dict[str, Any] = {"turns": [{"content": "Waiting.", "tool_calls": [call],
+                                         "usage": usage(1000, 50, cached=600, reasoning=10)}]}
+    if agent == "gemini":
+        script["aux"] = gemini_script(repo)["aux"]
+    return script
+
+
+def long_command_pids(mark: str) -> list[int]:
+    """Live processes of the cell running LONG_COMMAND."""
+    found = []
+    for pid in processes_with("ARENA_TEST_MARK", mark):
+        try:
+            if b"time.sleep(600)" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+#: (returncode after SIGTERM to the CLI's pid, whether its shell command outlives it) as observed
+SIGTERM_OUTCOMES = {
+    "claude": (143, False),   # kills its Bash child (exit 137), then exits 128+15
+    "codex": (-15, False),    # dies by the signal; bwrap --die-with-parent takes the command along
+    "gemini": (0, True),      # exits 0 (!) and the command, in its own process group, keeps running
+    "mini": (-15, True),      # dies by the signal; the command, in its own session, keeps running
+}
+AGENT_AVAILABLE = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI, "mini": MINI}
+
+
+@pytest.mark.parametrize("agent", sorted(SIGTERM_OUTCOMES))
+def test_sigterm_during_a_tool_call_what_survives_and_what_usage_is_on_disk(agent: str, cell: AgentCell) -> None:
+    if AGENT_AVAILABLE[agent] is None:
+        pytest.skip(f"{agent} is not installed")
+    mark = uuid.uuid4().hex
+    with ScriptedModel(long_call_script(agent, cell.repo)) as model:
+        argv, env = {
+            "claude": lambda: (claude_argv("Wait.", "stream-json"), claude_env(cell, model.root_url)),
+            "codex": lambda: ([*codex_argv()[:-1], "Wait."], codex_env(cell, model.base_url)),
+            "gemini": lambda: (gemini_argv("Wait."), gemini_env(cell, model.root_url)),
+            "mini": lambda: (mini_argv("Wait.", cell.root / "trajectory.json"), mini_env(cell, model.base_url)),
+        }[agent]()
+        process = subprocess.Popen(argv, cwd=cell.repo, env=cell.env({**env, "ARENA_TEST_MARK": mark}),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while not long_command_pids(mark):
+                assert process.poll() is None and time.monotonic() < deadline, "the tool call never started"
+                time.sleep(0.1)
+            os.kill(process.pid, signal.SIGTERM)
+            returncode = process.wait(timeout=120)
+            expected_code, outlives = SIGTERM_OUTCOMES[agent]
+            assert returncode == expected_code
+            if outlives:
+                assert long_command_pids(mark), "the shell command died with the agent"
+            else:
+                deadline = time.monotonic() + 60
+                while long_command_pids(mark) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert not long_command_pids(mark)
+        finally:
+            for pid in processes_with("ARENA_TEST_MARK", mark):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    # the one finished model call is on disk, except for mini: it saves its trajectory after each step
+    on_disk = {
+        "claude": lambda: summed(claude_transcript_tokens(path) for path in claude_transcripts(cell)),
+        "codex": lambda: summed(codex_rollout_tokens(path) for path in codex_rollouts(cell)),
+        "gemini": lambda: summed(gemini_transcript_tokens(path) for path in gemini_transcripts(cell)),
+        "mini": lambda: Tokens() if not (cell.root / "trajectory.json").exists() else summed(
+            mini_message_usages(json.loads((cell.root / "trajectory.json").read_text()))),
+    }[agent]()
+    main_call = served(model, "turns")
+    assert main_call == Tokens(400, 600, 0, 40, 10)
+    assert on_disk == (Tokens() if agent == "mini" else main_call)
