@@ -34,6 +34,8 @@ GEMINI = find_cli("gemini")
 MINI = str(Path(sys.executable).with_name("mini")) if Path(sys.executable).with_name("mini").exists() else None
 RUN_TIMEOUT = 600.0
 API_KEY = "sk-scripted-key"
+#: the task every recipe is run with; the scripted turns do it
+PROMPT = "Change hello to bye in a.txt, then record that you ran by writing ran.txt."
 #: a shell command no agent classifies as a file edit (Claude's acceptEdits alone denies it)
 RAN_COMMAND = "python3 -c \"open('ran.txt', 'w').write('ran')\""
 

@@ -37,6 +37,7 @@ from agent_clis import (
     GEMINI_ROUTER_MARKER,
     MINI,
     MINI_MODEL,
+    PROMPT,
     SUBAGENT_MARKER,
     AgentCell,
     anthropic_tokens,
@@ -74,8 +75,6 @@ from agent_clis import (
 from agents import processes_with
 from scripted_apis import Tokens
 from scripted_model import ScriptedModel
-
-PROMPT = "Change hello to bye in a.txt, then record that you ran by writing ran.txt."
 
 
 @pytest.fixture
