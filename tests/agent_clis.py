@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,13 @@ RAN_COMMAND = "python3 -c \"open('ran.txt', 'w').write('ran')\""
 def pinned_version(package: str) -> str:
     """The exact version package.json pins for an npm package (the tests check the CLI reports it)."""
     return str(json.loads((REPO_ROOT / "package.json").read_text())["dependencies"][package])
+
+
+def pinned_test_requirement(package: str) -> str:
+    """The exact version the ``test`` extra of pyproject.toml pins for a PyPI package."""
+    extra = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    (pin,) = [line for line in extra if line.startswith(f"{package}==")]
+    return str(pin.split("==", 1)[1])
 
 
 def usage(prompt: int, completion: int, *, cached: int = 0, cache_write: int = 0, reasoning: int = 0) -> dict[str, int]:

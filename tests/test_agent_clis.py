@@ -16,6 +16,7 @@ Skipped only when a CLI is not installed (``npm install``; ``pip install -e .[te
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -66,6 +67,7 @@ from agent_clis import (
     mini_env,
     mini_message_usages,
     mini_script,
+    pinned_test_requirement,
     pinned_version,
     priced,
     summed,
@@ -91,6 +93,8 @@ def served(model: ScriptedModel, queue: str | None = None) -> Tokens:
 def assert_edited(cell: AgentCell) -> None:
     assert cell.read("a.txt") == "bye\n"
     assert cell.read("ran.txt") == "ran"
+    assert cell.changed_files() == ["a.txt", "ran.txt"]  # the agent left nothing else in the workspace
+    assert not any(cell.home.iterdir())  # its config dir variable kept it out of HOME
 
 
 # --------------------------------------------------------------------------- Claude Code
@@ -233,12 +237,17 @@ def test_gemini_cli_edits_runs_a_command_and_reports_what_was_served(cell: Agent
 # --------------------------------------------------------------------------- mini-swe-agent
 
 
-@pytest.mark.skipif(MINI is None, reason="mini-swe-agent not installed (pip install -e .[test])")
-def test_mini_swe_agent_edits_runs_a_command_and_reports_what_was_served(
-        cell: AgentCell, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price table from GitHub
-    import litellm  # mini's dependency; its bundled price table is what mini charges by
+def litellm_price(model: str) -> dict[str, Any]:
+    """litellm's bundled price row for ``model`` (what mini charges by with LITELLM_LOCAL_MODEL_COST_MAP),
+    read from its JSON file: importing litellm costs tens of seconds."""
+    spec = importlib.util.find_spec("litellm")
+    assert spec is not None and spec.origin is not None
+    table = Path(spec.origin).with_name("model_prices_and_context_window_backup.json")
+    return dict(json.loads(table.read_text())[model])
 
+
+@pytest.mark.skipif(MINI is None, reason="mini-swe-agent not installed (pip install -e .[test])")
+def test_mini_swe_agent_edits_runs_a_command_and_reports_what_was_served(cell: AgentCell) -> None:
     trajectory = cell.root / "trajectory.json"
     with ScriptedModel(mini_script(), api_key=API_KEY) as model:
         run = cell.run(mini_argv(PROMPT, trajectory), mini_env(cell, model.base_url))
@@ -252,13 +261,13 @@ def test_mini_swe_agent_edits_runs_a_command_and_reports_what_was_served(
     assert summed(mini_message_usages(data)) == total
     stats = data["info"]["model_stats"]
     assert stats["api_calls"] == 3
-    price = litellm.model_cost[MINI_MODEL.split("/")[1]]
+    price = litellm_price(MINI_MODEL.split("/")[1])
     per_million = {"input": price["input_cost_per_token"] * 1e6, "output": price["output_cost_per_token"] * 1e6,
                    "cache_read": price["cache_read_input_token_cost"] * 1e6}
     assert stats["instance_cost"] == pytest.approx(priced(total, per_million), rel=1e-9)
     costs = [m["extra"]["cost"] for m in data["messages"] if m.get("role") == "assistant"]
     assert stats["instance_cost"] == pytest.approx(sum(costs))
-    assert data["info"]["mini_version"] == "2.4.6"
+    assert data["info"]["mini_version"] == pinned_test_requirement("mini-swe-agent")
 
 
 # --------------------------------------------------------------------------- SIGTERM during a tool call
