@@ -346,6 +346,21 @@ def gemini_script(repo: Path) -> dict[str, Any]:
     ], "aux": {GEMINI_ROUTER_MARKER: {"content": json.dumps(route), "usage": usage(300, 10)}}}
 
 
+def gemini_subagent_script(repo: Path) -> dict[str, Any]:
+    """The main agent hands a task to the built-in "generalist" sub-agent, which writes b.txt and completes."""
+    task = {"agent_name": "generalist", "prompt": f"{SUBAGENT_MARKER}: create b.txt saying sub"}
+    done = {"result": {"response": "b.txt written."}}
+    return {"turns": [
+        {"content": "Delegating.", "tool_calls": [{"name": "invoke_agent", "arguments": task}],
+         "usage": usage(1000, 50, cached=600)},
+        {"content": "All done.", "usage": usage(1300, 20, cached=1100)},
+    ], "by_marker": {SUBAGENT_MARKER: [
+        {"tool_calls": [{"name": "write_file", "arguments": {"file_path": f"{repo}/b.txt", "content": "sub\n"}}],
+         "usage": usage(5000, 500, cached=1000, reasoning=40)},
+        {"tool_calls": [{"name": "complete_task", "arguments": done}], "usage": usage(5500, 300, cached=4000)},
+    ]}}
+
+
 def gemini_model_tokens(report: Mapping[str, Any]) -> dict[str, Tokens]:
     """``stats.models[M].tokens`` of ``--output-format json``: prompt includes cached; thoughts apart."""
     out = {}
@@ -356,8 +371,13 @@ def gemini_model_tokens(report: Mapping[str, Any]) -> dict[str, Tokens]:
 
 
 def gemini_transcripts(cell: AgentCell) -> list[Path]:
-    """Gemini's chats: ``$GEMINI_CLI_HOME/.gemini/tmp/<project>/chats/session-<time>-<id>.jsonl``."""
+    """Gemini's chats: ``$GEMINI_CLI_HOME/.gemini/tmp/<dir name>/chats/session-<time>-<id8>.jsonl``."""
     return sorted((cell.root / "gemini" / ".gemini" / "tmp").rglob("chats/session-*.jsonl"))
+
+
+def gemini_subagent_transcripts(cell: AgentCell) -> list[Path]:
+    """Its sub-agents' chats: ``.../chats/<parent session id>/<sub-agent session id>.jsonl``."""
+    return sorted((cell.root / "gemini" / ".gemini" / "tmp").rglob("chats/*/*.jsonl"))
 
 
 def gemini_transcript_tokens(path: Path) -> Tokens:

@@ -41,6 +41,8 @@ from agent_clis import (  # noqa: E402
     gemini_argv,
     gemini_env,
     gemini_script,
+    gemini_subagent_script,
+    gemini_subagent_transcripts,
     gemini_transcripts,
     mini_argv,
     mini_env,
@@ -131,6 +133,17 @@ def capture_gemini(out: Path, work: Path) -> None:
                 (chat,) = gemini_transcripts(cell)
                 sample.write("chat.jsonl", chat.read_text())
                 sample.served()
+    cell = AgentCell(work / "gemini-subagent")
+    with ScriptedModel(gemini_subagent_script(cell.repo)) as model:
+        sample = Sampler(out, cell, model)
+        run = cell.run(gemini_argv(PROMPT, "json", "-m", "gemini-2.5-pro"), gemini_env(cell, model.root_url))
+        sample.check(run)
+        sample.write("subagent-result.json", run.stdout)
+        (chat,) = gemini_transcripts(cell)
+        (sub_chat,) = gemini_subagent_transcripts(cell)
+        sample.write("subagent-chat-main.jsonl", chat.read_text())
+        sample.write("subagent-chat-agent.jsonl", sub_chat.read_text())
+        sample.served("subagent-served.json")
 
 
 def capture_mini(out: Path, work: Path) -> None:

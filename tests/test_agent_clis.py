@@ -61,6 +61,8 @@ from agent_clis import (
     gemini_env,
     gemini_model_tokens,
     gemini_script,
+    gemini_subagent_script,
+    gemini_subagent_transcripts,
     gemini_transcript_tokens,
     gemini_transcripts,
     mini_argv,
@@ -232,6 +234,26 @@ def test_gemini_cli_edits_runs_a_command_and_reports_what_was_served(cell: Agent
     (chat,) = gemini_transcripts(cell)
     assert gemini_transcript_tokens(chat) == served(model, "turns")  # the router call is not in it
     assert version_of(GEMINI, cell, gemini_env(cell, "http://127.0.0.1:9")) == pinned_version("@google/gemini-cli")
+
+
+@pytest.mark.skipif(GEMINI is None, reason="gemini not found (npm install)")
+def test_gemini_cli_sub_agent_spend_is_in_its_stats_and_in_its_own_chat(cell: AgentCell) -> None:
+    with ScriptedModel(gemini_subagent_script(cell.repo)) as model:
+        run = cell.run(gemini_argv(PROMPT, "json", "-m", "gemini-2.5-pro"), gemini_env(cell, model.root_url))
+    assert run.returncode == 0, run.stderr
+    assert cell.read("b.txt") == "sub\n"
+    assert model.remaining() == 0 and not model.model_requests("fallback")  # complete_task ended the sub-agent
+    main, sub = served(model, "turns"), served(model, f"marker:{SUBAGENT_MARKER}")
+    stats = run.json()["stats"]["models"]["gemini-2.5-pro"]
+    # unlike Claude's top-level usage, Gemini's stats count the sub-agent, under its own role
+    assert gemini_model_tokens(run.json()) == {"gemini-2.5-pro": main + sub}
+    assert stats["roles"].keys() == {"main", "subagent"}
+    assert stats["roles"]["subagent"]["totalRequests"] == 2
+    (chat,) = gemini_transcripts(cell)
+    (sub_chat,) = gemini_subagent_transcripts(cell)
+    assert sub_chat.parent.parent == chat.parent
+    assert gemini_transcript_tokens(chat) == main and gemini_transcript_tokens(sub_chat) == sub
+    assert json.loads(sub_chat.read_text().splitlines()[0])["kind"] == "subagent"
 
 
 # --------------------------------------------------------------------------- mini-swe-agent

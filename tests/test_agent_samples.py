@@ -74,6 +74,11 @@ def test_gemini_samples() -> None:
     assert stats["input_tokens"] == total.prompt_tokens and stats["cached"] == total.cache_read_tokens
     assert stats["output_tokens"] == total.output_tokens
     assert stats["total_tokens"] - stats["input_tokens"] - stats["output_tokens"] == total.reasoning_tokens
+    main, sub = (served("gemini", "subagent-served.json", queue) for queue in ("turns", "marker:SUBTASK-42"))
+    result = json.loads((SAMPLES / "gemini" / "subagent-result.json").read_text())
+    assert summed(gemini_model_tokens(result).values()) == main + sub
+    assert gemini_transcript_tokens(SAMPLES / "gemini" / "subagent-chat-main.jsonl") == main
+    assert gemini_transcript_tokens(SAMPLES / "gemini" / "subagent-chat-agent.jsonl") == sub
 
 
 def test_mini_samples() -> None:
