@@ -79,7 +79,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not _arena_on(parent.config):
         return None
-    from .collect import InstanceFile, is_instance_file
+    from .collect import InstanceFile
+    from .naming import is_instance_file
     from .state import STATE_KEY
 
     if is_instance_file(file_path) and parent.config.stash[STATE_KEY].covers(file_path):

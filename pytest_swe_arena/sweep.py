@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -19,7 +20,7 @@ from .calibration import failed_instances
 from .environments import EnvSpecsError, load_env_specs
 from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
 from .harness import base_outcome
-from .ledger import scored_patch_file
+from .naming import CellName, is_instance_file
 from .outcome import STATUSES
 from .report import user_properties
 from .settings import Settings
@@ -46,6 +47,7 @@ def configure_arena(config: pytest.Config, settings: Settings) -> ArenaState:
         existing = [str(path) for path in settings.instances if path.exists()]
         if existing:
             config.args = existing
+    state.named_files = named_instance_files(config)
     state.sweep_run = is_sweep_run(config, state)
     if not state.sweep_run:
         return state
@@ -101,10 +103,24 @@ def check_budgets_have_local_workers(config: pytest.Config, budgets: list[str]) 
         )
 
 
+def named_instance_files(config: pytest.Config) -> frozenset[Path]:
+    """Instance files given as test paths (``pytest mine.jsonl``): each is a sweep of that file.
+
+    Spelled as pytest spells the paths it collects (absolute, symlinks kept), so that
+    ``ArenaState.covers`` recognises them in ``pytest_collect_file``.
+    """
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return frozenset()
+    paths = (Path(os.path.abspath(config.invocation_params.dir / arg.split("::")[0])) for arg in config.args)
+    return frozenset(path for path in paths if is_instance_file(path) and path.is_file())
+
+
 def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
     """Whether this session collects instance files (so it runs cells and owns the out dir)."""
     if config.option.collectonly:
         return False
+    if state.named_files:
+        return True
     for arg in config.args:
         path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
         if state.covers(path) or any(path in root.parents for root in state.settings.instances):
@@ -219,7 +235,7 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
         outcome = finished
     report.arena = outcome.to_json()  # type: ignore[attr-defined]
     repeat = item.config.stash[STATE_KEY].settings.repeat
-    patch_file = (scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, repeat)
+    patch_file = (CellName(outcome.instance_id, outcome.arm, outcome.trial).patch_file(repeat)
                   if outcome.patch_scored else None)
     _add_user_properties(item, report, user_properties(outcome.status, outcome.usage, patch_file))
 
