@@ -7,7 +7,7 @@ changes nothing for other projects.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     from .sweep import unconfigure_arena
 
     unconfigure_arena(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: Sequence[Any]) -> None:
+    if not _arena_on(config):
+        return
+    from .sweep import pin_worker_rootdir
+
+    pin_worker_rootdir(config, specs)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -6,9 +6,10 @@ to its test report, and showing arena statuses in pytest's terminal output.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -136,6 +137,25 @@ def unconfigure_arena(config: pytest.Config) -> None:
         state.interrupts.uninstall()
     if os.environ.get(SWEEP_TOKEN_VARIABLE) == state.sweep_token and not hasattr(config, "workerinput"):
         del os.environ[SWEEP_TOKEN_VARIABLE]
+
+
+def pin_worker_rootdir(config: pytest.Config, specs: Sequence[Any]) -> None:
+    """Start xdist workers on this host with the controller's rootdir and ini file.
+
+    xdist gives each worker the controller's command line, and the worker redoes pytest's
+    rootdir choice from it, at a later time: a path on that line that did not exist when the
+    controller started (an out dir it created since) can make the worker choose another
+    rootdir, read another ini file, and collect something else. ``--rootdir`` and ``-c`` in
+    front of the command line (where the user's own, if any, still win) make the choice the
+    controller's. Workers on other hosts (or in another directory) keep their own choice.
+    """
+    if not specs or not all(spec.popen and not spec.chdir and not spec.via for spec in specs):
+        return
+    pinned = [f"--rootdir={config.rootpath}"]
+    if config.inipath is not None:
+        pinned.append(f"--config-file={config.inipath}")
+    params = config.invocation_params
+    config.invocation_params = dataclasses.replace(params, args=(*pinned, *params.args))
 
 
 def configure_worker_node(config: pytest.Config, workerinput: dict[str, Any]) -> None:
