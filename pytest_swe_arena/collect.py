@@ -22,15 +22,16 @@ from .state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
 def parametrization(params: tuple[str, ...]) -> Any:
     """A pytest callspec holding only ids, so a cell's node id is that of a parametrized test.
 
-    pytest 9 parses a cached node id ``file::name[params]`` into its name and its params
+    pytest 9.2 parses a cached node id ``file::name[params]`` into its name and its params
     and compares that with each item's own (``--lf``, ``--ff``): an item whose name merely
     ends in brackets never matches. The callspec carries no values (cells take none).
     """
     from _pytest import python
 
-    # pytest 9 renamed CallSpec2 to CallSpec (the old name warns there); pytest 8 has CallSpec2.
-    callspec_type = vars(python).get("CallSpec") or vars(python)["CallSpec2"]
-    return callspec_type(_idlist=params)
+    # pytest 9.2 renamed CallSpec2 to CallSpec (the old name warns there); earlier ones have CallSpec2.
+    callspec_type = vars(python).get("CallSpec") or vars(python).get("CallSpec2")
+    # A pytest without either still collects the cells, as plain items named alike.
+    return callspec_type(_idlist=params) if callspec_type is not None else None
 
 
 class InstanceFile(pytest.File):
@@ -77,10 +78,10 @@ class InstanceFile(pytest.File):
             for arm_name, arm in state.arms.items():
                 for trial in range(1, repeat + 1):
                     cell = CellName(instance.instance_id, arm_name, trial)
-                    callspec = parametrization(cell.params(repeat))
+                    params = cell.params(repeat)
                     item = ArenaItem.from_parent(
                         self, name=cell.item_name(repeat), originalname=instance.instance_id,
-                        callspec=callspec, keywords={callspec.id: True},
+                        callspec=parametrization(params), keywords={"-".join(params): True},
                         callobj=arena_cell, fixtureinfo=fixtureinfo,
                     )
                     fixtureinfo = item._fixtureinfo

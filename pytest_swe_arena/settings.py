@@ -300,7 +300,7 @@ def check_rootdir_not_taken_from_values(config: pytest.Config) -> None:
         test_paths = [str(arg) for arg in namespace.file_or_dir]
         known = {"inifile": namespace.inifilename, "rootdir_cmd_arg": namespace.rootdir or None,
                  "invocation_dir": here}
-        if "override_ini" in inspect.signature(determine_setup).parameters:  # pytest 9
+        if "override_ini" in inspect.signature(determine_setup).parameters:  # pytest 9.1 and later
             known["override_ini"] = namespace.override_ini
 
         def rootdir_and_ini(args: list[str]) -> tuple[Path, Path | None]:
