@@ -102,6 +102,15 @@ def test_a_path_outside_the_suite_given_with_a_space_is_one_usage_error(suite, c
     assert not (suite.path / "arena-out").exists()
 
 
+def test_values_given_apart_are_found_for_options_of_one_and_of_many_values():
+    from pytest_swe_arena.settings import values_given_apart
+
+    args = ["--arena-instances", "a.jsonl", "b.jsonl", "-n", "2", "--arena-out", "out", "--arena-resume", "tests",
+            "--arena-arms=GOLD", "--arena-cache", "-x"]
+    assert values_given_apart(args) == [
+        ("--arena-instances", "a.jsonl"), ("--arena-instances", "b.jsonl"), ("--arena-out", "out")]
+
+
 def test_a_value_in_pytest_addopts_is_checked_like_one_on_the_command_line(suite, calc, tmp_path_factory,
                                                                            monkeypatch):
     suite.instances([calc.row()])
