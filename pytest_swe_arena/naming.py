@@ -52,6 +52,10 @@ class CellName:
         """The pytest item's name: ``iid[ARM]``, or ``iid[ARM-r2]`` in a repeated sweep."""
         return f"{self.instance_id}[{'-'.join(self.params(repeat))}]"
 
+    def node_id(self, file_part: str, repeat: int) -> str:
+        """The cell's node id, given the file part pytest and ``file_node_path`` put in front."""
+        return f"{file_part}::{self.item_name(repeat)}"
+
     def patch_file(self, repeat: int) -> str:
         """Where the graded patch is kept, relative to the out dir (the row's ``patch_file``)."""
         suffix = f".r{self.trial}" if repeat > 1 else ""

@@ -182,7 +182,7 @@ class ArenaRecorder:
         file_part, cell = parsed
         settings = self.state.settings
         return (cell.arm in settings.arms and 1 <= cell.trial <= settings.repeat
-                and nodeid == f"{file_part}::{cell.item_name(settings.repeat)}")
+                and cell.node_id(file_part, settings.repeat) == nodeid)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+
 import pytest
 from gitrepos import read_ledger, write_jsonl
 
-from pytest_swe_arena.naming import CellName, file_node_path, parse_node_id
+from pytest_swe_arena.naming import INSTANCE_ID, CellName, file_node_path, parse_node_id
 
 XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
 
@@ -18,7 +21,13 @@ XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
 def test_a_cell_name_parses_back_to_its_cell(cell, repeat, name):
     assert cell.item_name(repeat) == name
     for file_part in ("instances/demo.jsonl", "/data/lite.json"):
+        assert cell.node_id(file_part, repeat) == f"{file_part}::{name}"
         assert parse_node_id(f"{file_part}::{name}") == (file_part, cell)
+
+
+def test_the_instance_id_pattern_is_the_schemas():
+    schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/instance.schema.json").read_text())
+    assert INSTANCE_ID.pattern == schema["properties"]["instance_id"]["pattern"]
 
 
 @pytest.mark.parametrize("nodeid", [
