@@ -2,7 +2,7 @@
 
 Items are sorted (instance id, then arms in ``--arena-arms`` order, then trial)
 so every xdist worker collects the same list. Node ids read
-``instances/demo.jsonl::demo__calc-1[GOLD]``.
+``instances/demo.jsonl::demo__calc-1[GOLD]`` (see ``naming``).
 """
 
 from __future__ import annotations
@@ -14,16 +14,33 @@ from typing import Any
 import pytest
 
 from .harness import Case, now
-from .instances import INSTANCE_SUFFIXES, InstanceFileError, load_instances, read_rows, with_env_spec
+from .instances import InstanceFileError, load_instances, read_rows, with_env_spec
+from .naming import CellName, file_node_path
 from .state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
 
 
-def item_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
-    return f"{instance_id}[{arm}]" if repeat == 1 else f"{instance_id}[{arm}-r{trial}]"
+def parametrization(params: tuple[str, ...]) -> Any:
+    """A pytest callspec holding only ids, so a cell's node id is that of a parametrized test.
+
+    pytest 9.2 parses a cached node id ``file::name[params]`` into its name and its params
+    and compares that with each item's own (``--lf``, ``--ff``): an item whose name merely
+    ends in brackets never matches. The callspec carries no values (cells take none).
+    """
+    from _pytest import python
+
+    # pytest 9.2 renamed CallSpec2 to CallSpec (the old name warns there); earlier ones have CallSpec2.
+    callspec_type = vars(python).get("CallSpec") or vars(python).get("CallSpec2")
+    # A pytest without either still collects the cells, as plain items named alike.
+    return callspec_type(_idlist=params) if callspec_type is not None else None
 
 
 class InstanceFile(pytest.File):
-    """A JSONL or JSON file of instances."""
+    """A JSONL or JSON file of instances, named in node ids as ``naming.file_node_path`` says."""
+
+    @classmethod
+    def from_parent(cls, parent: pytest.Collector, **kw: Any) -> InstanceFile:
+        path: Path = kw.pop("path")
+        return super().from_parent(parent, path=path, nodeid=file_node_path(path, parent.config.rootpath), **kw)
 
     def collect(self) -> Iterator[pytest.Item]:
         state = self.config.stash[STATE_KEY]
@@ -60,8 +77,11 @@ class InstanceFile(pytest.File):
                     self.config.addinivalue_line("markers", f"{mark}: arena instances of {mark}")
             for arm_name, arm in state.arms.items():
                 for trial in range(1, repeat + 1):
+                    cell = CellName(instance.instance_id, arm_name, trial)
+                    params = cell.params(repeat)
                     item = ArenaItem.from_parent(
-                        self, name=item_name(instance.instance_id, arm_name, trial, repeat),
+                        self, name=cell.item_name(repeat), originalname=instance.instance_id,
+                        callspec=parametrization(params), keywords={"-".join(params): True},
                         callobj=arena_cell, fixtureinfo=fixtureinfo,
                     )
                     fixtureinfo = item._fixtureinfo
@@ -114,10 +134,6 @@ class ArenaItem(pytest.Function):
         elif verdict["status"] != "resolved":
             detail = f": {verdict['error']}" if verdict.get("error") else ""
             pytest.fail(f"{verdict['status']}{detail} (reused from run {verdict['run_id']})", pytrace=False)
-
-
-def is_instance_file(path: Path) -> bool:
-    return path.suffix in INSTANCE_SUFFIXES
 
 
 def arena_cell(request: pytest.FixtureRequest, arena_instance: Any, arena_arm: Any,

@@ -18,6 +18,7 @@ from .arms.base import Arm
 from .cell import CellEnvironment, create_cell_environment
 from .harness import Case, run_cell
 from .instances import Instance
+from .naming import CellName
 from .state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
 from .workspace import RepoStore, Workspace, WorkspaceError, materialize
 
@@ -56,8 +57,8 @@ def arena_cell_env(
     Removed after the cell: everything worth keeping travelled on the report.
     """
     case = _case(request)
-    name = f"{case.instance.instance_id}.{case.arm.spec.name}.r{case.trial}"
-    root = tmp_path_factory.mktemp(name, numbered=True)
+    name = CellName(case.instance.instance_id, case.arm.spec.name, case.trial)
+    root = tmp_path_factory.mktemp(name.label, numbered=True)
     cell = create_cell_environment(root)
     yield cell
     shutil.rmtree(root, ignore_errors=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .naming import CellName, predictions_name
 from .outcome import CellOutcome, patch_digest
 
 SCHEMA_VERSION = 1
@@ -42,20 +43,6 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
         raise
 
 
-def patch_file_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
-    suffix = f".r{trial}" if repeat > 1 else ""
-    return f"{instance_id}.{arm.lower()}{suffix}.patch"
-
-
-def scored_patch_file(instance_id: str, arm: str, trial: int, repeat: int) -> str:
-    """Where a graded patch is written, relative to the out dir (the row's ``patch_file``)."""
-    return "patches/" + patch_file_name(instance_id, arm, trial, repeat)
-
-
-def run_dir_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
-    return f"runs/{instance_id}/{arm}" + (f"/r{trial}" if repeat > 1 else "")
-
-
 class LedgerWriter:
     """Appends rows to ``<out>/ledger.jsonl`` and writes each cell's patch and logs."""
 
@@ -69,12 +56,13 @@ class LedgerWriter:
     def record(self, outcome: CellOutcome) -> dict[str, Any]:
         """Write the cell's files, then append its row; return the row."""
         self.out.mkdir(parents=True, exist_ok=True)
-        run_dir = run_dir_name(outcome.instance_id, outcome.arm, outcome.trial, self.repeat)
+        cell = CellName(outcome.instance_id, outcome.arm, outcome.trial)
+        run_dir = cell.run_dir(self.repeat)
         for name, text in outcome.logs.items():
             write_atomic(self.out / run_dir / name, text)
         patch_file = None
         if outcome.patch_scored:
-            patch_file = scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, self.repeat)
+            patch_file = cell.patch_file(self.repeat)
             write_atomic(self.out / patch_file, outcome.patch)
         elif outcome.patch:
             write_atomic(self.out / run_dir / "partial.patch", outcome.patch)
@@ -154,7 +142,7 @@ def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[dict[str, str]]]:
-    """SWE-bench predictions per arm (and per trial when repeated) from scored rows.
+    """SWE-bench predictions per file (one per arm, and per trial when repeated) from scored rows.
 
     A row without an arm or instance id, or whose patch file is missing, is skipped with a warning naming it.
     """
@@ -167,8 +155,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             warnings.warn(f"{out / LEDGER_NAME}: skipping a row without 'arm' or 'instance_id' "
                           f"(patch_file {row['patch_file']!r})", stacklevel=2)
             continue
-        trial = row.get("trial", 1)
-        name = arm if trial == 1 else f"{arm}.r{trial}"
+        name = predictions_name(arm, row.get("trial", 1))
         try:
             patch = (out / row["patch_file"]).read_text(encoding="utf-8")
         except OSError as error:
@@ -184,7 +171,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
 def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path]:
     written = []
     for name, entries in sorted(predictions(rows, out).items()):
-        path = out / "predictions" / f"{name}.jsonl"
+        path = out / name
         entries.sort(key=lambda entry: entry["instance_id"])
         write_atomic(path, "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries))
         written.append(path)

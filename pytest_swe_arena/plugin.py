@@ -7,7 +7,7 @@ changes nothing for other projects.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: Sequence[Any]) -> None:
+    if not _arena_on(config):
+        return
+    from .sweep import pin_worker_rootdir
+
+    pin_worker_rootdir(config, specs)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     if not _arena_on(node.config):
         return
@@ -79,7 +88,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not _arena_on(parent.config):
         return None
-    from .collect import InstanceFile, is_instance_file
+    from .collect import InstanceFile
+    from .naming import is_instance_file
     from .state import STATE_KEY
 
     if is_instance_file(file_path) and parent.config.stash[STATE_KEY].covers(file_path):

@@ -11,7 +11,6 @@ sweep was interrupted.
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -22,9 +21,9 @@ import pytest
 
 from . import __version__, calibration
 from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
-from .collect import is_instance_file
 from .guard import SweepLock, forward_interrupt, reap_sweep
 from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
+from .naming import parse_node_id
 from .outcome import CellOutcome
 from .report import (
     cell_records,
@@ -37,8 +36,6 @@ from .report import (
 )
 from .resume import reusable_rows, verdicts
 from .state import CASE_KEY, ArenaState
-
-NODE_NAME = re.compile(r"::(?P<iid>[^:\[]+)\[(?P<arm>.+?)(?:-r(?P<trial>\d+))?\]$")
 
 
 def new_run_id() -> str:
@@ -169,18 +166,23 @@ class ArenaRecorder:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        # Under xdist the controller has no items, only node ids: a cell's is an instance file's.
+        # Under xdist the controller has no items, only node ids, which the workers made with
+        # naming's functions: parsed back with the same module, they say which are cells.
         # Every worker collects the same ids (xdist stops otherwise): the first one says it all.
         if self.cell_ids:
             return
-        self.cell_ids.update(nodeid for nodeid in ids if self.looks_like_cell(nodeid))
+        self.cell_ids.update(nodeid for nodeid in ids if self.is_cell_id(nodeid))
         self.total = len(self.cell_ids)
 
-    def looks_like_cell(self, nodeid: str) -> bool:
-        # Not resolved against the rootdir: files outside it get ids relative to their own dir.
-        match = NODE_NAME.search(nodeid)
-        return (match is not None and match["arm"] in self.state.settings.arms
-                and is_instance_file(Path(nodeid.split("::")[0])))
+    def is_cell_id(self, nodeid: str) -> bool:
+        """Whether ``nodeid`` is the id a worker gives a cell of this sweep."""
+        parsed = parse_node_id(nodeid)
+        if parsed is None:
+            return False
+        file_part, cell = parsed
+        settings = self.state.settings
+        return (cell.arm in settings.arms and 1 <= cell.trial <= settings.repeat
+                and cell.node_id(file_part, settings.repeat) == nodeid)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
@@ -210,6 +212,11 @@ class ArenaRecorder:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter, which shows a crashed cell's arena status
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
+        if nodeid not in self.cell_ids and self.carries_a_cell(report):
+            # A cell whose id was not recognised at collection: its payload says what it is,
+            # and a sweep's results are never dropped for the sake of a name.
+            self.cell_ids.add(nodeid)
+            self.total = len(self.cell_ids)
         if nodeid not in self.cell_ids or nodeid in self.finished:
             return  # not a cell, or a report after the one that finished it (a teardown)
         pending = getattr(report, "arena_pending", None)
@@ -236,6 +243,10 @@ class ArenaRecorder:
         if self.lock is not None:
             self.lock.write()
         self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
+
+    @staticmethod
+    def carries_a_cell(report: pytest.TestReport) -> bool:
+        return bool(getattr(report, "arena", None) or getattr(report, "arena_pending", None))
 
     def deferred(self) -> AbstractContextManager[None]:
         """Ctrl-C waits while a row is written and counted, so a row on disk is never recorded twice."""
@@ -280,8 +291,8 @@ class ArenaRecorder:
 
     def _unidentified(self, nodeid: str, status: str, error: str) -> CellOutcome:
         """A cell that ended during its setup: only its node id says what it was (its arm never ran)."""
-        match = NODE_NAME.search(nodeid)
-        iid, arm, trial = (match["iid"], match["arm"], int(match["trial"] or 1)) if match else (nodeid, "?", 1)
+        parsed = parse_node_id(nodeid)
+        iid, arm, trial = (parsed[1].instance_id, parsed[1].arm, parsed[1].trial) if parsed else (nodeid, "?", 1)
         return CellOutcome(
             cell_key="", instance_id=iid, arm=arm, trial=trial,
             status=status, nodeid=nodeid, arm_identity={"name": arm},

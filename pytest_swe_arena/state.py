@@ -43,6 +43,8 @@ class ArenaState:
     env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     #: With --arena-calibrated-only: ids that failed calibration (deselected).
     calibration_failed: list[str] = field(default_factory=list)
+    #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
+    named_files: frozenset[Path] = frozenset()
 
     def claim_instance_id(self, instance_id: str, where: str) -> str | None:
         """Record where an id is defined; return the earlier place if it was already taken."""
@@ -50,8 +52,9 @@ class ArenaState:
         return first if first != where else None
 
     def covers(self, path: Path) -> bool:
-        """Whether ``path`` is one of the configured instance files or lies under one of their dirs."""
-        return any(path == root or root in path.parents for root in self.settings.instances)
+        """Whether ``path`` is an instance file of the sweep: configured, under a configured dir, or named."""
+        return path in self.named_files or any(path == root or root in path.parents
+                                               for root in self.settings.instances)
 
 
 STATE_KEY = pytest.StashKey[ArenaState]()

@@ -8,7 +8,6 @@ is a ``pytest.UsageError`` naming the file and the table.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,11 +17,9 @@ import pytest
 
 from .arms.base import Arm, ArmConfigError, ArmKind, ArmSpec
 from .budget import Limit
+from .naming import arm_name_problem
 
 BUILTIN_ARMS = {"GOLD": "gold", "EMPTY": "empty"}
-ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-#: How node ids spell a trial (``iid[ARM-r2]``): an arm name must not end like one.
-TRIAL_SUFFIX = re.compile(r"-r[0-9]+$")
 
 #: Appended to the problem statement for every agent arm (overridable per arm or suite).
 DEFAULT_WORKER_SUFFIX = """
@@ -74,13 +71,9 @@ def load_suite(path: Path | None, table: Mapping[str, Any] | None) -> Suite:
         origin = f"{where} [tool.swe_arena.arms.{name}]"
         if name in BUILTIN_ARMS:
             raise pytest.UsageError(f"{origin}: {name} is built in and cannot be redefined; pick another name")
-        if not ARM_NAME.match(name):
-            raise pytest.UsageError(f"{origin}: arm names are letters, digits, '_' and '-', starting with a letter")
-        if TRIAL_SUFFIX.search(name):
-            raise pytest.UsageError(
-                f"{origin}: an arm name must not end in '-r' and digits, which node ids use for the trial "
-                f"({name}-r2 is trial 2 of {name}); rename it, e.g. {name.replace('-r', '_r')}"
-            )
+        problem = arm_name_problem(name)
+        if problem:
+            raise pytest.UsageError(f"{origin}: {problem}")
         twin = next((spec for other, spec in specs.items() if other.lower() == name.lower()), None)
         if twin is not None:
             raise pytest.UsageError(

@@ -6,9 +6,11 @@ to its test report, and showing arena statuses in pytest's terminal output.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -19,7 +21,7 @@ from .calibration import failed_instances
 from .environments import EnvSpecsError, load_env_specs
 from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
 from .harness import base_outcome
-from .ledger import scored_patch_file
+from .naming import CellName, is_instance_file
 from .outcome import STATUSES
 from .report import user_properties
 from .settings import Settings
@@ -46,6 +48,7 @@ def configure_arena(config: pytest.Config, settings: Settings) -> ArenaState:
         existing = [str(path) for path in settings.instances if path.exists()]
         if existing:
             config.args = existing
+    state.named_files = named_instance_files(config)
     state.sweep_run = is_sweep_run(config, state)
     if not state.sweep_run:
         return state
@@ -101,10 +104,24 @@ def check_budgets_have_local_workers(config: pytest.Config, budgets: list[str]) 
         )
 
 
+def named_instance_files(config: pytest.Config) -> frozenset[Path]:
+    """Instance files given as test paths (``pytest mine.jsonl``): each is a sweep of that file.
+
+    Spelled as pytest spells the paths it collects (absolute, symlinks kept), so that
+    ``ArenaState.covers`` recognises them in ``pytest_collect_file``.
+    """
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return frozenset()
+    paths = (Path(os.path.abspath(config.invocation_params.dir / arg.split("::")[0])) for arg in config.args)
+    return frozenset(path for path in paths if is_instance_file(path) and path.is_file())
+
+
 def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
     """Whether this session collects instance files (so it runs cells and owns the out dir)."""
     if config.option.collectonly:
         return False
+    if state.named_files:
+        return True
     for arg in config.args:
         path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
         if state.covers(path) or any(path in root.parents for root in state.settings.instances):
@@ -120,6 +137,25 @@ def unconfigure_arena(config: pytest.Config) -> None:
         state.interrupts.uninstall()
     if os.environ.get(SWEEP_TOKEN_VARIABLE) == state.sweep_token and not hasattr(config, "workerinput"):
         del os.environ[SWEEP_TOKEN_VARIABLE]
+
+
+def pin_worker_rootdir(config: pytest.Config, specs: Sequence[Any]) -> None:
+    """Start xdist workers on this host with the controller's rootdir and ini file.
+
+    xdist gives each worker the controller's command line, and the worker redoes pytest's
+    rootdir choice from it, at a later time: a path on that line that did not exist when the
+    controller started (an out dir it created since) can make the worker choose another
+    rootdir, read another ini file, and collect something else. ``--rootdir`` and ``-c`` in
+    front of the command line (where the user's own, if any, still win) make the choice the
+    controller's. Workers on other hosts (or in another directory) keep their own choice.
+    """
+    if not specs or not all(spec.popen and not spec.chdir and not spec.via for spec in specs):
+        return
+    pinned = [f"--rootdir={config.rootpath}"]
+    if config.inipath is not None:
+        pinned.append(f"--config-file={config.inipath}")
+    params = config.invocation_params
+    config.invocation_params = dataclasses.replace(params, args=(*pinned, *params.args))
 
 
 def configure_worker_node(config: pytest.Config, workerinput: dict[str, Any]) -> None:
@@ -219,7 +255,7 @@ def attach_outcome(item: pytest.Item, call: pytest.CallInfo[None], report: pytes
         outcome = finished
     report.arena = outcome.to_json()  # type: ignore[attr-defined]
     repeat = item.config.stash[STATE_KEY].settings.repeat
-    patch_file = (scored_patch_file(outcome.instance_id, outcome.arm, outcome.trial, repeat)
+    patch_file = (CellName(outcome.instance_id, outcome.arm, outcome.trial).patch_file(repeat)
                   if outcome.patch_scored else None)
     _add_user_properties(item, report, user_properties(outcome.status, outcome.usage, patch_file))
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ..naming import CellName
 from ..suite import Suite
 from ..usage import Usage, add_usages, price_for, read_sessions, read_stream, sessions_by_model
 from .agent import (
@@ -66,7 +67,7 @@ class OpencodeArm:
         self.home.install(request)
         prompt = write_prompt(request, self.suffix)
         events = request.run_dir / "events.jsonl"
-        title = f"{request.instance.instance_id}.{self.spec.name}.r{request.trial}"
+        title = CellName(request.instance.instance_id, self.spec.name, request.trial).label
         argv = [self.executable, "run", "-m", self.model, "--format", "json", "--title", title, *self.args]
         watch = CapWatch(self.cap, events) if self.cap.is_set else None
         outcome = run_agent(
