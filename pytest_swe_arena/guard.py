@@ -12,7 +12,9 @@ Every process a sweep starts inherits ``ARENA_SWEEP_TOKEN``; after an
 interrupt, whatever still carries it (an agent whose worker was killed before
 it could stop it) is terminated, so no process outlives the sweep. The lock
 records the token too, so the sweep that takes over from a controller killed
-with SIGKILL also stops the agents that controller left running.
+with SIGKILL also stops the agents that controller left running. A second
+Ctrl-C (or SIGTERM) hurries the stop: every agent is killed at once, and the
+bookkeeping of the stop still runs to its end (``InterruptSignals``).
 """
 
 from __future__ import annotations
@@ -198,22 +200,33 @@ class SweepLock:
 
 
 class InterruptSignals:
-    """SIGINT and SIGTERM raise KeyboardInterrupt; a repeat within a second counts once.
+    """SIGINT and SIGTERM: the first raises KeyboardInterrupt, every later one hurries the stop.
 
-    A terminal's Ctrl-C reaches every process of the foreground group, and the
-    controller also forwards the signal to its workers: the repeat window
-    keeps one Ctrl-C from looking like two, while a real second Ctrl-C still
-    hurries the stop.
+    The first signal stops the sweep the ordinary way: each agent gets SIGTERM and its grace.
+    From then on (and once the session's finish has begun, see ``begin_stop``) a signal never
+    raises: an exception there would skip the bookkeeping of the stop (the ``interrupted``
+    rows, the summary, the lock). It hurries the stop instead: ``on_hurry`` runs (it kills the
+    sweep's agents at once, without grace) and ``hurried`` is set, which cuts the stop's own
+    waits short.
+
+    A repeat within ``repeat_window`` seconds counts once: a terminal's Ctrl-C reaches every
+    process of the foreground group and the controller also forwards it to its workers, so a
+    worker sees one Ctrl-C twice. The controller sees each Ctrl-C once and counts them all.
     """
 
     REPEAT_WINDOW = 1.0
 
-    def __init__(self) -> None:
-        self.last = 0.0
+    def __init__(self, on_hurry: Callable[[], object] | None = None, repeat_window: float = REPEAT_WINDOW) -> None:
+        self.on_hurry = on_hurry
+        self.repeat_window = repeat_window
+        self.last = -repeat_window
         self.received = 0
         self.previous: dict[int, Any] = {}
         self.deferring = 0
         self.pending: int | None = None
+        #: Set from the first signal on (or by ``begin_stop``): later signals hurry, never raise.
+        self.stopping = False
+        self.hurried = threading.Event()
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -226,12 +239,29 @@ class InterruptSignals:
             signal.signal(signum, handler)
         self.previous.clear()
 
+    def begin_stop(self) -> None:
+        """The session is ending: from now on a signal hurries the stop instead of raising."""
+        self.stopping = True
+
+    def hurry(self) -> None:
+        """Stop now: run ``on_hurry`` and set ``hurried``."""
+        self.hurried.set()
+        if self.on_hurry is not None:
+            try:
+                self.on_hurry()
+            except OSError:  # pragma: no cover - /proc vanished under us: the stop's own reaping remains
+                pass
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
-        if now - self.last < self.REPEAT_WINDOW:
+        if now - self.last < self.repeat_window:
             return
         self.last = now
         self.received += 1
+        if self.stopping:
+            self.hurry()
+            return
+        self.stopping = True
         if self.deferring:
             self.pending = signum
             return
@@ -267,21 +297,46 @@ def forward_interrupt(token: str) -> None:
                 pass
 
 
-def reap_sweep(token: str, grace: float = 10.0) -> list[int]:
-    """Terminate every process still carrying the sweep token; return the pids found."""
+def reap_sweep(token: str, grace: float = 10.0, hurry: threading.Event | None = None) -> list[int]:
+    """Terminate every process still carrying the sweep token; return the pids found.
+
+    SIGTERM, up to ``grace`` seconds, SIGKILL; the wait ends early once ``hurry`` is set.
+    """
     me = os.getpid()
     found = [pid for pid in holders_of(SWEEP_TOKEN_VARIABLE, token) if pid != me]
     for pid in found:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(
+    while time.monotonic() < deadline and not (hurry is not None and hurry.is_set()) and any(
         pid in holders_of(SWEEP_TOKEN_VARIABLE, token) for pid in found
     ):
-        time.sleep(0.1)
+        if hurry is not None:
+            hurry.wait(0.1)
+        else:
+            time.sleep(0.1)
     for pid in holders_of(SWEEP_TOKEN_VARIABLE, token):
         if pid != me:
             _signal(pid, signal.SIGKILL)
     return found
+
+
+def hurry_sweep(token: str) -> list[int]:
+    """SIGKILL, now, every process of the sweep that ``proc.run`` started on this host; return their pids.
+
+    What a second Ctrl-C does: the agents (and any verify run) end without grace. The xdist
+    workers carry the sweep token but no process token of their own, so they live on to
+    report and to finish the bookkeeping. A dying parent may still fork: repeat until none is left.
+    """
+    killed: list[int] = []
+    for _ in range(20):
+        found = holders_of(SWEEP_TOKEN_VARIABLE, token, started_by_run=True)
+        if not found:
+            break
+        for pid in found:
+            _signal(pid, signal.SIGKILL)
+        killed += [pid for pid in found if pid not in killed]
+        time.sleep(0.01)
+    return killed
 
 
 def _signal(pid: int, signum: int) -> None:

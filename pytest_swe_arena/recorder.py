@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Generator
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -112,18 +113,34 @@ class ArenaRecorder:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends seconds rendering the traceback
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
+        if self.state.interrupts is not None:
+            self.state.interrupts.begin_stop()  # an interrupt raised by xdist did not pass our handler
         if self.state.sweep_token:
             forward_interrupt(self.state.sweep_token)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    # A wrapper, innermost (trylast): signals stop raising before xdist's own session finish
+    # waits for its workers, and the bookkeeping below runs whatever happened in there, still
+    # before the terminal reporter shows the results.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None]:
+        if self.state.interrupts is not None:
+            self.state.interrupts.begin_stop()
+        try:
+            return (yield)
+        finally:
+            self.finish_sweep(exitstatus)
+
+    def finish_sweep(self, exitstatus: int) -> None:
+        """The bookkeeping at the end of a sweep: unfinished cells, leftover processes, output files, the lock."""
         try:
             if exitstatus == pytest.ExitCode.INTERRUPTED:
                 self.interrupted = True
             if self.interrupted:
                 self.record_unfinished()
             if self.state.sweep_token:
-                leftovers = reap_sweep(self.state.sweep_token)
+                interrupts = self.state.interrupts
+                leftovers = reap_sweep(self.state.sweep_token,
+                                       hurry=interrupts.hurried if interrupts is not None else None)
                 if leftovers:
                     self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
             if self.writer.rows:
