@@ -357,10 +357,15 @@ def test_a_usage_error_at_session_start_leaves_no_lock(arena):
 
 def test_a_failure_while_writing_the_results_still_releases_the_lock(arena):
     arena.instances([arena.calc.row()])
-    (arena.path / "arena-out/summary.json").mkdir(parents=True)  # summary.json cannot be replaced
+    summary = arena.path / "arena-out/summary.json"
+    summary.mkdir(parents=True)  # summary.json cannot be replaced
     result = arena.run("--arena-arms=GOLD")
-    assert result.ret != pytest.ExitCode.OK
-    assert "IsADirectoryError" in result.stderr.str() and "summary.json" in result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines([f"error: swe-arena could not write everything to {summary.parent}; *",
+                                 f"  not written: {summary} (Is a directory)",
+                                 f"  free space (or remove the cause), then *`swe-arena report {summary.parent}`"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (arena.path / "arena-out/predictions/GOLD.jsonl").is_file(), "the other outputs are written"
     assert [row["status"] for row in arena.ledger()] == ["resolved"]
     assert not (arena.path / "arena-out/arena.lock").exists()
 
