@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeGuard
 
 import pytest
 
@@ -61,13 +61,34 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class CorruptLock(Exception):
+    """``arena.lock`` exists but is not a lock: not UTF-8, not JSON, or not an object (the message names it)."""
+
+
 def read_lock(out: Path) -> dict[str, Any] | None:
-    """The lock's content, or None if there is no (readable) lock."""
+    """The lock's content, or None if there is no lock; raises ``CorruptLock`` if it cannot be read as one."""
+    path = out / LOCK_NAME
     try:
-        data = json.loads((out / LOCK_NAME).read_text())
-    except (OSError, ValueError):
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except OSError as error:
+        raise CorruptLock(f"{path} cannot be read ({error.strerror or error})") from None
+    except UnicodeDecodeError:
+        raise CorruptLock(f"{path} is not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise CorruptLock(f"{path} is not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise CorruptLock(f"{path} holds a JSON {type(data).__name__}, not a lock's object")
+    return data
+
+
+def lock_written_ago(out: Path) -> float | None:
+    """Seconds since ``arena.lock`` was last written (its mtime), or None if there is none."""
+    try:
+        return time.time() - (out / LOCK_NAME).stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def owner_stale_limit(owner: Mapping[str, Any], default: float = STALE_SECONDS) -> float:
@@ -78,21 +99,48 @@ def owner_stale_limit(owner: Mapping[str, Any], default: float = STALE_SECONDS) 
     return default
 
 
-def stale_reason(owner: Mapping[str, Any], stale_after: float = STALE_SECONDS) -> str | None:
+def _is_pid(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def content_doubt(owner: Mapping[str, Any]) -> str | None:
+    """Why the lock's content cannot tell whether its owner lives, or None when it can.
+
+    A pid that is not one, a heartbeat that is not a time, or a heartbeat that lies in
+    the future (the owner's host has a clock ahead of this one's): then only the lock
+    file's own age can tell, since a live owner rewrites the file every heartbeat.
+    """
+    if not _is_pid(owner.get("pid")):
+        return f"its pid {owner.get('pid')!r} is not a process id"
+    try:
+        age = _age(str(owner["heartbeat_at"]))
+    except (KeyError, ValueError, TypeError, OverflowError):
+        return f"its heartbeat {owner.get('heartbeat_at')!r} is not a time"
+    if age < 0:
+        return f"its heartbeat lies {-age:.0f} s in the future (the clock of {owner.get('host')} is ahead of this one)"
+    return None
+
+
+def stale_reason(owner: Mapping[str, Any], stale_after: float = STALE_SECONDS,
+                 written_ago: float | None = None) -> str | None:
     """Why the lock content ``owner`` belongs to a dead sweep, or None if its owner lives.
 
     The owner's own stale limit wins over ``stale_after`` (which serves locks that do not record one):
-    a sweep with a slow heartbeat must not be declared dead by a reader with a shorter limit.
+    a sweep with a slow heartbeat must not be declared dead by a reader with a shorter limit. When
+    the content cannot tell (``content_doubt``), ``written_ago`` (the lock file's age) decides; without
+    it such a lock counts as live.
     """
     stale_after = owner_stale_limit(owner, stale_after)
-    try:
+    pid = owner.get("pid")
+    doubt = content_doubt(owner)
+    if doubt is None:
         age = _age(str(owner["heartbeat_at"]))
-    except (KeyError, ValueError, TypeError):
-        return "its content is unreadable"
-    if age > stale_after:
-        return f"its heartbeat is {age:.0f} s old"
-    if owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", 0))):
-        return f"its pid {owner.get('pid')} is gone"
+        if age > stale_after:
+            return f"its heartbeat is {age:.0f} s old"
+    if owner.get("host") == socket.gethostname() and _is_pid(pid) and not _pid_alive(pid):
+        return f"its pid {pid} is gone"
+    if doubt is not None and written_ago is not None and written_ago > stale_after:
+        return f"{doubt}, and the lock was last written {written_ago:.0f} s ago"
     return None
 
 
@@ -135,23 +183,31 @@ class SweepLock:
     def acquire(self) -> str | None:
         """Take the lock or raise ``pytest.UsageError`` naming the live owner.
 
-        Returns the warning to show when a stale lock was taken over.
+        Returns the warning to show when a stale (or corrupt and old) lock was taken over.
         """
         from filelock import FileLock
 
         self.out.mkdir(parents=True, exist_ok=True)
         takeover = None
         with FileLock(str(self.out / ".arena.lock.guard")):
-            owner = read_lock(self.out)
-            if owner is not None and owner.get("run_id") != self.run_id:
-                reason = self.stale_reason(owner)
+            try:
+                owner, corrupt = read_lock(self.out), None
+            except CorruptLock as error:
+                owner, corrupt = {}, str(error)
+            written_ago = lock_written_ago(self.out)
+            if owner is not None and written_ago is not None and (corrupt or owner.get("run_id") != self.run_id):
+                if corrupt:
+                    stale_after = self.stale_after
+                    reason = (f"{corrupt}, and it was last written {written_ago:.0f} s ago"
+                              if written_ago > stale_after else None)
+                else:
+                    stale_after = owner_stale_limit(owner, self.stale_after)
+                    reason = stale_reason(owner, self.stale_after, written_ago)
                 if reason is None:
-                    raise pytest.UsageError(
-                        f"{self.out} is in use by another sweep (pid {owner.get('pid')} on {owner.get('host')}, "
-                        f"run {owner.get('run_id')}, heartbeat {_age(str(owner['heartbeat_at'])):.0f} s ago); "
-                        "wait for it, stop it, or use another --arena-out"
-                    )
-                takeover = (f"taking over the lock of {self.out} from run {owner.get('run_id')} "
+                    raise pytest.UsageError(self._in_use(owner, corrupt or content_doubt(owner), written_ago,
+                                                         stale_after))
+                takeover = (f"taking over the lock of {self.out}: {reason}" if corrupt else
+                            f"taking over the lock of {self.out} from run {owner.get('run_id')} "
                             f"(pid {owner.get('pid')} on {owner.get('host')}): {reason}")
                 if owner.get("host") == socket.gethostname() and owner.get("sweep_token"):
                     left = reap_sweep(str(owner["sweep_token"]))
@@ -162,16 +218,30 @@ class SweepLock:
         self._thread.start()
         return takeover
 
+    def _in_use(self, owner: Mapping[str, Any], doubt: str | None, written_ago: float, stale_after: float) -> str:
+        if doubt is None:
+            return (f"{self.out} is in use by another sweep (pid {owner.get('pid')} on {owner.get('host')}, "
+                    f"run {owner.get('run_id')}, heartbeat {_age(str(owner['heartbeat_at'])):.0f} s ago); "
+                    "wait for it, stop it, or use another --arena-out")
+        return (f"{self.out} may be in use by another sweep: {doubt}, and {self.path} was written "
+                f"{max(written_ago, 0):.0f} s ago. If no sweep is running there, delete {self.path}; otherwise "
+                f"wait for it (the lock counts as stale {stale_after:g} s after its last write), stop it, "
+                "or use another --arena-out")
+
     def write(self) -> None:
         """Rewrite the lock (heartbeat and progress), atomically, mode 0600."""
         with self._write_lock:
             temp = self.path.with_name(f".{LOCK_NAME}.{os.getpid()}")
             descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w") as handle:
-                json.dump(self._content(), handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
+            try:
+                with os.fdopen(descriptor, "w") as handle:
+                    json.dump(self._content(), handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, self.path)
+            except BaseException:
+                temp.unlink(missing_ok=True)  # a full disk: the previous lock stays, whole
+                raise
 
     def _beat(self) -> None:
         failing = False
@@ -194,7 +264,10 @@ class SweepLock:
         if self._thread is not None:
             self._thread.join(timeout=5)
         with self._write_lock:
-            owner = read_lock(self.out)
+            try:
+                owner = read_lock(self.out)
+            except CorruptLock:
+                return  # not ours: whoever wrote it answers for it
             if owner is not None and owner.get("run_id") == self.run_id:
                 self.path.unlink(missing_ok=True)
 
