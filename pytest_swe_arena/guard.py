@@ -176,10 +176,6 @@ class SweepLock:
             "progress": dict(self.progress()),
         }
 
-    def stale_reason(self, owner: Mapping[str, Any]) -> str | None:
-        """Why a lock held by ``owner`` may be taken over, or None if its owner lives."""
-        return stale_reason(owner, self.stale_after)
-
     def acquire(self) -> str | None:
         """Take the lock or raise ``pytest.UsageError`` naming the live owner.
 
@@ -380,13 +376,11 @@ def reap_sweep(token: str, grace: float = 10.0, hurry: threading.Event | None = 
     for pid in found:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not (hurry is not None and hurry.is_set()) and any(
+    hurry = hurry or threading.Event()
+    while time.monotonic() < deadline and not hurry.is_set() and any(
         pid in holders_of(SWEEP_TOKEN_VARIABLE, token) for pid in found
     ):
-        if hurry is not None:
-            hurry.wait(0.1)
-        else:
-            time.sleep(0.1)
+        hurry.wait(0.1)
     for pid in holders_of(SWEEP_TOKEN_VARIABLE, token):
         if pid != me:
             _signal(pid, signal.SIGKILL)
