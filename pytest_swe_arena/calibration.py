@@ -21,6 +21,8 @@ from .ledger import write_atomic
 
 CALIBRATION_NAME = "calibration.json"
 GOLD, BASE = "GOLD", "EMPTY"
+#: What to do about a calibration file that cannot be used.
+REWRITE = "run the sweep with --arena-calibrate to write it again (or delete it)"
 
 
 #: Statuses that say nothing about the instance: the harness failed or the sweep stopped.
@@ -118,13 +120,26 @@ def failed_instances(out: Path) -> list[str]:
         raise pytest.UsageError(
             f"--arena-calibrated-only: {path} does not exist; run the sweep with --arena-calibrate first"
         )
-    return list(_read(path).get("failed", []))
+    try:
+        failed = _read(path).get("failed", [])
+    except pytest.UsageError as error:
+        raise pytest.UsageError(f"{error}; {REWRITE}") from None
+    if not isinstance(failed, list) or not all(isinstance(iid, str) for iid in failed):
+        raise pytest.UsageError(f"{path}: 'failed' must be a list of instance ids, not {json.dumps(failed)[:80]}; "
+                                f"{REWRITE}")
+    return failed
+
 
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as error:
+        raise pytest.UsageError(f"{path}: cannot read calibration: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise pytest.UsageError(f"{path}: cannot read calibration: not UTF-8 text ({error.reason} at byte "
+                                f"{error.start})") from None
+    except json.JSONDecodeError as error:
         raise pytest.UsageError(f"{path}: cannot read calibration: {error}") from None
     if not isinstance(data, dict):
         raise pytest.UsageError(f"{path}: expected a JSON object with 'instances' and 'failed'")

@@ -42,10 +42,13 @@ def _ledger(out: Path) -> Path:
 
 def _refuse_a_live_sweep(out: Path, command: str) -> None:
     """``report`` and ``export`` write into the out dir: not while a live sweep owns it."""
-    from .guard import read_lock, stale_reason  # guard needs pytest: only here
+    from .guard import CorruptLock, lock_written_ago, read_lock, stale_reason  # guard needs pytest: only here
 
-    owner = read_lock(out)
-    if owner is not None and stale_reason(owner) is None:
+    try:
+        owner = read_lock(out)
+    except CorruptLock:
+        return  # no sweep of ours writes a lock like that
+    if owner is not None and stale_reason(owner, written_ago=lock_written_ago(out)) is None:
         print(f"swe-arena {command}: {out} is in use by a running sweep (pid {owner.get('pid')} on "
               f"{owner.get('host')}, run {owner.get('run_id')}); its files are rewritten when it ends. "
               f"Wait for it (`swe-arena status {out} --watch 10`), or stop it.", file=sys.stderr)

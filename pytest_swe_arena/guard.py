@@ -12,7 +12,9 @@ Every process a sweep starts inherits ``ARENA_SWEEP_TOKEN``; after an
 interrupt, whatever still carries it (an agent whose worker was killed before
 it could stop it) is terminated, so no process outlives the sweep. The lock
 records the token too, so the sweep that takes over from a controller killed
-with SIGKILL also stops the agents that controller left running.
+with SIGKILL also stops the agents that controller left running. A second
+Ctrl-C (or SIGTERM) hurries the stop: every agent is killed at once, and the
+bookkeeping of the stop still runs to its end (``InterruptSignals``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeGuard
 
 import pytest
 
@@ -59,13 +61,34 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class CorruptLock(Exception):
+    """``arena.lock`` exists but is not a lock: not UTF-8, not JSON, or not an object (the message names it)."""
+
+
 def read_lock(out: Path) -> dict[str, Any] | None:
-    """The lock's content, or None if there is no (readable) lock."""
+    """The lock's content, or None if there is no lock; raises ``CorruptLock`` if it cannot be read as one."""
+    path = out / LOCK_NAME
     try:
-        data = json.loads((out / LOCK_NAME).read_text())
-    except (OSError, ValueError):
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except OSError as error:
+        raise CorruptLock(f"{path} cannot be read ({error.strerror or error})") from None
+    except UnicodeDecodeError:
+        raise CorruptLock(f"{path} is not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise CorruptLock(f"{path} is not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise CorruptLock(f"{path} holds a JSON {type(data).__name__}, not a lock's object")
+    return data
+
+
+def lock_written_ago(out: Path) -> float | None:
+    """Seconds since ``arena.lock`` was last written (its mtime), or None if there is none."""
+    try:
+        return time.time() - (out / LOCK_NAME).stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def owner_stale_limit(owner: Mapping[str, Any], default: float = STALE_SECONDS) -> float:
@@ -76,21 +99,48 @@ def owner_stale_limit(owner: Mapping[str, Any], default: float = STALE_SECONDS) 
     return default
 
 
-def stale_reason(owner: Mapping[str, Any], stale_after: float = STALE_SECONDS) -> str | None:
+def _is_pid(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def content_doubt(owner: Mapping[str, Any]) -> str | None:
+    """Why the lock's content cannot tell whether its owner lives, or None when it can.
+
+    A pid that is not one, a heartbeat that is not a time, or a heartbeat that lies in
+    the future (the owner's host has a clock ahead of this one's): then only the lock
+    file's own age can tell, since a live owner rewrites the file every heartbeat.
+    """
+    if not _is_pid(owner.get("pid")):
+        return f"its pid {owner.get('pid')!r} is not a process id"
+    try:
+        age = _age(str(owner["heartbeat_at"]))
+    except (KeyError, ValueError, TypeError, OverflowError):
+        return f"its heartbeat {owner.get('heartbeat_at')!r} is not a time"
+    if age < 0:
+        return f"its heartbeat lies {-age:.0f} s in the future (the clock of {owner.get('host')} is ahead of this one)"
+    return None
+
+
+def stale_reason(owner: Mapping[str, Any], stale_after: float = STALE_SECONDS,
+                 written_ago: float | None = None) -> str | None:
     """Why the lock content ``owner`` belongs to a dead sweep, or None if its owner lives.
 
     The owner's own stale limit wins over ``stale_after`` (which serves locks that do not record one):
-    a sweep with a slow heartbeat must not be declared dead by a reader with a shorter limit.
+    a sweep with a slow heartbeat must not be declared dead by a reader with a shorter limit. When
+    the content cannot tell (``content_doubt``), ``written_ago`` (the lock file's age) decides; without
+    it such a lock counts as live.
     """
     stale_after = owner_stale_limit(owner, stale_after)
-    try:
+    pid = owner.get("pid")
+    doubt = content_doubt(owner)
+    if doubt is None:
         age = _age(str(owner["heartbeat_at"]))
-    except (KeyError, ValueError, TypeError):
-        return "its content is unreadable"
-    if age > stale_after:
-        return f"its heartbeat is {age:.0f} s old"
-    if owner.get("host") == socket.gethostname() and not _pid_alive(int(owner.get("pid", 0))):
-        return f"its pid {owner.get('pid')} is gone"
+        if age > stale_after:
+            return f"its heartbeat is {age:.0f} s old"
+    if owner.get("host") == socket.gethostname() and _is_pid(pid) and not _pid_alive(pid):
+        return f"its pid {pid} is gone"
+    if doubt is not None and written_ago is not None and written_ago > stale_after:
+        return f"{doubt}, and the lock was last written {written_ago:.0f} s ago"
     return None
 
 
@@ -126,30 +176,34 @@ class SweepLock:
             "progress": dict(self.progress()),
         }
 
-    def stale_reason(self, owner: Mapping[str, Any]) -> str | None:
-        """Why a lock held by ``owner`` may be taken over, or None if its owner lives."""
-        return stale_reason(owner, self.stale_after)
-
     def acquire(self) -> str | None:
         """Take the lock or raise ``pytest.UsageError`` naming the live owner.
 
-        Returns the warning to show when a stale lock was taken over.
+        Returns the warning to show when a stale (or corrupt and old) lock was taken over.
         """
         from filelock import FileLock
 
         self.out.mkdir(parents=True, exist_ok=True)
         takeover = None
         with FileLock(str(self.out / ".arena.lock.guard")):
-            owner = read_lock(self.out)
-            if owner is not None and owner.get("run_id") != self.run_id:
-                reason = self.stale_reason(owner)
+            try:
+                owner, corrupt = read_lock(self.out), None
+            except CorruptLock as error:
+                owner, corrupt = {}, str(error)
+            written_ago = lock_written_ago(self.out)
+            if owner is not None and written_ago is not None and (corrupt or owner.get("run_id") != self.run_id):
+                if corrupt:
+                    stale_after = self.stale_after
+                    reason = (f"{corrupt}, and it was last written {written_ago:.0f} s ago"
+                              if written_ago > stale_after else None)
+                else:
+                    stale_after = owner_stale_limit(owner, self.stale_after)
+                    reason = stale_reason(owner, self.stale_after, written_ago)
                 if reason is None:
-                    raise pytest.UsageError(
-                        f"{self.out} is in use by another sweep (pid {owner.get('pid')} on {owner.get('host')}, "
-                        f"run {owner.get('run_id')}, heartbeat {_age(str(owner['heartbeat_at'])):.0f} s ago); "
-                        "wait for it, stop it, or use another --arena-out"
-                    )
-                takeover = (f"taking over the lock of {self.out} from run {owner.get('run_id')} "
+                    raise pytest.UsageError(self._in_use(owner, corrupt or content_doubt(owner), written_ago,
+                                                         stale_after))
+                takeover = (f"taking over the lock of {self.out}: {reason}" if corrupt else
+                            f"taking over the lock of {self.out} from run {owner.get('run_id')} "
                             f"(pid {owner.get('pid')} on {owner.get('host')}): {reason}")
                 if owner.get("host") == socket.gethostname() and owner.get("sweep_token"):
                     left = reap_sweep(str(owner["sweep_token"]))
@@ -160,16 +214,30 @@ class SweepLock:
         self._thread.start()
         return takeover
 
+    def _in_use(self, owner: Mapping[str, Any], doubt: str | None, written_ago: float, stale_after: float) -> str:
+        if doubt is None:
+            return (f"{self.out} is in use by another sweep (pid {owner.get('pid')} on {owner.get('host')}, "
+                    f"run {owner.get('run_id')}, heartbeat {_age(str(owner['heartbeat_at'])):.0f} s ago); "
+                    "wait for it, stop it, or use another --arena-out")
+        return (f"{self.out} may be in use by another sweep: {doubt}, and {self.path} was written "
+                f"{max(written_ago, 0):.0f} s ago. If no sweep is running there, delete {self.path}; otherwise "
+                f"wait for it (the lock counts as stale {stale_after:g} s after its last write), stop it, "
+                "or use another --arena-out")
+
     def write(self) -> None:
         """Rewrite the lock (heartbeat and progress), atomically, mode 0600."""
         with self._write_lock:
             temp = self.path.with_name(f".{LOCK_NAME}.{os.getpid()}")
             descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w") as handle:
-                json.dump(self._content(), handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path)
+            try:
+                with os.fdopen(descriptor, "w") as handle:
+                    json.dump(self._content(), handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(temp, self.path)
+            except BaseException:
+                temp.unlink(missing_ok=True)  # a full disk: the previous lock stays, whole
+                raise
 
     def _beat(self) -> None:
         failing = False
@@ -192,28 +260,42 @@ class SweepLock:
         if self._thread is not None:
             self._thread.join(timeout=5)
         with self._write_lock:
-            owner = read_lock(self.out)
+            try:
+                owner = read_lock(self.out)
+            except CorruptLock:
+                return  # not ours: whoever wrote it answers for it
             if owner is not None and owner.get("run_id") == self.run_id:
                 self.path.unlink(missing_ok=True)
 
 
 class InterruptSignals:
-    """SIGINT and SIGTERM raise KeyboardInterrupt; a repeat within a second counts once.
+    """SIGINT and SIGTERM: the first raises KeyboardInterrupt, every later one hurries the stop.
 
-    A terminal's Ctrl-C reaches every process of the foreground group, and the
-    controller also forwards the signal to its workers: the repeat window
-    keeps one Ctrl-C from looking like two, while a real second Ctrl-C still
-    hurries the stop.
+    The first signal stops the sweep the ordinary way: each agent gets SIGTERM and its grace.
+    From then on (and once the session's finish has begun, see ``begin_stop``) a signal never
+    raises: an exception there would skip the bookkeeping of the stop (the ``interrupted``
+    rows, the summary, the lock). It hurries the stop instead: ``on_hurry`` runs (it kills the
+    sweep's agents at once, without grace) and ``hurried`` is set, which cuts the stop's own
+    waits short.
+
+    A repeat within ``repeat_window`` seconds counts once: a terminal's Ctrl-C reaches every
+    process of the foreground group and the controller also forwards it to its workers, so a
+    worker sees one Ctrl-C twice. The controller sees each Ctrl-C once and counts them all.
     """
 
     REPEAT_WINDOW = 1.0
 
-    def __init__(self) -> None:
-        self.last = 0.0
+    def __init__(self, on_hurry: Callable[[], object] | None = None, repeat_window: float = REPEAT_WINDOW) -> None:
+        self.on_hurry = on_hurry
+        self.repeat_window = repeat_window
+        self.last = -repeat_window
         self.received = 0
         self.previous: dict[int, Any] = {}
         self.deferring = 0
         self.pending: int | None = None
+        #: Set from the first signal on (or by ``begin_stop``): later signals hurry, never raise.
+        self.stopping = False
+        self.hurried = threading.Event()
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -226,12 +308,29 @@ class InterruptSignals:
             signal.signal(signum, handler)
         self.previous.clear()
 
+    def begin_stop(self) -> None:
+        """The session is ending: from now on a signal hurries the stop instead of raising."""
+        self.stopping = True
+
+    def hurry(self) -> None:
+        """Stop now: run ``on_hurry`` and set ``hurried``."""
+        self.hurried.set()
+        if self.on_hurry is not None:
+            try:
+                self.on_hurry()
+            except OSError:  # pragma: no cover - /proc vanished under us: the stop's own reaping remains
+                pass
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
-        if now - self.last < self.REPEAT_WINDOW:
+        if now - self.last < self.repeat_window:
             return
         self.last = now
         self.received += 1
+        if self.stopping:
+            self.hurry()
+            return
+        self.stopping = True
         if self.deferring:
             self.pending = signum
             return
@@ -267,21 +366,44 @@ def forward_interrupt(token: str) -> None:
                 pass
 
 
-def reap_sweep(token: str, grace: float = 10.0) -> list[int]:
-    """Terminate every process still carrying the sweep token; return the pids found."""
+def reap_sweep(token: str, grace: float = 10.0, hurry: threading.Event | None = None) -> list[int]:
+    """Terminate every process still carrying the sweep token; return the pids found.
+
+    SIGTERM, up to ``grace`` seconds, SIGKILL; the wait ends early once ``hurry`` is set.
+    """
     me = os.getpid()
     found = [pid for pid in holders_of(SWEEP_TOKEN_VARIABLE, token) if pid != me]
     for pid in found:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(
+    hurry = hurry or threading.Event()
+    while time.monotonic() < deadline and not hurry.is_set() and any(
         pid in holders_of(SWEEP_TOKEN_VARIABLE, token) for pid in found
     ):
-        time.sleep(0.1)
+        hurry.wait(0.1)
     for pid in holders_of(SWEEP_TOKEN_VARIABLE, token):
         if pid != me:
             _signal(pid, signal.SIGKILL)
     return found
+
+
+def hurry_sweep(token: str) -> list[int]:
+    """SIGKILL, now, every process of the sweep that ``proc.run`` started on this host; return their pids.
+
+    What a second Ctrl-C does: the agents (and any verify run) end without grace. The xdist
+    workers carry the sweep token but no process token of their own, so they live on to
+    report and to finish the bookkeeping. A dying parent may still fork: repeat until none is left.
+    """
+    killed: list[int] = []
+    for _ in range(20):
+        found = holders_of(SWEEP_TOKEN_VARIABLE, token, started_by_run=True)
+        if not found:
+            break
+        for pid in found:
+            _signal(pid, signal.SIGKILL)
+        killed += [pid for pid in found if pid not in killed]
+        time.sleep(0.01)
+    return killed
 
 
 def _signal(pid: int, signum: int) -> None:

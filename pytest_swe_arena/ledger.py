@@ -2,7 +2,9 @@
 
 Only the controller writes to the out dir. Rows are built from outcomes that
 travelled on test reports as plain JSON; a row is appended only after the
-cell's patch and logs are on disk, so every row's files exist. Reading
+cell's patch and logs are on disk, so every row's files exist. A row is
+whole or absent: when the disk is full the ledger is cut back to where it was
+and the caller learns which row was not written (``RowNotWritten``). Reading
 streams line by line and skips a torn last line (a kill -9 mid-write) with a
 warning.
 """
@@ -26,9 +28,15 @@ T = TypeVar("T")
 
 
 def write_atomic(path: Path, text: str | Iterable[str]) -> None:
-    """Write ``text`` (a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write ``text`` (a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file.
+
+    On failure (a full disk, say) the temp file is removed and the ``OSError`` names ``path``.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(path)) from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             if isinstance(text, str):
@@ -38,9 +46,27 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as error:
         os.unlink(temp)
+        if isinstance(error, OSError):
+            raise OSError(error.errno, error.strerror, str(path)) from None
         raise
+
+
+class RowNotWritten(Exception):
+    """A cell's row (or one of its files) could not be written; the ledger is as it was before."""
+
+    def __init__(self, row: Mapping[str, Any], error: OSError):
+        super().__init__(f"{cell_label(row)}: {error}")
+        self.row = dict(row)
+        self.error = error
+
+
+def cell_label(row: Mapping[str, Any]) -> str:
+    """``iid[ARM]`` (``iid[ARM-r2]`` for a later trial): how a cell is named in messages."""
+    trial = int(row.get("trial", 1) or 1)
+    # A later trial is named as in a repeated sweep; trial 1 as in a single one.
+    return CellName(str(row.get("instance_id")), str(row.get("arm")), trial).item_name(repeat=trial)
 
 
 class LedgerWriter:
@@ -54,41 +80,64 @@ class LedgerWriter:
         self.rows: list[dict[str, Any]] = []
 
     def record(self, outcome: CellOutcome) -> dict[str, Any]:
-        """Write the cell's files, then append its row; return the row."""
-        self.out.mkdir(parents=True, exist_ok=True)
+        """Write the cell's files, then append its row; return the row.
+
+        Raises ``RowNotWritten`` (which carries the row) when a file or the row cannot be written.
+        """
         cell = CellName(outcome.instance_id, outcome.arm, outcome.trial)
         run_dir = cell.run_dir(self.repeat)
-        for name, text in outcome.logs.items():
-            write_atomic(self.out / run_dir / name, text)
-        patch_file = None
-        if outcome.patch_scored:
-            patch_file = cell.patch_file(self.repeat)
-            write_atomic(self.out / patch_file, outcome.patch)
-        elif outcome.patch:
-            write_atomic(self.out / run_dir / "partial.patch", outcome.patch)
+        patch_file = cell.patch_file(self.repeat) if outcome.patch_scored else None
         row = ledger_row(outcome, self.run_id, patch_file, run_dir if outcome.logs or outcome.patch else None)
+        try:
+            for name, text in outcome.logs.items():
+                write_atomic(self.out / run_dir / name, text)
+            if patch_file is not None:
+                write_atomic(self.out / patch_file, outcome.patch)
+            elif outcome.patch:
+                write_atomic(self.out / run_dir / "partial.patch", outcome.patch)
+        except OSError as error:
+            raise RowNotWritten(row, error) from None
         self.append(row)
         return row
 
     def append(self, row: Mapping[str, Any]) -> None:
-        """Append one line and fsync it.
+        """Append one line and fsync it: the line is whole or absent.
 
-        The caller defers Ctrl-C around this and its own bookkeeping
-        (``guard.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
+        It is written with one ``os.write`` (repeated only for what a short write left); when a
+        write or the fsync fails (a full disk), the file is cut back to its size before, and
+        ``RowNotWritten`` is raised. The caller defers Ctrl-C around this and its own
+        bookkeeping (``guard.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
         """
         line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode()
-        with open(self.path, "ab") as ledger:
-            if ledger.tell() > 0 and not self._ends_with_newline():
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise RowNotWritten(row, OSError(error.errno, error.strerror, str(self.path))) from None
+        try:
+            size = os.fstat(descriptor).st_size
+            if size and os.pread(descriptor, 1, size - 1) != b"\n":
                 line = b"\n" + line  # a torn line from a killed sweep stays alone on its line
-            ledger.write(line)
-            ledger.flush()
-            os.fsync(ledger.fileno())
+            try:
+                rest = memoryview(line)
+                while rest:
+                    rest = rest[os.write(descriptor, rest):]
+                os.fsync(descriptor)
+            except OSError as error:
+                _cut_back(descriptor, size)
+                raise RowNotWritten(row, OSError(error.errno, error.strerror, str(self.path))) from None
+        finally:
+            os.close(descriptor)
         self.rows.append(dict(row))
 
-    def _ends_with_newline(self) -> bool:
-        with open(self.path, "rb") as ledger:
-            ledger.seek(-1, os.SEEK_END)
-            return ledger.read(1) == b"\n"
+
+def _cut_back(descriptor: int, size: int) -> None:
+    """Truncate a file to ``size`` after a failed append (best effort: a reader skips a torn line)."""
+    try:
+        os.ftruncate(descriptor, size)
+        os.fsync(descriptor)
+    except OSError:
+        pass
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:

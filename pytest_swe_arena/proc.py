@@ -135,9 +135,15 @@ def token_holders(token: str) -> list[int]:
     return holders_of(TOKEN_VARIABLE, token)
 
 
-def holders_of(variable: str, token: str) -> list[int]:
-    """Live processes whose environment carries ``variable=token`` (Linux /proc)."""
+def holders_of(variable: str, token: str, *, started_by_run: bool = False) -> list[int]:
+    """Live processes whose environment carries ``variable=token`` (Linux /proc).
+
+    :param started_by_run: only those that ``run`` started (or their descendants): their
+        ``ARENA_PROCESS_TOKEN`` is not this process's own.
+    """
     needle = f"{variable}={token}".encode()
+    own = f"{TOKEN_VARIABLE}={os.environ.get(TOKEN_VARIABLE, '')}".encode()
+    prefix = f"{TOKEN_VARIABLE}=".encode()
     found: list[int] = []
     proc = Path("/proc")
     if not proc.is_dir():
@@ -147,9 +153,12 @@ def holders_of(variable: str, token: str) -> list[int]:
         if not entry.name.isdigit() or int(entry.name) == me:
             continue
         try:
-            environ = (entry / "environ").read_bytes()
-            if needle in environ.split(b"\0") and not _is_zombie(entry):
-                found.append(int(entry.name))
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            if needle not in environ or _is_zombie(entry):
+                continue
+            if started_by_run and not any(item.startswith(prefix) and item != own for item in environ):
+                continue
+            found.append(int(entry.name))
         except OSError:
             continue
     return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Generator
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,15 @@ import pytest
 from . import __version__, calibration
 from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .guard import SweepLock, forward_interrupt, reap_sweep
-from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
+from .ledger import (
+    LEDGER_NAME,
+    LedgerWriter,
+    RowNotWritten,
+    cell_label,
+    read_ledger,
+    write_atomic,
+    write_predictions,
+)
 from .naming import parse_node_id
 from .outcome import CellOutcome
 from .report import (
@@ -71,6 +80,12 @@ class ArenaRecorder:
         self.calibration: dict[str, dict[str, Any]] = {}
         self.final_summary: dict[str, Any] | None = None
         self.notes: list[str] = []
+        #: Rows that could not be written (a full disk): their cells are not recorded.
+        self.unwritten_rows: list[RowNotWritten] = []
+        #: Other files of the out dir that could not be written, by path.
+        self.unwritten_files: dict[str, OSError] = {}
+        #: Why the sweep must stop (something could not be written), until it does.
+        self.stop_reason: str | None = None
 
     @property
     def out(self) -> Path:
@@ -109,37 +124,68 @@ class ArenaRecorder:
     @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends seconds rendering the traceback
     def pytest_keyboard_interrupt(self) -> None:
         self.interrupted = True
+        if self.state.interrupts is not None:
+            self.state.interrupts.begin_stop()  # an interrupt raised by xdist did not pass our handler
         if self.state.sweep_token:
             forward_interrupt(self.state.sweep_token)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    # A wrapper, innermost (trylast): signals stop raising before xdist's own session finish
+    # waits for its workers, and the bookkeeping below runs whatever happened in there, still
+    # before the terminal reporter shows the results.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None]:
+        if self.state.interrupts is not None:
+            self.state.interrupts.begin_stop()
+        try:
+            return (yield)
+        finally:
+            self.finish_sweep(session, exitstatus)
+
+    def finish_sweep(self, session: pytest.Session, exitstatus: int) -> None:
+        """The bookkeeping at the end of a sweep: unfinished cells, leftover processes, output files, the lock."""
         try:
             if exitstatus == pytest.ExitCode.INTERRUPTED:
                 self.interrupted = True
             if self.interrupted:
                 self.record_unfinished()
             if self.state.sweep_token:
-                leftovers = reap_sweep(self.state.sweep_token)
+                interrupts = self.state.interrupts
+                leftovers = reap_sweep(self.state.sweep_token,
+                                       hurry=interrupts.hurried if interrupts is not None else None)
                 if leftovers:
                     self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
             if self.writer.rows:
                 self.write_outputs()
         finally:
             self.release_lock()
+        if (self.unwritten_rows or self.unwritten_files) and session.exitstatus in (
+                pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
     def write_outputs(self) -> None:
-        self.written = [self.writer.path, *write_predictions(self.writer.rows, self.out)]
-        self.final_summary, reports = write_reports(
-            self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget()
-        )
-        self.written += reports
+        """Predictions, summary and report, calibration: each written whatever became of the others."""
+        self.written = [self.writer.path]
+        try:
+            self.written += write_predictions(self.writer.rows, self.out)
+        except OSError as error:
+            self.file_not_written(error)
+        try:
+            self.final_summary, reports = write_reports(
+                self.out, cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget()
+            )
+            self.written += reports
+        except OSError as error:
+            self.file_not_written(error)
         if self.state.settings.calibrate:
             self.calibration = calibration.verdicts(self.writer.rows)
-            path, problem = calibration.write_calibration(self.out, self.calibration, self.writer.run_id)
-            self.written.append(path)
-            if problem:
-                self.note(problem)
+            try:
+                path, problem = calibration.write_calibration(self.out, self.calibration, self.writer.run_id)
+            except OSError as error:
+                self.file_not_written(error)
+            else:
+                self.written.append(path)
+                if problem:
+                    self.note(problem)
 
     def pytest_unconfigure(self) -> None:
         # The safety net: a session that ended before pytest_sessionfinish (an error in another
@@ -230,19 +276,71 @@ class ArenaRecorder:
             # stand-in for a worker that died while running the cell (when="???").
             data = self.crashed(report)
         with self.deferred():
-            if data.get("reused"):
-                row = self.record_reused(data["cell_key"], nodeid)
+            try:
+                if data.get("reused"):
+                    row = self.record_reused(data["cell_key"], nodeid)
+                else:
+                    row = self.writer.record(with_spend_known(CellOutcome.from_json(data)))
+            except RowNotWritten as failure:
+                row, written = failure.row, False
+                self.row_not_written(failure)
             else:
-                row = self.writer.record(with_spend_known(CellOutcome.from_json(data)))
+                written = True
             self.finished.add(nodeid)
             self.running.discard(nodeid)
             if not data.get("reused"):  # a reused row's spend was counted at session start
                 self.tally.add(row)
         if self.tally.limits.is_set and not data.get("reused"):
             self.write_budget()
+        self.refresh_lock()
+        if written:
+            self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        # After the cell's reports are shown: stop the sweep like an interrupt, so no more cells
+        # run whose results could not be kept (its cells in flight become interrupted).
+        if self.stop_reason is not None:
+            reason, self.stop_reason = self.stop_reason, None
+            pytest.exit(reason, returncode=pytest.ExitCode.INTERRUPTED)
+
+    def row_not_written(self, failure: RowNotWritten) -> None:
+        self.unwritten_rows.append(failure)
+        self.stop_for(failure.error)
+
+    def stop_for(self, error: OSError) -> None:
+        """Stop the sweep after this cell: what it writes cannot be kept."""
+        self.stop_reason = self.stop_reason or (f"swe-arena: stopped the sweep: cannot write {error.filename} "
+                                                f"({error.strerror or error}); see the error above")
+
+    def file_not_written(self, error: OSError) -> None:
+        self.unwritten_files[str(error.filename)] = error
+
+    def refresh_lock(self) -> None:
         if self.lock is not None:
-            self.lock.write()
-        self.config.hook.pytest_arena_cell_finished(row=row, config=self.config)
+            try:
+                self.lock.write()
+            except OSError:
+                pass  # the heartbeat says so, and keeps trying
+
+    def write_failure_lines(self) -> list[str]:
+        """The one error about what could not be written, or nothing."""
+        if not self.unwritten_rows and not self.unwritten_files:
+            return []
+        lines = [f"error: swe-arena could not write everything to {self.out}; what was recorded before is intact"]
+        if self.unwritten_rows:
+            cells = ", ".join(f"{cell_label(failure.row)} ({failure.row.get('status')})"
+                              for failure in self.unwritten_rows)
+            reasons = sorted({failure.error.strerror or str(failure.error) for failure in self.unwritten_rows})
+            lines.append(f"  {len(self.unwritten_rows)} row(s) not written ({'; '.join(reasons)}), so these cells "
+                         f"are not recorded: {cells}")
+        for path, error in self.unwritten_files.items():
+            lines.append(f"  not written: {path} ({error.strerror or error})")
+        remedy = "free space (or remove the cause), then run the sweep again with --arena-resume"
+        if self.unwritten_rows:
+            remedy += ": it runs the cells not recorded and reuses the rest"
+        else:
+            remedy += f", or rewrite the summary with `swe-arena report {self.out}`"
+        return [*lines, f"  {remedy}"]
 
     @staticmethod
     def carries_a_cell(report: pytest.TestReport) -> bool:
@@ -285,7 +383,10 @@ class ArenaRecorder:
             else:
                 outcome = self._unidentified(nodeid, "interrupted", "interrupted during setup")
             with self.deferred():
-                self.writer.record(outcome.replace(ended_at=datetime.now(UTC).isoformat()))
+                try:
+                    self.writer.record(outcome.replace(ended_at=datetime.now(UTC).isoformat()))
+                except RowNotWritten as failure:
+                    self.unwritten_rows.append(failure)
                 self.finished.add(nodeid)
                 self.running.discard(nodeid)
 
@@ -300,7 +401,14 @@ class ArenaRecorder:
         )
 
     def write_budget(self) -> None:
-        write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
+        try:
+            write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
+        except OSError as error:
+            # The workers read the caps from this file: without it, no cap holds. Stop the sweep.
+            self.file_not_written(error)
+            self.stop_for(error)
+        else:
+            self.unwritten_files.pop(str(self.out / BUDGET_FILE), None)
 
     # -- the summary ------------------------------------------------------------------------
 
@@ -312,7 +420,10 @@ class ArenaRecorder:
         return summarize(cell_records(self.writer.rows), self.arm_order, self.writer.run_id, self.budget())
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        failure = self.write_failure_lines()
         if not self.writer.rows:
+            for line in failure:
+                terminalreporter.write_line(line, red=True)
             return
         terminalreporter.write_sep("=", "swe-arena results")
         for line in format_summary(self.final_summary or self.summary()):
@@ -331,3 +442,5 @@ class ArenaRecorder:
             terminalreporter.write_line(f"warning: {message}", yellow=True)
         for line in written_lines(self.out, self.writer.run_id, self.written):
             terminalreporter.write_line(line)
+        for line in failure:
+            terminalreporter.write_line(line, red=True)

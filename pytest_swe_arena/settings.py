@@ -321,6 +321,17 @@ def check_rootdir_not_taken_from_values(config: pytest.Config) -> None:
             )
 
 
+def check_out_dir(out: Path, source: str) -> None:
+    """Refuse an out dir that is, or lies under, something other than a directory."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                what = "is" if path == out else f"lies under {path}, which is"
+                raise pytest.UsageError(f"{source}: {out} {what} a file, not a directory; give a directory for "
+                                        "the sweep's outputs (it is created if missing)")
+            return
+
+
 @dataclass(frozen=True)
 class Settings:
     """The arena's resolved settings (one per session, in ``config.stash``)."""
@@ -455,6 +466,9 @@ def load_settings(config: pytest.Config) -> Settings:
             f"{raws['lock-stale'].source} ({stale:g} s): a live sweep's lock would look stale "
             "between two heartbeats and be taken over"
         )
+    out = _path(raws["out"], single("out"))
+    if enabled and not hasattr(config, "workerinput"):  # workers write nothing there
+        check_out_dir(out, raws["out"].source)
     arms: tuple[str, ...] = single("arms")
     if single("calibrate"):
         # Calibration is read from the GOLD and EMPTY cells; run them alongside the chosen arms.
@@ -464,7 +478,7 @@ def load_settings(config: pytest.Config) -> Settings:
         arms=arms,
         config_file=config_file,
         arena_table=arena_table,
-        out=_path(raws["out"], single("out")),
+        out=out,
         repos=path_or_none("repos"),
         cache=path_or_none("cache") or _default_cache(),
         verify_on=single("verify-on"),

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .guard import LOCK_NAME, read_lock, stale_reason
+from .guard import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
 from .ledger import LEDGER_NAME
 from .report import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
 
@@ -65,7 +65,11 @@ def progress_lines(owner: Mapping[str, Any], now: datetime) -> list[str]:
 def sweep_status(out: Path, now: datetime | None = None) -> tuple[list[str], bool]:
     """What is going on in ``out``: the lines to show, and whether a live sweep owns it."""
     now = now or datetime.now(UTC)
-    owner = read_lock(out)
+    try:
+        owner = read_lock(out)
+    except CorruptLock as corrupt:
+        return [f"{corrupt}: whether a sweep is running in {out} cannot be told from it; the next sweep "
+                f"takes it over once nothing has rewritten it for {STALE_SECONDS:g} s (or delete it)"], False
     if owner is None:
         ledger = out / LEDGER_NAME
         if not ledger.is_file():
@@ -78,7 +82,8 @@ def sweep_status(out: Path, now: datetime | None = None) -> tuple[list[str], boo
             f"recorded {len(cells)} cells",
             f"its results: {out / SUMMARY_NAME} (rebuild with `swe-arena report {out}`)",
         ], False
-    dead = stale_reason(owner)  # by the owner's own stale limit, recorded in the lock
+    # By the owner's own stale limit (recorded in the lock), or the file's age when its content cannot tell.
+    dead = stale_reason(owner, written_ago=lock_written_ago(out))
     state = "running" if dead is None else f"STALE ({dead}): the sweep died; the next sweep here takes over"
     run_id = str(owner.get("run_id"))
     lines = [f"sweep {run_id} in {out}: {state}", *progress_lines(owner, now)]

@@ -19,7 +19,7 @@ from .arms.base import ArmKind
 from .budget import BUDGET_FILE, BudgetGate
 from .calibration import failed_instances
 from .environments import EnvSpecsError, load_env_specs
-from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals
+from .guard import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
 from .harness import base_outcome
 from .naming import CellName, is_instance_file
 from .outcome import STATUSES
@@ -67,9 +67,23 @@ def configure_arena(config: pytest.Config, settings: Settings) -> ArenaState:
         os.environ[SWEEP_TOKEN_VARIABLE] = state.sweep_token
     if settings.max_usd is not None or settings.max_tokens is not None or suite.arm_limits:
         state.budget_gate = BudgetGate(settings.out / BUDGET_FILE)
-    state.interrupts = InterruptSignals()
+    state.interrupts = stop_signals(state.sweep_token, controller=workerinput is None)
     state.interrupts.install()
     return state
+
+
+def stop_signals(sweep_token: str, controller: bool) -> InterruptSignals:
+    """The sweep's SIGINT/SIGTERM handling: a second signal kills the agents at once.
+
+    The controller also passes the hurry on to its workers. Only workers see one Ctrl-C twice
+    (from the terminal and from the controller), so only they count a quick repeat once.
+    """
+    def hurry() -> None:
+        if controller:
+            forward_interrupt(sweep_token)
+        hurry_sweep(sweep_token)
+
+    return InterruptSignals(hurry, repeat_window=0.0 if controller else InterruptSignals.REPEAT_WINDOW)
 
 
 def budget_sources(settings: Settings, suite: Suite) -> list[str]:
