@@ -10,6 +10,7 @@ warning.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -40,6 +41,35 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     except BaseException:
         os.unlink(temp)
         raise
+
+
+def finite_json(value: Any, where: str | Path, **options: Any) -> str:
+    """``json.dumps(value, allow_nan=False, **options)``: what every JSON file of the package is written with.
+
+    JSON has no NaN or infinity (Python's ``json`` would write the non-standard
+    ``NaN``); such a number is written as null, with a warning naming ``where``
+    and the field, rather than lose the whole write.
+    """
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        found: list[str] = []
+        cleaned = _finite(value, "", found)
+        if not found:
+            raise  # not a number's fault (a circular reference)
+    warnings.warn(f"{where}: {', '.join(found)}: not a finite number, written as null", stacklevel=2)
+    return json.dumps(cleaned, allow_nan=False, **options)
+
+
+def _finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(f"{path or 'value'} = {value!r}")
+        return None
+    if isinstance(value, Mapping):
+        return {key: _finite(item, f"{path}.{key}" if path else str(key), found) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    return value
 
 
 def patch_file_name(instance_id: str, arm: str, trial: int, repeat: int) -> str:
@@ -88,7 +118,7 @@ class LedgerWriter:
         The caller defers Ctrl-C around this and its own bookkeeping
         (``guard.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
         """
-        line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        line = (finite_json(row, self.path, sort_keys=True, ensure_ascii=False) + "\n").encode()
         with open(self.path, "ab") as ledger:
             if ledger.tell() > 0 and not self._ends_with_newline():
                 line = b"\n" + line  # a torn line from a killed sweep stays alone on its line
@@ -186,6 +216,6 @@ def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path
     for name, entries in sorted(predictions(rows, out).items()):
         path = out / "predictions" / f"{name}.jsonl"
         entries.sort(key=lambda entry: entry["instance_id"])
-        write_atomic(path, "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries))
+        write_atomic(path, "".join(finite_json(entry, path, ensure_ascii=False) + "\n" for entry in entries))
         written.append(path)
     return written

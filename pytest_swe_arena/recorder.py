@@ -10,7 +10,6 @@ sweep was interrupted.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from contextlib import AbstractContextManager, nullcontext
@@ -24,7 +23,7 @@ from . import __version__, calibration
 from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .collect import is_instance_file
 from .guard import SweepLock, forward_interrupt, reap_sweep
-from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
+from .ledger import LEDGER_NAME, LedgerWriter, finite_json, read_ledger, write_atomic, write_predictions
 from .outcome import CellOutcome
 from .report import (
     cell_records,
@@ -289,7 +288,7 @@ class ArenaRecorder:
         )
 
     def write_budget(self) -> None:
-        write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
+        write_atomic(self.out / BUDGET_FILE, finite_json(self.budget(), BUDGET_FILE, indent=2, sort_keys=True) + "\n")
 
     # -- the summary ------------------------------------------------------------------------
 
