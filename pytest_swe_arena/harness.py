@@ -230,7 +230,10 @@ def _finish(outcome: CellOutcome, cell: CellEnvironment, timings: Mapping[str, f
 
 
 def collect_logs(run_dir: Path) -> dict[str, str]:
-    """The run dir's files as text (large ones cut in the middle), to travel on the report."""
+    """The run dir's files as text (large ones cut in the middle), to travel on the report.
+
+    Logs are for reading: a byte that is not UTF-8 becomes U+FFFD (the patch itself travels as bytes).
+    """
     logs: dict[str, str] = {}
     if not run_dir.is_dir():
         return logs

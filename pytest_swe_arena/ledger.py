@@ -25,13 +25,14 @@ LEDGER_NAME = "ledger.jsonl"
 T = TypeVar("T")
 
 
-def write_atomic(path: Path, text: str | Iterable[str]) -> None:
-    """Write ``text`` (a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file."""
+def write_atomic(path: Path, text: str | bytes | Iterable[str]) -> None:
+    """Write ``text`` (bytes, a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            if isinstance(text, str):
+        binary = isinstance(text, bytes)
+        with os.fdopen(handle, "wb" if binary else "w", encoding=None if binary else "utf-8") as out:
+            if isinstance(text, (str, bytes)):
                 out.write(text)
             else:
                 out.writelines(text)
@@ -134,11 +135,11 @@ class LedgerWriter:
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:
-    """The ledger's view of an outcome: everything but the patch text and log contents."""
+    """The ledger's view of an outcome: everything but the patch and log contents."""
     row = outcome.to_json()
-    patch = row.pop("patch")
+    row.pop("patch_base64")
     row.pop("logs")
-    lines, sha = patch_digest(patch)
+    lines, sha = patch_digest(outcome.patch)
     row.update(
         schema_version=SCHEMA_VERSION,
         run_id=run_id,
@@ -187,6 +188,9 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
     """SWE-bench predictions per arm (and per trial when repeated) from scored rows.
 
     A row without an arm or instance id, or whose patch file is missing, is skipped with a warning naming it.
+    ``model_patch`` is text (SWE-bench's format): a patch that is not UTF-8 (a fix in a Latin-1 file) is
+    decoded with U+FFFD for the bytes that are not, with a warning naming the cell; it will not apply as
+    it is, and its exact bytes stay in ``patches/``.
     """
     by_file: dict[str, list[dict[str, str]]] = {}
     for row in rows:
@@ -200,11 +204,18 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
         trial = row.get("trial", 1)
         name = arm if trial == 1 else f"{arm}.r{trial}"
         try:
-            patch = (out / row["patch_file"]).read_text(encoding="utf-8")
+            data = (out / row["patch_file"]).read_bytes()
         except OSError as error:
             warnings.warn(f"{out / LEDGER_NAME}: skipping {instance_id}[{arm}]: cannot read its patch "
                           f"{row['patch_file']}: {error.strerror or error}", stacklevel=2)
             continue
+        try:
+            patch = data.decode("utf-8")
+        except UnicodeDecodeError:
+            patch = data.decode("utf-8", errors="replace")
+            warnings.warn(f"{out / LEDGER_NAME}: {instance_id}[{arm}]: its patch {row['patch_file']} is not UTF-8: "
+                          f"written to predictions/{name}.jsonl with U+FFFD for the bytes that are not, so it will "
+                          f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
         by_file.setdefault(name, []).append(
             {"instance_id": instance_id, "model_name_or_path": arm, "model_patch": patch}
         )
