@@ -306,15 +306,22 @@ class StreamTally:
         """What the stream says, cost as reported (0 when the agent had no price); refused figures unknown."""
         return self._settled()[0]
 
+    def known_usage(self) -> Usage:
+        """The totals of the figures believed (a refused one counts 0): a lower bound, for the live caps.
+
+        An agent must not switch its cap off by reporting one absurd figure, which makes ``usage()`` unknown.
+        """
+        return Usage(self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cache_read_tokens,
+                     self.cache_write_tokens, self.steps, self.max_context_tokens,
+                     round(self.reported_cost, 9), "reported")
+
     @property
     def problems(self) -> list[str]:
         """Why figures of the stream were refused, one line each."""
         return self._settled()[1]
 
     def _settled(self) -> tuple[Usage, list[str]]:
-        usage = Usage(self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cache_read_tokens,
-                      self.cache_write_tokens, self.steps, self.max_context_tokens,
-                      round(self.reported_cost, 9), "reported")
+        usage = self.known_usage()
         unknown: dict[str, Any] = dict.fromkeys(self.refused)
         if "cost_usd" in unknown:
             unknown["cost_source"] = "unknown"

@@ -291,3 +291,13 @@ def test_nan_and_inf_in_the_configuration_are_usage_errors(suite, calc, args, to
     result = suite.run(arms, *args, subprocess=False)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
+
+
+def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
+    from importlib import resources
+
+    from pytest_swe_arena.usage import MAX_CELL_TOKENS, MAX_CELL_USD
+
+    schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
+    assert schema["$defs"]["count"]["maximum"] == MAX_CELL_TOKENS
+    assert schema["$defs"]["usage"]["properties"]["cost_usd"]["maximum"] == MAX_CELL_USD

@@ -184,7 +184,7 @@ class CapWatch:
         self.reason: str | None = None
 
     def __call__(self) -> str | None:
-        self.reason = self.cap.exceeded(self.follower.poll().usage())
+        self.reason = self.cap.exceeded(self.follower.poll().known_usage())
         return "over_budget" if self.reason else None
 
 
