@@ -301,3 +301,18 @@ def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
     schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
     assert schema["$defs"]["count"]["maximum"] == MAX_CELL_TOKENS
     assert schema["$defs"]["usage"]["properties"]["cost_usd"]["maximum"] == MAX_CELL_USD
+
+
+def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tmp_path):
+    """What a plugin's arm kind may put in its details: the ledger line is still whole, and JSON."""
+    from pytest_swe_arena.ledger import LedgerWriter, finite_json
+
+    assert finite_json({"a": [1.5, 2]}, "here", sort_keys=True) == '{"a": [1.5, 2]}'
+    with pytest.warns(UserWarning, match=r"^here: details.score = nan, details.runs\[1\] = -inf: not a finite "
+                                         r"number, written as null$"):
+        text = finite_json({"details": {"score": math.nan, "runs": [1.0, -math.inf]}}, "here")
+    assert strict_json(text) == {"details": {"score": None, "runs": [1.0, None]}}
+    writer = LedgerWriter(tmp_path, "run-1", 1)
+    with pytest.warns(UserWarning, match="ledger.jsonl: details.score = inf: not a finite number"):
+        writer.append({**good_row("SOLO", "a"), "details": {"score": math.inf}})
+    assert strict_json((tmp_path / "ledger.jsonl").read_text())["details"] == {"score": None}  # type: ignore[index]
