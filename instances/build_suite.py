@@ -372,7 +372,7 @@ def check_row(instance: Instance, store: RepoStore, work: Path, max_verify_secon
     workspace = materialize(instance, store, work / "workspace")
     # What the GOLD arm's cell grades: the gold patch applied, then taken back by the harness's extraction.
     apply_patch(workspace, instance.patch or "", "the gold patch")
-    if extract_patch(workspace) != instance.patch:
+    if extract_patch(workspace) != (instance.patch or "").encode():
         problems.append("the harness's patch extraction does not give back the gold patch unchanged")
     before_state, after_state = "base + test_patch", "base + patch + test_patch"
     before = verify(workspace, instance, "", work / "verify-before.log")

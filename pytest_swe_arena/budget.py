@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .usage import TOKEN_PARTS, token_total
+from .usage import TOKEN_PARTS, plausible_usage_json, token_total
 
 BUDGET_FILE = "budget.json"
 SWEEP = "*"  # key of the sweep-wide cap in ``exhausted``
@@ -65,7 +65,9 @@ class Spend:
     unknown_token_cells: int = 0
 
     def add(self, usage: Mapping[str, Any]) -> None:
+        """Count one cell's (or model's) usage; a figure that is not plausible counts as unknown, never as a number."""
         self.cells += 1
+        usage = plausible_usage_json(usage)[0]  # rows of older ledgers, reused on resume, may hold anything
         tokens = row_tokens(usage)
         if tokens is None:
             self.unknown_token_cells += 1
@@ -104,9 +106,10 @@ class BudgetTally:
         if not usage:
             return  # a cell that never ran its arm spent nothing we know of
         self.sweep.add(usage)
-        self.arms.setdefault(row["arm"], Spend()).add(usage)
-        for model, model_usage in (row.get("models") or {}).items():
-            self.models.setdefault(model, Spend()).add(model_usage)
+        self.arms.setdefault(str(row.get("arm")), Spend()).add(usage)
+        models = row.get("models")
+        for model, model_usage in (models.items() if isinstance(models, Mapping) else ()):
+            self.models.setdefault(str(model), Spend()).add(model_usage)
 
     def exhausted(self) -> dict[str, str]:
         """Which caps are spent: ``{"*": reason}`` for the sweep, ``{ARM: reason}`` per arm."""

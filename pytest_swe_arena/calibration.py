@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from .grading import PASSING
-from .ledger import write_atomic
+from .ledger import finite_json, write_atomic
 
 CALIBRATION_NAME = "calibration.json"
 GOLD, BASE = "GOLD", "EMPTY"
@@ -109,7 +109,7 @@ def write_calibration(out: Path, new: Mapping[str, Mapping[str, Any]], run_id: s
         "instances": dict(sorted(instances.items())),
         "failed": sorted(iid for iid, verdict in instances.items() if verdict.get("ok") is False),
     }
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_atomic(path, finite_json(data, path, indent=2, sort_keys=True) + "\n")
     return path, problem
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from _pytest.nodes import Node
 
 from .harness import Case, now
 from .instances import InstanceFileError, load_instances, read_rows, with_env_spec
@@ -38,7 +41,7 @@ class InstanceFile(pytest.File):
     """A JSONL or JSON file of instances, named in node ids as ``naming.file_node_path`` says."""
 
     @classmethod
-    def from_parent(cls, parent: pytest.Collector, **kw: Any) -> InstanceFile:
+    def from_parent(cls, parent: Node, **kw: Any) -> InstanceFile:
         path: Path = kw.pop("path")
         return super().from_parent(parent, path=path, nodeid=file_node_path(path, parent.config.rootpath), **kw)
 

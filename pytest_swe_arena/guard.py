@@ -231,7 +231,7 @@ class SweepLock:
             descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
                 with os.fdopen(descriptor, "w") as handle:
-                    json.dump(self._content(), handle)
+                    json.dump(self._content(), handle, allow_nan=False)
                     handle.flush()
                     os.fsync(handle.fileno())
                 os.replace(temp, self.path)

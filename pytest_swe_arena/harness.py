@@ -25,7 +25,7 @@ from .cell import CellEnvironment
 from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .instances import Instance
 from .outcome import CellOutcome, cell_key
-from .usage import Usage
+from .usage import Usage, accounting_errors, checked_spend
 from .verify import ContainerHost, VerifyInfrastructureError, run_verify
 from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
 
@@ -121,14 +121,16 @@ def run_cell(
                        error=f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
     mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
+    # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
+    usage, models, problems = checked_spend(result.usage, result.models)
     outcome = outcome.replace(
-        usage=result.usage.to_json(),
-        models={model: usage.to_json() for model, usage in result.models.items()},
+        usage=usage.to_json(),
+        models={model: model_usage.to_json() for model, model_usage in models.items()},
         asked_model=result.asked_model,
         served_model=result.served_model,
         model_mismatch=mismatch,
         provenance={**outcome.provenance, **result.provenance},
-        details=dict(result.details),
+        details=accounting_errors(result.details, problems),
     )
 
     clock = time.monotonic()
@@ -228,7 +230,10 @@ def _finish(outcome: CellOutcome, cell: CellEnvironment, timings: Mapping[str, f
 
 
 def collect_logs(run_dir: Path) -> dict[str, str]:
-    """The run dir's files as text (large ones cut in the middle), to travel on the report."""
+    """The run dir's files as text (large ones cut in the middle), to travel on the report.
+
+    Logs are for reading: a byte that is not UTF-8 becomes U+FFFD (the patch itself travels as bytes).
+    """
     logs: dict[str, str] = {}
     if not run_dir.is_dir():
         return logs

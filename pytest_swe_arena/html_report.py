@@ -78,7 +78,7 @@ def _axis_maximum(value: float, steps: Sequence[float] = (1, 2, 2.5, 5)) -> floa
 
     Counts pass ``steps=(1, 2, 5)`` so that every tick is a whole number.
     """
-    if value <= 0:
+    if not value > 0 or not math.isfinite(value):  # nothing spent (or, defensively, not a number)
         return 4.0 * steps[0]
     quarter = value / 4
     power = 10.0 ** math.floor(math.log10(quarter))

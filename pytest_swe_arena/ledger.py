@@ -12,6 +12,7 @@ warning.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -27,8 +28,8 @@ LEDGER_NAME = "ledger.jsonl"
 T = TypeVar("T")
 
 
-def write_atomic(path: Path, text: str | Iterable[str]) -> None:
-    """Write ``text`` (a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file.
+def write_atomic(path: Path, text: str | bytes | Iterable[str]) -> None:
+    """Write ``text`` (bytes, a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file.
 
     On failure (a full disk, say) the temp file is removed and the ``OSError`` names ``path``.
     """
@@ -38,8 +39,9 @@ def write_atomic(path: Path, text: str | Iterable[str]) -> None:
     except OSError as error:
         raise OSError(error.errno, error.strerror, str(path)) from None
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            if isinstance(text, str):
+        binary = isinstance(text, bytes)
+        with os.fdopen(handle, "wb" if binary else "w", encoding=None if binary else "utf-8") as out:
+            if isinstance(text, (str, bytes)):
                 out.write(text)
             else:
                 out.writelines(text)
@@ -60,6 +62,36 @@ class RowNotWritten(Exception):
         super().__init__(f"{cell_label(row)}: {error}")
         self.row = dict(row)
         self.error = error
+
+
+def finite_json(value: Any, where: str | Path, **options: Any) -> str:
+    """``json.dumps(value, allow_nan=False, **options)``: what every JSON file of the package is written with.
+
+    JSON has no NaN or infinity (Python's ``json`` would write the non-standard
+    ``NaN``); such a number is written as null, with a warning naming ``where``
+    and the field, rather than lose the whole write.
+    """
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        found: list[str] = []
+        cleaned = _finite(value, "", found)
+        if not found:
+            raise  # not a number's fault (a circular reference)
+    warnings.warn(f"{where}: {', '.join(found)}: not a finite number, written as null", stacklevel=2)
+    return json.dumps(cleaned, allow_nan=False, **options)
+
+
+def _finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(f"{path or 'value'} = {value!r}")
+        return None
+    if isinstance(value, Mapping):
+        return {key: _finite(item, f"{path}.{key}" if path else str(key), found) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    return value
+
 
 
 def cell_label(row: Mapping[str, Any]) -> str:
@@ -108,7 +140,7 @@ class LedgerWriter:
         ``RowNotWritten`` is raised. The caller defers Ctrl-C around this and its own
         bookkeeping (``guard.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
         """
-        line = (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        line = (finite_json(row, self.path, sort_keys=True, ensure_ascii=False) + "\n").encode()
         try:
             self.out.mkdir(parents=True, exist_ok=True)
             descriptor = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
@@ -141,11 +173,11 @@ def _cut_back(descriptor: int, size: int) -> None:
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:
-    """The ledger's view of an outcome: everything but the patch text and log contents."""
+    """The ledger's view of an outcome: everything but the patch and log contents."""
     row = outcome.to_json()
-    patch = row.pop("patch")
+    row.pop("patch_base64")
     row.pop("logs")
-    lines, sha = patch_digest(patch)
+    lines, sha = patch_digest(outcome.patch)
     row.update(
         schema_version=SCHEMA_VERSION,
         run_id=run_id,
@@ -194,6 +226,9 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
     """SWE-bench predictions per file (one per arm, and per trial when repeated) from scored rows.
 
     A row without an arm or instance id, or whose patch file is missing, is skipped with a warning naming it.
+    ``model_patch`` is text (SWE-bench's format): a patch that is not UTF-8 (a fix in a Latin-1 file) is
+    decoded with U+FFFD for the bytes that are not, with a warning naming the cell; it will not apply as
+    it is, and its exact bytes stay in ``patches/``.
     """
     by_file: dict[str, list[dict[str, str]]] = {}
     for row in rows:
@@ -206,11 +241,18 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             continue
         name = predictions_name(arm, row.get("trial", 1))
         try:
-            patch = (out / row["patch_file"]).read_text(encoding="utf-8")
+            data = (out / row["patch_file"]).read_bytes()
         except OSError as error:
             warnings.warn(f"{out / LEDGER_NAME}: skipping {instance_id}[{arm}]: cannot read its patch "
                           f"{row['patch_file']}: {error.strerror or error}", stacklevel=2)
             continue
+        try:
+            patch = data.decode("utf-8")
+        except UnicodeDecodeError:
+            patch = data.decode("utf-8", errors="replace")
+            warnings.warn(f"{out / LEDGER_NAME}: {instance_id}[{arm}]: its patch {row['patch_file']} is not UTF-8: "
+                          f"written to predictions/{name}.jsonl with U+FFFD for the bytes that are not, so it will "
+                          f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
         by_file.setdefault(name, []).append(
             {"instance_id": instance_id, "model_name_or_path": arm, "model_patch": patch}
         )
@@ -222,6 +264,6 @@ def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path
     for name, entries in sorted(predictions(rows, out).items()):
         path = out / name
         entries.sort(key=lambda entry: entry["instance_id"])
-        write_atomic(path, "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries))
+        write_atomic(path, "".join(finite_json(entry, path, ensure_ascii=False) + "\n" for entry in entries))
         written.append(path)
     return written

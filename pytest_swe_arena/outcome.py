@@ -3,10 +3,16 @@
 The worker builds a ``CellOutcome``; ``to_json`` turns it into builtin types
 that survive xdist's report serialization; the controller turns it into a
 ledger row (``ledger_row``) and writes the patch and logs it carries.
+
+The patch is bytes (a source file need not be UTF-8). Its JSON form is the
+one place that encodes it: base64 text under ``patch_base64``, so any bytes
+survive xdist's channel (which refuses strings that are not UTF-8) and any
+JSON consumer of the report (pytest-reportlog...).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Mapping
@@ -44,9 +50,9 @@ def cell_key(instance_sha256: str, arm_identity: Mapping[str, Any], verify_on: s
     return hashlib.sha256(material.encode()).hexdigest()[:24]
 
 
-def patch_digest(patch: str) -> tuple[int, str]:
-    """Number of lines and sha256 of a patch."""
-    return patch.count("\n"), hashlib.sha256(patch.encode()).hexdigest()
+def patch_digest(patch: bytes) -> tuple[int, str]:
+    """Number of lines and sha256 of a patch, over its bytes."""
+    return patch.count(b"\n"), hashlib.sha256(patch).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,8 @@ class CellOutcome:
     error: str | None = None
     verify: Mapping[str, Any] | None = None
     phases: Mapping[str, float] = field(default_factory=dict)
-    patch: str = ""
+    #: The extracted patch, exactly as git wrote it.
+    patch: bytes = b""
     #: True when the patch was graded; a partial patch of a failed arm is kept, not graded.
     patch_scored: bool = False
     usage: Mapping[str, Any] = field(default_factory=dict)
@@ -91,11 +98,16 @@ class CellOutcome:
         return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON types only: the patch as ``patch_base64``."""
+        data = asdict(self)
+        data["patch_base64"] = base64.b64encode(data.pop("patch")).decode("ascii")
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CellOutcome:
-        return cls(**data)
+        fields = dict(data)
+        patch = base64.b64decode(fields.pop("patch_base64", ""), validate=True)
+        return cls(**fields, patch=patch)
 
     def short(self) -> str:
         """One line for the terminal: the status and why."""

@@ -10,7 +10,6 @@ sweep was interrupted.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Generator
 from contextlib import AbstractContextManager, nullcontext
@@ -28,6 +27,7 @@ from .ledger import (
     LedgerWriter,
     RowNotWritten,
     cell_label,
+    finite_json,
     read_ledger,
     write_atomic,
     write_predictions,
@@ -402,7 +402,8 @@ class ArenaRecorder:
 
     def write_budget(self) -> None:
         try:
-            write_atomic(self.out / BUDGET_FILE, json.dumps(self.budget(), indent=2, sort_keys=True) + "\n")
+            text = finite_json(self.budget(), BUDGET_FILE, indent=2, sort_keys=True) + "\n"
+            write_atomic(self.out / BUDGET_FILE, text)
         except OSError as error:
             # The workers read the caps from this file: without it, no cap holds. Stop the sweep.
             self.file_not_written(error)

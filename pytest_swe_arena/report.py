@@ -6,6 +6,11 @@ ledger is read in well under a second); ``summarize`` turns them
 into plain data (``summary.json``) and ``format_summary`` into the terminal
 text. The plugin and the ``swe-arena`` command share these functions, so both
 show the same numbers. A value that cannot be computed is None ("n/a").
+
+Any row the ledger may hold is summarized, whoever wrote it: a usage figure or
+phase that is not a plausible number (NaN, infinite, negative, absurd, a string;
+see ``usage.plausible_usage_json``) is unknown there, with a warning naming
+the line; only a line that is not a cell at all is skipped.
 """
 
 from __future__ import annotations
@@ -20,15 +25,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from .budget import BUDGET_FILE, SWEEP
-from .ledger import write_atomic
+from .ledger import LEDGER_NAME, finite_json, write_atomic
 from .outcome import STATUSES, CellOutcome
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
-from .usage import token_total
+from .usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
 
 SUMMARY_NAME = "summary.json"
 REPORT_NAME = "report.html"
@@ -39,15 +44,23 @@ TERMINAL_WIDTH = 100
 WARNING_EXAMPLES = 5
 #: The statuses a resolve rate counts (resolved, unresolved, arm errors, timeouts, over budget).
 COUNTED_STATUSES = frozenset(status for status, (_, counted) in STATUSES.items() if counted)
+#: The longest phase a summary believes: a year (a longer one is unknown).
+MAX_PHASE_SECONDS = 365 * 24 * 3600.0
+
+# What a plausible figure is, as msgspec checks it while decoding (the bounds of ``usage``): a row
+# holding anything else takes the slower path of ``cell_record``, which makes that figure unknown.
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_CELL_TOKENS)]
+Dollars = Annotated[float, msgspec.Meta(ge=0, le=MAX_CELL_USD)]
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_PHASE_SECONDS)]
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False):
     """The part of a row's ``usage`` a summary reads."""
 
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    reasoning_tokens: int | None = None
-    cost_usd: float | None = None
+    input_tokens: Count | None = None
+    output_tokens: Count | None = None
+    reasoning_tokens: Count | None = None
+    cost_usd: Dollars | None = None
     cost_source: str | None = None
 
     @property
@@ -89,7 +102,8 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     run_id: str | None = None
     trial: int = 1
     usage: Usage | None = None
-    phases: dict[str, float] = {}
+    #: A phase whose seconds are unknown (a refused value) is None: the wall time is then unknown.
+    phases: dict[str, Seconds | None] = {}
     started_at: str | None = None
     ended_at: str | None = None
     patch_file: str | None = None
@@ -99,10 +113,6 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     model_mismatch: bool = False
     reused_from: str | None = None
     error: str | None = None
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CellRecord:
-        return msgspec.convert(row, cls)
 
     @property
     def ran(self) -> bool:
@@ -135,7 +145,10 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     def wall_seconds(self) -> float | None:
         """The sum of the cell's phases, else ended minus started; None if neither is known."""
         if self.phases:
-            return math.fsum(self.phases.values())  # exact: the order of the phases (JSON sorts them) cannot matter
+            phases = self.phases.values()
+            if None in phases:
+                return None
+            return math.fsum(phases)  # type: ignore[arg-type]  # exact: the order of the phases cannot matter
         try:
             seconds = (datetime.fromisoformat(self.ended_at or "")
                        - datetime.fromisoformat(self.started_at or "")).total_seconds()
@@ -166,17 +179,74 @@ def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: st
     Cost and tokens are None when unknown (also when the arm ran, per ``phases``, but reported
     nothing); the patch is relative to the out dir, None when not graded.
     """
-    cell = CellRecord("", "", status, usage=msgspec.convert(usage or {}, Usage), phases=dict(phases or {}))
+    cell = CellRecord("", "", status, usage=usage_record(usage), phases=dict(phases or {}))
     return [("arena_status", status), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
             ("arena_patch", patch_file)]
 
 
-def cell_records(rows: Iterable[Mapping[str, Any]]) -> list[CellRecord]:
-    return [CellRecord.from_row(row) for row in rows]
+def usage_record(usage: Any) -> Usage:
+    """The summary's view of a ``usage`` mapping; a figure that is not plausible is unknown (None)."""
+    try:
+        return msgspec.convert(usage or {}, Usage)
+    except msgspec.ValidationError:
+        return msgspec.convert(plausible_usage_json(usage)[0], Usage)
+
+
+def plausible_row(row: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``row`` with each usage figure and phase a summary cannot believe set to None (unknown), and why."""
+    fixed, problems = dict(row), []
+    usage = row.get("usage")
+    if usage is not None:
+        fixed["usage"], usage_problems = plausible_usage_json(usage)
+        problems += [f"usage.{problem}" for problem in usage_problems]
+    phases = row.get("phases")
+    if isinstance(phases, Mapping):
+        fixed["phases"] = {}
+        for name, value in phases.items():
+            believed = (not isinstance(value, bool) and isinstance(value, (int, float))
+                        and 0 <= value <= MAX_PHASE_SECONDS)  # NaN fails the comparison too
+            fixed["phases"][str(name)] = value if believed else None
+            if not believed:
+                problems.append(f"phases.{name}: {value!r} is not a number of seconds from 0 to {MAX_PHASE_SECONDS:g}")
+    elif phases is not None:
+        fixed["phases"] = {}
+        problems.append(f"phases: {phases!r} is not an object")
+    return fixed, problems
+
+
+def cell_record(row: Any, where: str) -> CellRecord | None:
+    """The cell of one ledger row, whoever wrote it; None, with a warning, when it is not a cell.
+
+    A figure the summary cannot believe is unknown, with a warning naming ``where`` (file:line).
+    """
+    if isinstance(row, Mapping):
+        try:
+            return msgspec.convert(row, CellRecord)
+        except msgspec.ValidationError:
+            fixed, problems = plausible_row(row)
+            try:
+                cell = msgspec.convert(fixed, CellRecord)
+            except msgspec.ValidationError as error:
+                warnings.warn(f"{where}: skipping a ledger line that is not a cell ({error})", stacklevel=3)
+                return None
+            warnings.warn(f"{where}: {cell.instance_id}[{cell.arm}]: {'; '.join(problems)}; "
+                          "taken as unknown", stacklevel=3)
+            return cell
+    warnings.warn(f"{where}: skipping a ledger line that is not a cell (not a JSON object)", stacklevel=3)
+    return None
+
+
+def cell_records(rows: Iterable[Mapping[str, Any]], where: str = LEDGER_NAME) -> list[CellRecord]:
+    cells = (cell_record(row, f"{where} row {number}") for number, row in enumerate(rows, start=1))
+    return [cell for cell in cells if cell is not None]
 
 
 def read_cells(path: Path) -> Iterator[CellRecord]:
-    """Stream a ledger's cells; a torn, corrupt or malformed line is skipped with a warning naming it."""
+    """Stream a ledger's cells; a torn, corrupt or malformed line is skipped with a warning naming it.
+
+    Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
+    which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
+    """
     decoder = msgspec.json.Decoder(CellRecord)
     with open(path, "rb") as ledger:
         for number, line in enumerate(ledger, start=1):
@@ -184,8 +254,17 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
                 continue
             try:
                 yield decoder.decode(line)
+                continue
             except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({error})", stacklevel=2)
+                problem = error
+            try:
+                row = json.loads(line)
+            except ValueError:
+                warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({problem})", stacklevel=2)
+                continue
+            cell = cell_record(row, f"{path}:{number}")
+            if cell is not None:
+                yield cell
 
 
 def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
@@ -573,7 +652,7 @@ def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[st
 
     summary = summarize(cells, arm_order, run_id, budget)
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
-    write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_atomic(summary_path, finite_json(summary, summary_path, indent=2, sort_keys=True) + "\n")
     write_atomic(report_path, render_report(summary, cells))
     return summary, [summary_path, report_path]
 

@@ -8,10 +8,13 @@ run again too.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .ledger import LEDGER_NAME
 from .outcome import FINAL_STATUSES
+from .usage import plausible_usage_json
 
 
 def reusable_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -23,8 +26,31 @@ def reusable_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]
             continue
         # A later non-final row (say, an interrupted re-run) leaves an earlier final one reusable.
         if row.get("status") in FINAL_STATUSES:
-            reusable[key] = dict(row)
+            reusable[key] = plausible_spend(row)
     return reusable
+
+
+def plausible_spend(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``row`` with each usage figure that is not plausible unknown (None), with a warning naming the cell.
+
+    Rows an older version, another tool or a text editor wrote may hold NaN, a negative count or a
+    string cost: a reused row is recorded again, and its spend counted in the budget, only once checked.
+    """
+    fixed = dict(row)
+    problems: list[str] = []
+    if row.get("usage"):
+        fixed["usage"], found = plausible_usage_json(row["usage"])
+        problems += [f"usage.{problem}" for problem in found]
+    models = row.get("models")
+    if isinstance(models, Mapping):
+        fixed["models"] = {}
+        for model, usage in models.items():
+            fixed["models"][model], found = plausible_usage_json(usage)
+            problems += [f"models[{model}].{problem}" for problem in found]
+    if problems:
+        warnings.warn(f"{LEDGER_NAME}: the reused row of {row.get('instance_id')}[{row.get('arm')}] "
+                      f"(run {row.get('run_id')}): {'; '.join(problems)}; taken as unknown", stacklevel=2)
+    return fixed
 
 
 def verdicts(reusable: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,7 @@ at all), so it imports nothing beyond the standard library and pytest.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import re
 import shlex
@@ -71,7 +72,7 @@ def _positive_number(value: str, source: str) -> float:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number > 0:
+    if not 0 < number < math.inf:
         raise pytest.UsageError(f"{source}: {value!r} is not a positive number of seconds")
     return number
 
@@ -101,8 +102,8 @@ def _non_negative_number(value: str, source: str) -> float:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number >= 0:
-        raise pytest.UsageError(f"{source}: {value!r} is not a non-negative number")
+    if not 0 <= number < math.inf:
+        raise pytest.UsageError(f"{source}: {value!r} is not a finite non-negative number")
     return number
 
 

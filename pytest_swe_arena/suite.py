@@ -8,6 +8,7 @@ is a ``pytest.UsageError`` naming the file and the table.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,8 +109,8 @@ def _arm_limit(origin: str, settings: Mapping[str, Any]) -> Limit:
         value = settings.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise pytest.UsageError(f"{origin}: field {key!r}: {value!r} is not a non-negative number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise pytest.UsageError(f"{origin}: field {key!r}: {value!r} is not a finite non-negative number")
         values[key] = value
     tokens = values.get("max_total_tokens")
     return Limit(max_usd=values.get("max_total_usd"), max_tokens=int(tokens) if tokens is not None else None)
@@ -130,8 +131,8 @@ def _prices(where: str, prices: Any) -> dict[str, dict[str, float]]:
         for key, value in table.items():
             if key not in PRICE_FIELDS:
                 raise pytest.UsageError(f"{origin}: unknown field {key!r}; known: {', '.join(PRICE_FIELDS)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise pytest.UsageError(f"{origin}: field {key!r}: {value!r} is not a non-negative number")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise pytest.UsageError(f"{origin}: field {key!r}: {value!r} is not a finite non-negative number")
         result[model] = {key: float(value) for key, value in table.items()}
     return result
 

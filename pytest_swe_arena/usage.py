@@ -4,11 +4,18 @@ A value that is not known is None, never 0: an arm that cannot say what it
 spent must not look free. ``cost_source`` says where the dollars came from:
 ``reported`` by the agent, ``priced`` from the suite's price table, ``unknown``
 when neither is possible, and ``none`` for arms that call no model.
+
+A number an agent reports is used only when it is plausible: a count is a whole
+number from 0 to ``MAX_CELL_TOKENS``, a cost a finite number of USD from 0 to
+``MAX_CELL_USD``. Anything else (NaN, infinity, a negative or absurd value, a
+string) is refused where it is read: that figure becomes unknown (None) and
+the reason goes into the row's ``details.accounting_error``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -22,6 +29,76 @@ TOKEN_FIELDS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read
 
 #: What a token total adds up; the budget, the summary and the arms all count these.
 TOKEN_PARTS = ("input_tokens", "output_tokens", "reasoning_tokens")
+
+
+#: The most tokens (of one kind) or steps one cell can plausibly report: a trillion. A larger
+#: count is refused as absurd, and the sum of 100,000 cells stays exact in a signed 64-bit integer
+#: (what JSON readers such as msgspec decode).
+MAX_CELL_TOKENS = 10**12
+#: The most dollars one cell can plausibly report: a million. A larger cost is refused as absurd;
+#: sums of such costs stay far from float overflow (``math.fsum`` raises on overflow).
+MAX_CELL_USD = 1_000_000.0
+
+
+def count_problem(value: Any) -> str | None:
+    """Why ``value`` is not a usable token or step count (a whole number, 0 to ``MAX_CELL_TOKENS``), or None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"{value!r} is not a whole number"
+    if not 0 <= value <= MAX_CELL_TOKENS:
+        return f"{value!r} is not between 0 and {MAX_CELL_TOKENS:,}"
+    return None
+
+
+def cost_problem(value: Any) -> str | None:
+    """Why ``value`` is not a usable cost (a finite number of USD from 0 to ``MAX_CELL_USD``); None if it is."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{value!r} is not a number"
+    if not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if not 0 <= value <= MAX_CELL_USD:
+        return f"{value!r} is not between 0 and {MAX_CELL_USD:,.0f} USD"
+    return None
+
+
+COUNT_FIELDS = (*TOKEN_FIELDS, "steps", "max_context_tokens")
+
+
+def plausible_usage_json(data: Any) -> tuple[dict[str, Any], list[str]]:
+    """A ``usage`` mapping with each figure that is not plausible set to None (unknown), and why.
+
+    The one check behind ``Usage.checked`` and the readers of ledger rows that older
+    versions, other tools or a text editor wrote: anything that is not an object is
+    unknown usage. A refused cost makes the cost source ``unknown``.
+    """
+    if not isinstance(data, Mapping):
+        return Usage().to_json(), [f"{data!r} is not an object"]
+    fixed = dict(data)
+    problems = []
+    for name in COUNT_FIELDS:
+        value = data.get(name)
+        problem = None if value is None else count_problem(value)
+        if problem:
+            fixed[name] = None
+            problems.append(f"{name}: {problem}")
+    cost = data.get("cost_usd")
+    problem = None if cost is None else cost_problem(cost)
+    if problem:
+        fixed.update(cost_usd=None, cost_source="unknown")
+        problems.append(f"cost_usd: {problem}")
+    source = fixed.get("cost_source", "unknown")
+    if source not in COST_SOURCES:
+        fixed["cost_source"] = "unknown"
+        problems.append(f"cost_source: {source!r} is not one of {', '.join(COST_SOURCES)}")
+    return fixed, problems
+
+
+def accounting_errors(details: Mapping[str, Any], problems: Iterable[str]) -> dict[str, Any]:
+    """``details`` with ``problems`` added to its ``accounting_error`` text (one "; "-separated line)."""
+    found = [problem for problem in problems if problem]
+    if not found:
+        return dict(details)
+    earlier = details.get("accounting_error")
+    return {**details, "accounting_error": "; ".join([earlier, *found] if earlier else found)}
 
 
 def token_total(parts: Iterable[int | None]) -> int | None:
@@ -61,6 +138,16 @@ class Usage:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    def checked(self, where: str = "usage") -> tuple[Usage, list[str]]:
+        """This usage with every implausible figure unknown (None), and why each was refused.
+
+        A refused cost leaves the source ``unknown``; ``where`` starts each reason.
+        """
+        fixed, problems = plausible_usage_json(self.to_json())
+        if not problems:
+            return self, []
+        return Usage(**fixed), [f"{where}.{problem}" for problem in problems]
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Usage:
         if not data:
@@ -83,6 +170,19 @@ class Usage:
         if self.cost_usd == 0 and self.total_tokens == 0 and not self.cache_read_tokens and not self.cache_write_tokens:
             return replace(self, cost_source="reported")
         return replace(self, cost_usd=None, cost_source="unknown")
+
+
+def checked_spend(usage: Usage, models: Mapping[str, Usage]) -> tuple[Usage, dict[str, Usage], list[str]]:
+    """A cell's usage and usage per model with each implausible figure unknown, and why (``Usage.checked``).
+
+    The harness runs this on every arm's result, whatever its kind: what reaches the ledger is plausible.
+    """
+    usage, problems = usage.checked("usage")
+    checked = {}
+    for model, model_usage in models.items():
+        checked[model], model_problems = model_usage.checked(f"models[{model}]")
+        problems += model_problems
+    return usage, checked, problems
 
 
 def add_usages(usages: Iterable[Usage]) -> Usage:
@@ -145,7 +245,9 @@ class StreamTally:
     """Running totals of opencode ``step_finish`` events, fed line by line (also while the agent runs).
 
     Only the run's own session is in the stream: a subagent's steps are in the
-    sqlite store alone (see ``read_sessions``).
+    sqlite store alone (see ``read_sessions``). A figure an event gives that is
+    not plausible (see ``count_problem``, ``cost_problem``) makes that total
+    unknown; ``refused`` says why.
     """
 
     steps: int = 0
@@ -157,6 +259,8 @@ class StreamTally:
     max_context_tokens: int = 0
     reported_cost: float = 0.0
     errors: list[str] = field(default_factory=list)
+    #: usage field -> why the stream's figure for it was refused (the first reason).
+    refused: dict[str, str] = field(default_factory=dict)
 
     def feed(self, line: str) -> None:
         """Count one line of the stream; lines that are not events, or events of unknown shape, are ignored."""
@@ -174,21 +278,56 @@ class StreamTally:
         tokens = json_table(part.get("tokens"))
         cache = json_table(tokens.get("cache"))
         self.steps += 1
-        self.input_tokens += json_count(tokens.get("input"))
-        self.output_tokens += json_count(tokens.get("output"))
-        self.reasoning_tokens += json_count(tokens.get("reasoning"))
-        self.cache_read_tokens += json_count(cache.get("read"))
-        self.cache_write_tokens += json_count(cache.get("write"))
-        self.max_context_tokens = max(self.max_context_tokens, json_count(tokens.get("total")))
+        self.input_tokens += self._count("input_tokens", "tokens.input", tokens.get("input"))
+        self.output_tokens += self._count("output_tokens", "tokens.output", tokens.get("output"))
+        self.reasoning_tokens += self._count("reasoning_tokens", "tokens.reasoning", tokens.get("reasoning"))
+        self.cache_read_tokens += self._count("cache_read_tokens", "tokens.cache.read", cache.get("read"))
+        self.cache_write_tokens += self._count("cache_write_tokens", "tokens.cache.write", cache.get("write"))
+        self.max_context_tokens = max(self.max_context_tokens,
+                                      self._count("max_context_tokens", "tokens.total", tokens.get("total")))
         cost = part.get("cost")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
+        problem = None if cost is None else cost_problem(cost)
+        if problem:
+            self.refused.setdefault("cost_usd", f"step {self.steps}: cost {problem}")
+        elif cost:
             self.reported_cost += float(cost)
 
+    def _count(self, name: str, key: str, value: Any) -> int:
+        """``value`` as a count to add (0 when absent); a refused one is 0 here and makes ``name`` unknown."""
+        if value is None:
+            return 0
+        problem = count_problem(value)
+        if problem:
+            self.refused.setdefault(name, f"step {self.steps}: {key} {problem}")
+            return 0
+        return int(value)
+
     def usage(self) -> Usage:
-        """What the stream says, cost as reported (0 when the agent had no price)."""
+        """What the stream says, cost as reported (0 when the agent had no price); refused figures unknown."""
+        return self._settled()[0]
+
+    def known_usage(self) -> Usage:
+        """The totals of the figures believed (a refused one counts 0): a lower bound, for the live caps.
+
+        An agent must not switch its cap off by reporting one absurd figure, which makes ``usage()`` unknown.
+        """
         return Usage(self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cache_read_tokens,
                      self.cache_write_tokens, self.steps, self.max_context_tokens,
                      round(self.reported_cost, 9), "reported")
+
+    @property
+    def problems(self) -> list[str]:
+        """Why figures of the stream were refused, one line each."""
+        return self._settled()[1]
+
+    def _settled(self) -> tuple[Usage, list[str]]:
+        usage = self.known_usage()
+        unknown: dict[str, Any] = dict.fromkeys(self.refused)
+        if "cost_usd" in unknown:
+            unknown["cost_source"] = "unknown"
+        usage = replace(usage, **unknown)
+        usage, totals = usage.checked("stream total")  # plausible steps can add up to an absurd total
+        return usage, [f"stream {name}: {reason}" for name, reason in self.refused.items()] + totals
 
 
 def json_table(value: Any) -> dict[str, Any]:
@@ -264,6 +403,8 @@ class SessionSpend:
     directory: str
     model: str | None
     usage: Usage
+    #: Why figures of this row were refused (their usage fields are unknown).
+    problems: tuple[str, ...] = ()
 
 
 SESSION_QUERY = (
@@ -293,8 +434,10 @@ def read_sessions(db: Path) -> list[SessionSpend] | None:
         return None
     sessions = []
     for sid, parent, directory, model, cost, tin, tout, treason, tread, twrite in rows:
-        usage = Usage(tin, tout, treason, tread, twrite, None, None, float(cost or 0.0), "reported")
-        sessions.append(SessionSpend(sid, parent, directory, _model_name(model), usage))
+        # A NULL cost is opencode's "no price" (0, priced later); NULL tokens are unknown.
+        usage, problems = Usage(tin, tout, treason, tread, twrite, None, None, 0.0 if cost is None else cost,
+                                "reported").checked(f"store session {sid}")
+        sessions.append(SessionSpend(sid, parent, directory, _model_name(model), usage, tuple(problems)))
     return sessions
 
 

@@ -48,7 +48,7 @@ class VerifyResult:
     detail: str = ""
 
 
-def prepare_tree(workspace: Workspace, instance: Instance, patch: str, verify_on: str) -> None:
+def prepare_tree(workspace: Workspace, instance: Instance, patch: bytes | str, verify_on: str) -> None:
     """Lay out the tree verify runs on; raise ``VerifyInfrastructureError`` if it cannot."""
     try:
         if verify_on == "patch":
@@ -124,7 +124,7 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
 def run_verify(
     workspace: Workspace,
     instance: Instance,
-    patch: str,
+    patch: bytes | str,
     *,
     verify_on: str,
     env: Mapping[str, str],

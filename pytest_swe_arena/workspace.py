@@ -14,6 +14,9 @@ object store the workspace can see, by name or by sha.
 
 Every git call goes through ``git()``, which ignores the user's global and
 system git config (``diff.noprefix``, ``core.excludesFile``, hooks, signing...).
+
+Patches are bytes: a source file need not be UTF-8 (Latin-1 is common in older
+projects), and a patch decoded and encoded again would no longer apply.
 """
 
 from __future__ import annotations
@@ -89,12 +92,18 @@ def run_git(*args: str, cwd: Path, input: bytes | None = None) -> subprocess.Com
     )
 
 
-def git(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> str:
+def git_bytes(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> bytes:
+    """Run git; its output as bytes, exactly (a patch); raise ``WorkspaceError`` when it fails and ``check``."""
     completed = run_git(*args, cwd=cwd, input=input)
     if check and completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip() or completed.stdout.decode(errors="replace")
         raise WorkspaceError(f"git {' '.join(args[:3])} failed in {cwd}: {message[:800]}")
-    return completed.stdout.decode(errors="replace")
+    return completed.stdout
+
+
+def git(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> str:
+    """``git_bytes`` as text, for shas, refs and status (a byte that is not UTF-8 becomes U+FFFD)."""
+    return git_bytes(*args, cwd=cwd, check=check, input=input).decode(errors="replace")
 
 
 @dataclass(frozen=True)
@@ -267,15 +276,15 @@ _PATCH_OPTIONS = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv", "-
                   "--src-prefix=a/", "--dst-prefix=b/")
 
 
-def extract_patch(workspace: Workspace) -> str:
-    """Everything the arm changed since base (staged, unstaged, untracked, committed), minus excludes."""
+def extract_patch(workspace: Workspace) -> bytes:
+    """Everything the arm changed since base (staged, unstaged, untracked, committed), minus excludes, as bytes."""
     # An arm killed in the middle of a git command leaves the index locked; its
     # process tree is dead by now, so the lock is stale.
     (workspace.path / ".git" / "index.lock").unlink(missing_ok=True)
     git("add", "-A", cwd=workspace.path)
     excludes = [f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES]
-    return git("diff", "--cached", *_PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
-               cwd=workspace.path)
+    return git_bytes("diff", "--cached", *_PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
+                     cwd=workspace.path)
 
 
 def is_test_path(path: str) -> bool:
@@ -304,11 +313,15 @@ def reset_to_base(workspace: Workspace) -> None:
     git("clean", "-qfdx" if workspace.clean_ignored else "-qfd", cwd=workspace.path)
 
 
-def apply_patch(workspace: Workspace, patch: str, what: str) -> None:
-    """``git apply`` a patch to the work tree; raise ``PatchApplyError`` naming ``what``."""
+def apply_patch(workspace: Workspace, patch: bytes | str, what: str) -> None:
+    """``git apply`` a patch to the work tree; raise ``PatchApplyError`` naming ``what``.
+
+    A patch given as text (the gold and test patches of an instance row are JSON strings) is UTF-8.
+    """
     if not patch.strip():
         return
-    completed = run_git("apply", "--binary", "--whitespace=nowarn", "-", cwd=workspace.path, input=patch.encode())
+    data = patch.encode() if isinstance(patch, str) else patch
+    completed = run_git("apply", "--binary", "--whitespace=nowarn", "-", cwd=workspace.path, input=data)
     if completed.returncode != 0:
         raise PatchApplyError(what, (completed.stdout + completed.stderr).decode(errors="replace"))
 
@@ -334,7 +347,7 @@ def _unquote(text: str) -> tuple[str, str]:
             raw.append(_C_ESCAPES.get(escape, ord(escape)))
             index += 2
             continue
-        raw += char.encode()
+        raw += char.encode(errors="surrogateescape")  # a raw byte of a name git did not escape
         index += 1
     return raw.decode(errors="surrogateescape"), text[index + 1:].lstrip(" ")
 
@@ -364,8 +377,13 @@ def _header_paths(header: str) -> list[str]:
     return [_strip_component(first), _strip_component(second)]
 
 
-def files_touched(patch: str) -> list[str]:
-    """Paths a git diff touches (both sides), in order of appearance, unquoted as git quotes them."""
+def files_touched(patch: bytes | str) -> list[str]:
+    """Paths a git diff touches (both sides), in order of appearance, unquoted as git quotes them.
+
+    A name's bytes that are not UTF-8 are kept as surrogate escapes, as ``os`` functions take them.
+    """
+    if isinstance(patch, bytes):
+        patch = patch.decode(errors="surrogateescape")
     seen: dict[str, None] = {}
     for section in re.split(r"^(?=diff --git )", patch, flags=re.MULTILINE):
         if not section.startswith("diff --git "):

@@ -157,7 +157,7 @@ def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc,
         if fix:
             apply_patch(workspace, calc.patch, "the fix")
         patch = extract_patch(workspace)
-        assert "checks.py" in patch
+        assert b"checks.py" in patch
         verdicts[fix] = run_verify(workspace, instance, patch, verify_on=verify_on, env=dict(os.environ),
                                    log=tmp_path / f"run-{fix}" / "verify.log", timeout=60)
     # test_patch applied over base's checks.py, not the arm's: graded on it, never a harness error.

@@ -184,7 +184,7 @@ class CapWatch:
         self.reason: str | None = None
 
     def __call__(self) -> str | None:
-        self.reason = self.cap.exceeded(self.follower.poll().usage())
+        self.reason = self.cap.exceeded(self.follower.poll().known_usage())
         return "over_budget" if self.reason else None
 
 
@@ -341,7 +341,11 @@ def read_opencode_home(reader: SettingsReader, executable: str) -> OpencodeHome:
     config_setting = reader.get("config", (str, dict), None, "a file name or an inline table")
     config: str | None
     if isinstance(config_setting, dict):
-        config, source = json.dumps(config_setting, indent=2), "arm table"
+        try:
+            config, source = json.dumps(config_setting, indent=2, allow_nan=False), "arm table"
+        except ValueError:
+            raise ArmConfigError(f"{origin}: field 'config': holds nan or inf, which JSON (opencode.json) "
+                                 "cannot hold; give a finite number") from None
     elif isinstance(config_setting, str):
         path = (reader.spec.base_dir / config_setting).resolve()
         if not path.is_file():

@@ -9,6 +9,7 @@ verification are the harness's job, not the arm's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +138,8 @@ class SettingsReader:
 
     def number(self, key: str, default: float | None = None, *, positive: bool = True) -> Any:
         value = self.get(key, (int, float), default, "a number")
+        if value is not None and not math.isfinite(value):
+            raise self._fail(key, f"{value!r} is not a finite number")
         if value is not None and positive and value <= 0:
             raise self._fail(key, f"{value!r} is not a positive number")
         return value

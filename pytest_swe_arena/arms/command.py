@@ -8,7 +8,8 @@ files in the run dir, in its own process group, like every agent.
 
 Usage comes from ``usage``: ``"file"`` (default) reads the JSON object the
 agent may write at ``$ARENA_USAGE_FILE`` (fields of the ledger's usage, plus
-``model`` for the served model); a parser name reads the agent's stdout
+``model`` for the served model; a value that is not a plausible number is
+unknown, with ``details.accounting_error`` saying why); a parser name reads the agent's stdout
 (``"opencode"``: opencode's ``--format json`` stream, which also enables the
 live ``max_usd`` / ``max_tokens`` cap and the cell's opencode store).
 """
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from ..suite import Suite
-from ..usage import TOKEN_FIELDS, Usage, price_for
+from ..usage import COUNT_FIELDS, Usage, accounting_errors, price_for
 from .agent import (
     OPENCODE_QUIET_ENV,
     CapWatch,
@@ -45,7 +46,6 @@ from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
 USAGE_SOURCES = ("file", "opencode")
 USAGE_FILE_VARIABLE = "ARENA_USAGE_FILE"
-NUMBER_FIELDS = (*TOKEN_FIELDS, "steps", "max_context_tokens")
 
 
 class CommandArm:
@@ -127,10 +127,9 @@ class CommandArm:
             outcome, error, usage, models, served, details = settle_opencode_run(
                 request, stdout, outcome, watch, self.cap, self.prices, self.price, f"command {self.spec.name}")
         else:
-            error, details = outcome.error, {}
+            error = outcome.error
             usage, models, served, problem = self.account_file(usage_file)
-            if problem:
-                details["usage_error"] = problem
+            details = accounting_errors({}, [problem] if problem else [])
         details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
         return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
                          served_model=served, provenance=provenance, details=details)
@@ -147,27 +146,27 @@ class CommandArm:
 
 
 def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
-    """(usage, served model, problem) from the agent's usage file; no file means unknown usage."""
+    """(usage, served model, problem) from the agent's usage file; no file means unknown usage.
+
+    A field whose value is not plausible (see ``usage.count_problem``, ``usage.cost_problem``:
+    NaN, infinite, negative, absurd, not a number) is unknown, and the problem says why.
+    """
     if not path.is_file():
         return Usage(), None, None
     try:
+        # Python's json reads NaN and Infinity: the checks below refuse them.
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         return Usage(), None, f"{path.name}: not JSON: {error}"
     if not isinstance(data, dict):
         return Usage(), None, f"{path.name}: expected a JSON object"
-    values: dict[str, Any] = {}
-    for name in NUMBER_FIELDS:
-        value = data.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            return Usage(), None, f"{path.name}: field {name!r}: {value!r} is not a whole number >= 0"
-        values[name] = value
+    values = {name: data.get(name) for name in COUNT_FIELDS}
     cost = data.get("cost_usd")
-    if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost < 0):
-        return Usage(), None, f"{path.name}: field 'cost_usd': {cost!r} is not a number >= 0"
+    usage, problems = Usage(**values, cost_usd=cost,
+                            cost_source="reported" if cost is not None else "unknown").checked(path.name)
     model = data.get("model")
     served = model if isinstance(model, str) and model else None
-    return Usage(**values, cost_usd=cost, cost_source="reported" if cost is not None else "unknown"), served, None
+    return usage, served, "; ".join(problems) or None
 
 
 @pytest.hookimpl

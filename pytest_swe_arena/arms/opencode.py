@@ -20,7 +20,7 @@ import pytest
 
 from ..naming import CellName
 from ..suite import Suite
-from ..usage import Usage, add_usages, price_for, read_sessions, read_stream, sessions_by_model
+from ..usage import Usage, accounting_errors, add_usages, price_for, read_sessions, read_stream, sessions_by_model
 from .agent import (
     OPENCODE_QUIET_ENV,
     AgentOutcome,
@@ -101,6 +101,7 @@ def settle_opencode_run(
     elif outcome.status == "arm_error" and stream.errors:
         error = f"{error}: {stream.errors[-1][:500]}"
     usage, models, served, details = account_opencode(request, stream.usage(), prices, price)
+    details = accounting_errors(details, stream.problems)
     capped = over_cap(cap, outcome, usage, what)
     if capped is not outcome:
         outcome, error = capped, capped.error
@@ -136,7 +137,7 @@ def _account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str
     root = next((s for s in sessions if s.parent_id is None), sessions[0])
     details["sessions"] = [{"id": s.id, "parent_id": s.parent_id, "model": s.model, **s.usage.to_json()}
                            for s in sessions]
-    return usage, models, root.model, details
+    return usage, models, root.model, accounting_errors(details, (p for s in sessions for p in s.problems))
 
 
 @pytest.hookimpl

@@ -2,7 +2,9 @@
 
 Settings: ``predictions = "preds.jsonl"`` (JSON Lines or a JSON array of
 ``{instance_id, model_name_or_path, model_patch}``) or ``patches = "dir"``
-holding ``<instance_id>.patch`` files. Exactly one of them.
+holding ``<instance_id>.patch`` files. Exactly one of them. A patch file is
+applied byte for byte (it need not be UTF-8); a ``model_patch`` is text, applied
+as UTF-8.
 """
 
 from __future__ import annotations
@@ -53,15 +55,15 @@ class ReplayArm:
         self.source = str(predictions or self.patches_dir)
         self.spec = spec
 
-    def _patch_for(self, instance_id: str) -> tuple[str | None, str | None]:
+    def _patch_for(self, instance_id: str) -> tuple[bytes | None, str | None]:
         if self.predictions is not None:
             row = self.predictions.get(instance_id)
             if row is None:
                 return None, None
-            return row.get("model_patch") or "", row.get("model_name_or_path")
+            return (row.get("model_patch") or "").encode(), row.get("model_name_or_path")
         assert self.patches_dir is not None
         path = self.patches_dir / f"{instance_id}.patch"
-        return (path.read_text(encoding="utf-8"), None) if path.is_file() else (None, None)
+        return (path.read_bytes(), None) if path.is_file() else (None, None)
 
     def run(self, request: CellRequest) -> ArmResult:
         instance_id = request.instance.instance_id
@@ -69,7 +71,7 @@ class ReplayArm:
         provenance = {"replay_source": self.source, "replayed_model": model}
         if patch is None:
             raise ArmError(f"no recorded patch for {instance_id} in {self.source}")
-        (request.run_dir / "replayed.patch").write_text(patch, encoding="utf-8")
+        (request.run_dir / "replayed.patch").write_bytes(patch)
         try:
             apply_patch(request.workspace, patch, f"the recorded patch for {instance_id}")
         except PatchApplyError as error:
