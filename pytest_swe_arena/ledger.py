@@ -251,7 +251,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
         except UnicodeDecodeError:
             patch = data.decode("utf-8", errors="replace")
             warnings.warn(f"{out / LEDGER_NAME}: {instance_id}[{arm}]: its patch {row['patch_file']} is not UTF-8: "
-                          f"written to predictions/{name}.jsonl with U+FFFD for the bytes that are not, so it will "
+                          f"written to {name} with U+FFFD for the bytes that are not, so it will "
                           f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
         by_file.setdefault(name, []).append(
             {"instance_id": instance_id, "model_name_or_path": arm, "model_patch": patch}
