@@ -116,7 +116,7 @@ def _pytest_summary(text: str, test_id: Callable[[str], str] = lambda word: word
         elif (xpassed := _xpass_id(line)) is not None:
             results.append(TestResult(test_id(xpassed), XPASSED, swebench_reads=False))
         elif (verbose := _verbose_result(line)) is not None:
-            results.append(verbose)
+            results.append(TestResult(test_id(verbose.test_id), verbose.status, swebench_reads=False))
     return results
 
 
@@ -298,16 +298,12 @@ _SYMPY_FILE_VERDICT = re.compile(r"(?P<line>.*\S)\s+\[(?:OK|FAIL)\]")
 def _sympy_failure_banner(line: str) -> str | None:
     """The id SWE-bench reads as failed from a line like ``____ sympy/x/tests/test_a.py:test_b ____``.
 
-    SWE-bench searches the whole log for ``(_*) (.*)\\.py:(.*) (_*)``; on one line that is: after the
-    line's first space, the text up to the last ``.py:`` that a space follows, then up to the line's
-    last space. Any line of that shape counts, a printed path included.
+    SWE-bench searches the whole log for ``(_*) (.*)\\.py:(.*) (_*)``, and joins the groups around
+    ``.py:``. On one line that is the text between the line's first and last spaces, when it holds a
+    ``.py:``; any line of that shape counts, a printed path or a warning included.
     """
-    rest = line.partition(" ")[2]
-    last_space = rest.rfind(" ")
-    module_end = rest.rfind(".py:", 0, last_space) if last_space >= 0 else -1
-    if module_end < 0:
-        return None
-    return rest[:module_end] + ".py:" + rest[module_end + 4:last_space]
+    between = line.partition(" ")[2].rpartition(" ")[0]
+    return between if ".py:" in between else None
 
 
 def _sympy_letter(text: str) -> str | None:

@@ -18,6 +18,7 @@ from pytest_swe_arena.swebench_logs import (
     log_parser,
     parse_log_django,
     parse_log_pytest,
+    parse_log_pytest_v2,
     parse_log_sympy,
     read_results,
 )
@@ -227,6 +228,16 @@ def test_pytest_ids_are_cut_at_their_first_space_and_failed_lines_lose_their_das
     text = "PASSED t.py::test_p[a b]\nFAILED t.py::test_q[x - y] - AssertionError\nXPASS t.py::test_r - why\n"
     assert parse_log_pytest(text) == [TestResult("t.py::test_p[a", "passed"), TestResult("t.py::test_q[x", "failed"),
                                       TestResult("t.py::test_r", "xpassed", swebench_reads=False)]
+
+
+def test_quirks_kept_as_swebench_has_them():
+    # Expected values are what swebench 5.0.2's parsers give these lines.
+    assert parse_log_pytest("FAILED - t.py::x\n") == [TestResult("t.py::x", "failed")]
+    colours = "\x1b[1;31mFAILED\x1b[0m t.py::x - boom\n\x1b[32mPASSED\x1b[0m t.py::y\n"
+    assert [r for r in parse_log_pytest_v2(colours) if r.swebench_reads] == [TestResult("t.py::y", "passed")]
+    warning = "test_a ok\nsympy/x.py:3: DeprecationWarning: see sympy/y.py:4 and sympy/z.py:5 here\n"
+    assert parse_log_sympy(warning) == [TestResult("DeprecationWarning: see sympy/y.py:4 and sympy/z.py:5", "failed"),
+                                        TestResult("test_a", "passed")]
 
 
 def test_django_reads_docstring_lines_and_statuses_after_printed_output():

@@ -3,8 +3,9 @@
 # repositories, PyPI, and minutes). Usage:
 #   tests/data/runner_logs/capture.sh MIRRORS_DIR SWE_BENCH_LITE_JSON [WORK_DIR]
 # MIRRORS_DIR holds bare clones named owner+name/repo (sympy, sphinx, pytest); the JSON is the
-# SWE-bench Lite test split. Each log is written beside this script, its exit status in a first pass
-# (the JSON companions' "returncode"); then run swebench_reference.py to record SWE-bench's answers.
+# SWE-bench Lite test split. Each log is written beside this script and its runner's exit status printed
+# (the "returncode" of its JSON companion, whose cases are written by hand); then run
+# swebench_reference.py to record SWE-bench's answers in the JSON files.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 mirrors="$1"; lite="$2"; work="${3:-$(mktemp -d)}"
