@@ -33,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -203,6 +202,10 @@ def requirement_name(line: str) -> str:
 # --- asking the index: date floors and wheels ---------------------------------------------------------------
 
 
+#: uv's words when an offline resolution needed a page its cache lacks.
+OFFLINE_MISS = re.compile(r"offline|network (connectivity )?(is|was) disabled|not found in the cache", re.I)
+
+
 class Resolver:
     """``uv pip compile`` for a Python version as of a date, cached by (python, requirements, date, wheels only)."""
 
@@ -235,8 +238,7 @@ class Resolver:
                    "UV_CACHE_DIR": str(self.cache)}
             # Offline first: bisection asks the same pages many times. Online when the cache lacks one.
             completed = subprocess.run([*args, "--offline"], capture_output=True, text=True, env=env, check=False)
-            if completed.returncode != 0 and re.search(r"offline|network (connectivity )?(is|was) disabled|not found in the cache",
-                                                       completed.stderr, re.I):
+            if completed.returncode != 0 and OFFLINE_MISS.search(completed.stderr):
                 completed = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
         return completed.returncode == 0, completed.stderr.strip()
 
