@@ -44,7 +44,7 @@ from pytest_swe_arena.swebench_envs import (  # noqa: E402
     resolution_date,
     row_date,
     uv_config_text,
-    uv_date_environment,
+    uv_environment,
     uv_timestamp,
 )
 
@@ -94,7 +94,7 @@ def build(spec: ShippedSpec, row: dict[str, Any], mirror: Path, workspace: Path,
     config.write_text(uv_config_text(as_of))
     log = scratch / "env.log"
     base_env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "VIRTUAL_ENV", "PIP_"))}
-    uv_env = {**base_env, **uv_date_environment(as_of, config), "UV_CACHE_DIR": str(scratch.parent / "uv-cache"),
+    uv_env = {**base_env, **uv_environment(as_of, config), "UV_CACHE_DIR": str(scratch.parent / "uv-cache"),
               "UV_PYTHON_DOWNLOADS": "never"}
     interpreter, _ = find_interpreter(spec.python)
     venv = scratch / "venv"

@@ -178,7 +178,13 @@ def merge_requirements(conda: Sequence[str], pip: Sequence[str]) -> list[str]:
 
 
 def uv_install(command: str, python: str) -> tuple[str, list[str]]:
-    """SWE-bench's install command with ``uv pip install`` for pip where uv can build it (Python 3.7+)."""
+    """SWE-bench's install command with ``uv pip install`` for pip where uv can build it (Python 3.7+).
+
+    An editable install is retried without build isolation: a project whose build requirements
+    forbid setuptools 64 (pylint 2.15's ``setuptools~=62.6``) has no PEP 660 hook in its isolated
+    build, and pip's legacy ``setup.py develop`` fallback is gone from uv; the venv's own setuptools
+    (64 or later, see SETUPTOOLS_EDITABLE_FLOOR) builds it then.
+    """
     if not python_at_least(python, "3.7") or "pip install" not in command:
         return command, []
     notes = []
@@ -187,6 +193,10 @@ def uv_install(command: str, python: str) -> tuple[str, list[str]]:
         translated = re.sub(r"\s*--no-use-pep517", "", translated)
         notes.append("install: --no-use-pep517 dropped (uv builds a setup.py project with setuptools' legacy "
                      "backend)")
+    if re.search(r"(^|\s)(-e|--editable)\s", translated) and "--no-build-isolation" not in translated:
+        retry = translated.replace("uv pip install", "uv pip install --no-build-isolation", 1)
+        translated = f"{translated} || {retry}"
+        notes.append("install: an editable build that fails in isolation is retried with the venv's setuptools")
     return translated, notes
 
 

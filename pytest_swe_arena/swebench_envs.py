@@ -30,7 +30,7 @@ legacy editable fallback), so each SWE-bench environment is resolved as of
 (``PYTHON_FLOORS``). uv applies it everywhere: ``uv venv --seed`` (pip and
 setuptools as of the date), ``uv pip compile`` / ``sync``, and the install
 steps, which run ``uv pip install`` with ``UV_CONFIG_FILE`` pointing at
-``uv_config_text``'s file, so build dependencies are as of the date too.
+``uv_config_text``'s file (``uv_environment``), so build dependencies are as of the date too.
 """
 
 from __future__ import annotations
@@ -289,14 +289,16 @@ def uv_config_text(as_of: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
-def uv_date_environment(as_of: datetime, config_file: Path) -> dict[str, str]:
+def uv_environment(as_of: datetime, config_file: Path) -> dict[str, str]:
     """Variables for every uv call and install step of an environment resolved as of ``as_of``.
 
     ``config_file`` must hold ``uv_config_text(as_of)``. It replaces uv's own config discovery (a
     ``uv.toml`` in the workspace is not read either); ``UV_EXCLUDE_NEWER`` says the same date to any uv
-    that reads only the variable.
+    that reads only the variable. ``UV_COMPILE_BYTECODE``: pip compiles what it installs, and SWE-bench's
+    environments were installed by pip; without it a dependency's first import compiles it under the
+    tests' warning filters (flask's ``filterwarnings = error`` makes blinker's invalid escape a SyntaxError).
     """
-    return {"UV_CONFIG_FILE": str(config_file), "UV_EXCLUDE_NEWER": uv_timestamp(as_of)}
+    return {"UV_CONFIG_FILE": str(config_file), "UV_EXCLUDE_NEWER": uv_timestamp(as_of), "UV_COMPILE_BYTECODE": "1"}
 
 
 # --- requirements from the repository -----------------------------------------------------------------------

@@ -33,7 +33,7 @@ from pytest_swe_arena.swebench_envs import (
     resolution_date,
     row_date,
     uv_config_text,
-    uv_date_environment,
+    uv_environment,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,8 +141,9 @@ def test_uv_config_takes_setuptools_from_its_first_editable_release_only_before_
     after = tomllib.loads(uv_config_text(utc("2023-07-01")))
     assert after == {"exclude-newer": "2023-07-01T00:00:00Z"}
     config = tmp_path / "uv.toml"
-    assert uv_date_environment(utc("2023-07-01"), config) == {"UV_CONFIG_FILE": str(config),
-                                                              "UV_EXCLUDE_NEWER": "2023-07-01T00:00:00Z"}
+    assert uv_environment(utc("2023-07-01"), config) == {"UV_CONFIG_FILE": str(config),
+                                                         "UV_EXCLUDE_NEWER": "2023-07-01T00:00:00Z",
+                                                         "UV_COMPILE_BYTECODE": "1"}
 
 
 def wheel(name: str, version: str) -> bytes:
@@ -220,7 +221,7 @@ def compiled(tmp_path: Path, index: str, as_of: datetime, requirement: str) -> s
     config.write_text(uv_config_text(as_of))
     (tmp_path / "requirements.in").write_text(requirement + "\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("UV_")}
-    env.update(uv_date_environment(as_of, config), UV_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(uv_environment(as_of, config), UV_CACHE_DIR=str(tmp_path / "cache"))
     completed = subprocess.run([uv, "pip", "compile", "--quiet", "--no-header", "--index-url", index, "--python",
                                 sys.executable, str(tmp_path / "requirements.in")], capture_output=True, text=True,
                                env=env, cwd=tmp_path, timeout=300, check=False)
@@ -307,6 +308,7 @@ SPECS_DEMO = {
     }
     for k in ["1.0", "1.1"]
 }
+SPECS_DEMO["1.1"]["install"] = "python -m pip install -e .[test]"
 SPECS_OLD = {"0.1": {"python": "3.6", "packages": "numpy 'scipy==1.5.2'", "pip_packages": ["scipy==1.5.2", "cython"],
                      "install": "python -m pip install -e ."}}
 MAP_REPO_VERSION_TO_SPECS_PY = {"acme/demo": SPECS_DEMO, "acme/old": SPECS_OLD,
@@ -338,11 +340,12 @@ def test_the_converter_translates_swe_bench_specs_to_the_shipped_format(tmp_path
     assert demo is not None
     assert dict(demo.env) == {"python": "3.9", "requirements": ["setuptools==70.0.0", "Werkzeug==2.3.7"],
                               "pre_install": ["sed -i 's/a/b/' setup.py"],
-                              "install": "uv pip install -v --no-build-isolation -e ."}
+                              "install": "uv pip install -e .[test] || uv pip install --no-build-isolation -e .[test]"}
     assert demo.requirements_files == ("requirements/dev.txt",)
     assert demo.system_steps == ("apt-get update && apt-get install -y graphviz", "locale-gen")
     assert dict(demo.eval_env) == {"LANG": "en_US.UTF-8"}
     assert demo.swebench_test_cmd == "pytest -rA"
+    assert shipped.get("acme/demo", "1.0").env["install"] == "uv pip install -v --no-build-isolation -e ."
     old = shipped.get("acme/old", "0.1")
     assert old is not None
     assert old.env["requirements"] == ["numpy", "scipy==1.5.2", "cython"]
