@@ -68,7 +68,6 @@ SYSTEM_STEP = re.compile(r"apt-get|\bwget\b|\bcurl\b|locale-gen|/etc/|QHULL")
 #: How conda names in environment.yml files map to PyPI, and what PyPI cannot give.
 CONDA_PYPI_NAMES = {
     "matplotlib-base": "matplotlib",
-    "iris": "scitools-iris",
     "dask-core": "dask",
     "pyqt": "PyQt5",
     "pytables": "tables",
@@ -91,6 +90,7 @@ CONDA_NOT_ON_PYPI = {
     "pygobject": "needs GObject introspection libraries to build from PyPI's sdist",
     "wxpython": "no Linux wheel on PyPI; a source build needs GTK development libraries",
     "cartopy": "no wheel before 0.22 on PyPI; a source build needs GEOS and PROJ",
+    "iris": "PyPI's scitools-iris needs cartopy, which needs GEOS and PROJ to build before 0.22",
     "cfgrib": "needs the ecCodes C library, which its import fails without",
     "pynio": "conda-forge only",
     "nodejs": "a system program",
