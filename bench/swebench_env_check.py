@@ -10,6 +10,7 @@ pre-install and install steps with ``UV_CONFIG_FILE``); then the gold patch and 
 applied and the row's FAIL_TO_PASS and PASS_TO_PASS tests run with SWE-bench's runner for the repo
 (pytest ``-rA``, sympy's ``bin/test``). It prints one line per row: whether the environment built,
 its seconds, the date it was resolved as of, and how many of the row's tests GOLD passes.
+``--today`` is the control: the same builds with today's packages.
 Evidence for the harness's integration, not a test: it needs the fetched repositories and the index.
 """
 
@@ -84,7 +85,7 @@ def run(argv: list[str] | str, cwd: Path, env: dict[str, str], log: Path, timeou
 
 
 def build(spec: ShippedSpec, row: dict[str, Any], mirror: Path, workspace: Path, scratch: Path, uv: str,
-          result: RowResult) -> dict[str, str]:
+          result: RowResult, today: bool = False) -> dict[str, str]:
     """Build the spec's venv under ``scratch`` for ``workspace``; return the variables that use it."""
     as_of = resolution_date(row_date(row, lambda commit: git_commit_date(mirror, commit)), spec.python,
                             spec.date_floor)
@@ -94,7 +95,10 @@ def build(spec: ShippedSpec, row: dict[str, Any], mirror: Path, workspace: Path,
     config.write_text(uv_config_text(as_of))
     log = scratch / "env.log"
     base_env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "VIRTUAL_ENV", "PIP_"))}
-    uv_env = {**base_env, **uv_environment(as_of, config), "UV_CACHE_DIR": str(scratch.parent / "uv-cache"),
+    dated = {"UV_COMPILE_BYTECODE": "1"} if today else uv_environment(as_of, config)
+    if today:
+        result.as_of = "today"
+    uv_env = {**base_env, **dated, "UV_CACHE_DIR": str(scratch.parent / "uv-cache"),
               "UV_PYTHON_DOWNLOADS": "never"}
     interpreter, _ = find_interpreter(spec.python)
     venv = scratch / "venv"
@@ -181,7 +185,7 @@ def gold(row: dict[str, Any], spec: ShippedSpec, workspace: Path, step_env: dict
         result.reason = "; ".join(grades.failing()[:5])
 
 
-def check(row: dict[str, Any], mirrors: Path, scratch_root: Path, uv: str) -> RowResult:
+def check(row: dict[str, Any], mirrors: Path, scratch_root: Path, uv: str, today: bool = False) -> RowResult:
     shipped = load_shipped_specs()
     spec = shipped.get(row["repo"], row["version"])
     result = RowResult(row["instance_id"], f"{row['repo']} {row['version']}")
@@ -200,7 +204,7 @@ def check(row: dict[str, Any], mirrors: Path, scratch_root: Path, uv: str) -> Ro
     subprocess.run(["git", "checkout", "--quiet", row["base_commit"]], cwd=workspace, check=True)
     clock = time.monotonic()
     try:
-        step_env = build(spec, row, mirror, workspace, scratch, uv, result)
+        step_env = build(spec, row, mirror, workspace, scratch, uv, result, today)
     except (StepFailed, subprocess.TimeoutExpired) as error:
         result.env_seconds = round(time.monotonic() - clock, 1)
         result.reason = f"env: {error}"
@@ -219,6 +223,8 @@ def main() -> int:
     parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "swebench-env-check")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--today", action="store_true",
+                        help="the control: resolve with today's packages (no date), everything else the same")
     args = parser.parse_args()
     rows = {row["instance_id"]: row for row in json.loads(args.rows.read_text())}
     uv = find_uv()
@@ -226,7 +232,7 @@ def main() -> int:
         parser.error("uv is needed: pip install uv")
     results = []
     for instance_id in args.instance_ids:
-        result = check(rows[instance_id], args.mirrors, args.scratch, uv)
+        result = check(rows[instance_id], args.mirrors, args.scratch, uv, args.today)
         results.append(result)
         print(json.dumps(asdict(result)), flush=True)
     print("\n| instance | spec | as of | env built | env s | FAIL_TO_PASS | PASS_TO_PASS | GOLD | reason |")
