@@ -41,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from .arms import builtin_kind_modules
     from .recorder import ArenaRecorder
-    from .sweep import configure_arena
+    from .worker.session import configure_arena
 
     state = configure_arena(config, settings)
     for module in builtin_kind_modules():
@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if not _arena_on(config):
         return
-    from .sweep import unconfigure_arena
+    from .worker.session import unconfigure_arena
 
     unconfigure_arena(config)
 
@@ -63,7 +63,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_xdist_setupnodes(config: pytest.Config, specs: Sequence[Any]) -> None:
     if not _arena_on(config):
         return
-    from .sweep import pin_worker_rootdir
+    from .worker.session import pin_worker_rootdir
 
     pin_worker_rootdir(config, specs)
 
@@ -72,7 +72,7 @@ def pytest_xdist_setupnodes(config: pytest.Config, specs: Sequence[Any]) -> None
 def pytest_configure_node(node: Any) -> None:
     if not _arena_on(node.config):
         return
-    from .sweep import configure_worker_node
+    from .worker.session import configure_worker_node
 
     configure_worker_node(node.config, node.workerinput)
 
@@ -80,7 +80,7 @@ def pytest_configure_node(node: Any) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not _arena_on(session.config):
         return
-    from .sweep import build_session_arms
+    from .worker.session import build_session_arms
 
     build_session_arms(session.config)
 
@@ -88,9 +88,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not _arena_on(parent.config):
         return None
-    from .collect import InstanceFile
     from .naming import is_instance_file
     from .state import STATE_KEY
+    from .worker.collection import InstanceFile
 
     if is_instance_file(file_path) and parent.config.stash[STATE_KEY].covers(file_path):
         collector: pytest.Collector = InstanceFile.from_parent(parent, path=file_path)
@@ -101,7 +101,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not _arena_on(config):
         return
-    from .sweep import deselect_uncalibrated
+    from .worker.session import deselect_uncalibrated
 
     deselect_uncalibrated(config, items)
 
@@ -109,7 +109,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if not _arena_on(config):
         return []
-    from .sweep import report_header
+    from .worker.session import report_header
 
     return report_header(config)
 
@@ -118,7 +118,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     if _arena_on(item.config):
-        from .sweep import attach_outcome
+        from .worker.session import attach_outcome
 
         attach_outcome(item, call, report)
     return report
@@ -129,6 +129,6 @@ def pytest_report_teststatus(
 ) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
     if not _arena_on(config):
         return None
-    from .sweep import arena_teststatus
+    from .worker.session import arena_teststatus
 
     return arena_teststatus(report)

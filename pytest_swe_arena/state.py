@@ -12,10 +12,10 @@ if TYPE_CHECKING:
     from .arms.base import Arm
     from .budget import BudgetGate
     from .guard import InterruptSignals
-    from .harness import Case
     from .outcome import CellOutcome
     from .settings import Settings
     from .suite import Suite
+    from .worker.pipeline import Case
 
 
 @dataclass

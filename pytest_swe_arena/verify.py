@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import grading, proc
-from .environments import shell_argv
+from . import grading
 from .instances import Instance
-from .workspace import (
+from .worker import processes as proc
+from .worker.venvs import shell_argv
+from .worker.workspace import (
     PatchApplyError,
     Workspace,
     apply_patch,

@@ -19,7 +19,7 @@ from test_sweep import XDIST
 # workspace and real processes; only what a model would have spent is stated by the arm.
 ARMS_CONFTEST = r'''
 import os, sys, time
-from pytest_swe_arena import proc
+from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.arms.base import ArmResult
 from pytest_swe_arena.usage import Usage
 
@@ -31,7 +31,7 @@ class PricedArm:
         self.spec = spec
 
     def run(self, request):
-        from pytest_swe_arena.workspace import apply_patch
+        from pytest_swe_arena.worker.workspace import apply_patch
         time.sleep(float(self.spec.settings.get("seconds", 0.3)))
         apply_patch(request.workspace, request.instance.patch, "gold")
         usage = Usage(900, 100, 0, 0, 0, 1, 900, 1.0, "reported")
@@ -60,7 +60,7 @@ class TreeArm:
                           grace=2.0)
         if result.timed_out:
             return ArmResult(status="timeout", error="agent timed out", usage=Usage(cost_source="unknown"))
-        from pytest_swe_arena.workspace import apply_patch
+        from pytest_swe_arena.worker.workspace import apply_patch
         apply_patch(request.workspace, request.instance.patch, "gold")
         return ArmResult(usage=Usage(cost_source="unknown"))
 

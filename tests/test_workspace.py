@@ -10,7 +10,7 @@ import pytest
 from gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
 from pytest_swe_arena.instances import Source, build_instance
-from pytest_swe_arena.workspace import (
+from pytest_swe_arena.worker.workspace import (
     WORK_BRANCH,
     RepoStore,
     WorkspaceError,

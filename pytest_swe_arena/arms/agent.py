@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import proc
 from ..suite import Suite
 from ..usage import StreamFollower, Usage
+from ..worker import processes as proc
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

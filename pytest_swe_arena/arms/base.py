@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..usage import Usage
 
 if TYPE_CHECKING:
-    from ..cell import CellEnvironment
     from ..instances import Instance
     from ..suite import Suite
-    from ..workspace import Workspace
+    from ..worker.cell import CellEnvironment
+    from ..worker.workspace import Workspace
 
 #: ArmResult.status values; anything but "completed" is never scored.
 ARM_STATUSES = ("completed", "arm_error", "timeout", "over_budget")

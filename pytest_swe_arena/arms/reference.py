@@ -8,7 +8,7 @@ import pytest
 
 from ..suite import Suite
 from ..usage import Usage
-from ..workspace import PatchApplyError, apply_patch
+from ..worker.workspace import PatchApplyError, apply_patch
 from .base import ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 
 

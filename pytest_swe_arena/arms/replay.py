@@ -17,7 +17,7 @@ import pytest
 from ..instances import InstanceFileError, read_rows
 from ..suite import Suite
 from ..usage import Usage
-from ..workspace import PatchApplyError, apply_patch
+from ..worker.workspace import PatchApplyError, apply_patch
 from .base import ArmConfigError, ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 
 

@@ -39,7 +39,7 @@ from ..usage import (
     read_sessions,
     sessions_by_model,
 )
-from ..workspace import run_git
+from ..worker.workspace import run_git
 from .agent import (
     OPENCODE_QUIET_ENV,
     check_program,

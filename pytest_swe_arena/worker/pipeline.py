@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from . import __version__
-from .arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
+from .. import __version__
+from ..arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
+from ..instances import Instance
+from ..outcome import CellOutcome, cell_key
+from ..usage import Usage, accounting_errors, checked_spend
+from ..verify import ContainerHost, VerifyInfrastructureError, run_verify
 from .cell import CellEnvironment
-from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
-from .instances import Instance
-from .outcome import CellOutcome, cell_key
-from .usage import Usage, accounting_errors, checked_spend
-from .verify import ContainerHost, VerifyInfrastructureError, run_verify
+from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
 
 #: A run dir file larger than this is cut (head and tail kept) before it travels.

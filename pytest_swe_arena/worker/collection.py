@@ -16,10 +16,10 @@ import pytest
 if TYPE_CHECKING:
     from _pytest.nodes import Node
 
-from .harness import Case, now
-from .instances import InstanceFileError, load_instances, read_rows, with_env_spec
-from .naming import CellName, file_node_path
-from .state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
+from ..instances import InstanceFileError, load_instances, read_rows, with_env_spec
+from ..naming import CellName, file_node_path
+from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
+from .pipeline import Case, now
 
 
 def parametrization(params: tuple[str, ...]) -> Any:

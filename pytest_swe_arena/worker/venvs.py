@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import proc
+from . import processes as proc
 
 #: ``version_info`` of an interpreter, read by running it (shims and symlinks are resolved by the answer).
 _PROBE = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys.executable]))"
@@ -71,7 +71,7 @@ class PythonEnvironment:
 
 def load_env_specs(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """Read ``[specs."owner/name"."VERSION"]`` tables; raise ``EnvSpecsError`` naming what is wrong."""
-    from .instances import env_problem
+    from ..instances import env_problem
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from .arms.base import Arm
+from ..arms.base import Arm
+from ..instances import Instance
+from ..naming import CellName
+from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
 from .cell import CellEnvironment, create_cell_environment
-from .harness import Case, run_cell
-from .instances import Instance
-from .naming import CellName
-from .state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
+from .pipeline import Case, run_cell
 from .workspace import RepoStore, Workspace, WorkspaceError, materialize
 
 
