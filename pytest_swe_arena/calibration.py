@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .grading import PASSING
+from .grading.grades import PASSING
 from .ledger import finite_json, write_atomic
 
 CALIBRATION_NAME = "calibration.json"

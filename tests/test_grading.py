@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_swe_arena.grading import (
+from pytest_swe_arena.grading.grades import (
     DEFAULT_TEST_CMD,
     grade,
     has_pytest_config,

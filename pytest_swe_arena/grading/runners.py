@@ -1,6 +1,6 @@
 """Which runner grades a row, and on which test targets: chosen by ``repo`` as SWE-bench chooses.
 
-The table, ``swebench_runners.toml``, gives each SWE-bench repository its test command, its log
+The table, ``runners.toml``, gives each SWE-bench repository its test command, its log
 parser and how its targets are named. The targets are SWE-bench's: every file ``test_patch``
 touches but data files (``.json``, ``.txt``, ``.md``...), Django's as dotted modules under
 ``tests/``. A row overrides the table with ``test_cmd`` and ``log_parser``; a SWE-bench 5 row's
@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from .swebench_logs import END_TEST_OUTPUT, LOG_PARSERS, START_TEST_OUTPUT, UnknownLogParser, log_parser
+from .parsers import END_TEST_OUTPUT, LOG_PARSERS, START_TEST_OUTPUT, UnknownLogParser, log_parser
 
 Targets = Literal["files", "django_modules", "in_command"]
 
@@ -43,7 +43,7 @@ class Runner:
     """How one row's tests are run and read.
 
     :param test_cmd: a shell command; the targets are appended to it (``in_command``: it has them).
-    :param log_parser: the name of the parser of its output, in ``swebench_logs.LOG_PARSERS``.
+    :param log_parser: the name of the parser of its output, in ``parsers.LOG_PARSERS``.
     :param targets: how the targets are named.
     """
 
@@ -62,7 +62,7 @@ class Runner:
 @cache
 def runner_table() -> Mapping[str, Any]:
     """The shipped table, by repository (``owner/name``)."""
-    text = resources.files(__package__).joinpath("swebench_runners.toml").read_text(encoding="utf-8")
+    text = resources.files(__package__).joinpath("runners.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 

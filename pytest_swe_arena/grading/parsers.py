@@ -10,7 +10,7 @@ with the same test ids, quirks included (sympy's failure banners become ids, pyt
 at their first space, Django's docstring lines name tests): graded with the default rules, a
 log gets SWE-bench's verdict. What SWE-bench's parser drops or misreads is read as well but
 marked ``swebench_reads=False``, and only counts under rules that ask for it (see
-``swebench_rules.GradingRules.read_every_result``):
+``rules.GradingRules.read_every_result``):
 
 - pytest: ``XPASS`` lines (SWE-bench knows no such status); verbose ``id STATUS`` lines; for
   ``parse_log_pytest_v2``, the id of an ``ERROR``/``XFAIL``/``SKIPPED`` line without its

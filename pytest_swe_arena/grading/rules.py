@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .swebench_logs import ERROR, FAILED, PASSED, SKIPPED, XFAILED, XPASSED, TestResult
+from .parsers import ERROR, FAILED, PASSED, SKIPPED, XFAILED, XPASSED, TestResult
 
 MISSING = "missing"
 FAIL_TO_PASS = "FAIL_TO_PASS"
@@ -34,7 +34,7 @@ class GradingRules:
     """How a runner's results decide a verdict; the defaults are SWE-bench 5.0.2's.
 
     :param read_every_result: also count the results SWE-bench's parsers drop or misread (see
-        ``swebench_logs``): an XPASS, Django's expected failures, sympy's skips and a file's last test.
+        ``parsers``): an XPASS, Django's expected failures, sympy's skips and a file's last test.
     :param skipped_pass_to_pass_passes: a skipped PASS_TO_PASS test is kept (SWE-bench); False: it fails.
     :param xpassed_passes: a non-strict XPASS passes, as pytest's exit status has it; False: it fails.
         Needs ``read_every_result`` (SWE-bench never reads an XPASS).

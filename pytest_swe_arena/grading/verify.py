@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import grading
-from .instances import Instance
-from .worker import processes as proc
-from .worker.venvs import shell_argv
-from .worker.workspace import (
+from ..instances import Instance
+from ..worker import processes as proc
+from ..worker.venvs import shell_argv
+from ..worker.workspace import (
     PatchApplyError,
     Workspace,
     apply_patch,
@@ -30,6 +29,7 @@ from .worker.workspace import (
     reset_to_base,
     restore_from_base,
 )
+from . import grades as grading
 
 
 class VerifyInfrastructureError(Exception):
