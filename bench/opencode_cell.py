@@ -35,7 +35,7 @@ from gitrepos import calc_project, git, write_jsonl  # noqa: E402
 from scripted_model import ScriptedModel  # noqa: E402
 
 from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV, agent_version  # noqa: E402
-from pytest_swe_arena.usage import read_sessions, read_stream  # noqa: E402
+from pytest_swe_arena.spend.usage import read_sessions, read_stream  # noqa: E402
 from pytest_swe_arena.worker import processes as proc  # noqa: E402
 
 

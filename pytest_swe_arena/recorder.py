@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from . import __version__, calibration
-from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .guard import SweepLock, forward_interrupt, reap_sweep
 from .ledger import (
     LEDGER_NAME,
@@ -44,6 +43,7 @@ from .report import (
     written_lines,
 )
 from .resume import reusable_rows, verdicts
+from .spend.budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .state import CASE_KEY, ArenaState
 
 

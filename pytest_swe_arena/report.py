@@ -29,11 +29,11 @@ from typing import Annotated, Any
 
 import msgspec
 
-from .budget import BUDGET_FILE, SWEEP
 from .ledger import LEDGER_NAME, finite_json, write_atomic
 from .outcome import STATUSES, CellOutcome
+from .spend.budget import BUDGET_FILE, SWEEP
+from .spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
-from .usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
 
 SUMMARY_NAME = "summary.json"
 REPORT_NAME = "report.html"
@@ -74,7 +74,7 @@ NO_USAGE = Usage()
 
 def unknown_usage() -> dict[str, Any]:
     """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
-    from .usage import Usage as CellUsage
+    from .spend.usage import Usage as CellUsage
 
     return CellUsage(cost_source="unknown").to_json()
 

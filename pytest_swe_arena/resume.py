@@ -14,7 +14,7 @@ from typing import Any
 
 from .ledger import LEDGER_NAME
 from .outcome import FINAL_STATUSES
-from .usage import plausible_usage_json
+from .spend.usage import plausible_usage_json
 
 
 def reusable_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -10,10 +10,10 @@ import pytest
 
 if TYPE_CHECKING:
     from .arms.base import Arm
-    from .budget import BudgetGate
     from .guard import InterruptSignals
     from .outcome import CellOutcome
     from .settings import Settings
+    from .spend.budget import BudgetGate
     from .suite import Suite
     from .worker.pipeline import Case
 

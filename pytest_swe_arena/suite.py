@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from .arms.base import Arm, ArmConfigError, ArmKind, ArmSpec
-from .budget import Limit
 from .naming import arm_name_problem
+from .spend.budget import Limit
 
 BUILTIN_ARMS = {"GOLD": "gold", "EMPTY": "empty"}
 

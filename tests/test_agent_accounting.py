@@ -11,7 +11,7 @@ import pytest
 from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, over_cap, run_agent
 from pytest_swe_arena.arms.base import ArmConfigError, ArmStartError
 from pytest_swe_arena.arms.supervisor import DEFAULT_KNOBS, cancel_grace, read_supervisor_run
-from pytest_swe_arena.usage import StreamFollower, Usage, add_usages, price_tokens, read_sessions, read_stream
+from pytest_swe_arena.spend.usage import StreamFollower, Usage, add_usages, price_tokens, read_sessions, read_stream
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 

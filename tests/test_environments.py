@@ -21,7 +21,7 @@ import os
 import shutil
 
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 
 class EnvCheckArm:

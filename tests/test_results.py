@@ -23,7 +23,7 @@ from test_sweep import XDIST
 PRICED_CONFTEST = r'''
 import time
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 from pytest_swe_arena.worker.workspace import apply_patch
 
 

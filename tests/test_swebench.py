@@ -71,7 +71,7 @@ def test_repos_are_found_as_owner_slash_name_bare_mirrors(suite, shapes, tmp_pat
 
 FORGER_CONFTEST = '''
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 FORGERY = """
 import atexit

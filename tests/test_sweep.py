@@ -87,7 +87,7 @@ def test_same_rows_with_and_without_xdist(suite, calc):
 
 CHEATER_CONFTEST = '''
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 CHEAT = """
 import calc, calc.ops

@@ -21,7 +21,7 @@ ARMS_CONFTEST = r'''
 import os, sys, time
 from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 
 class PricedArm:

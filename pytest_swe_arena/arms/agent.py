@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..spend.usage import StreamFollower, Usage
 from ..suite import Suite
-from ..usage import StreamFollower, Usage
 from ..worker import processes as proc
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 

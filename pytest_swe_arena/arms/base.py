@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..usage import Usage
+from ..spend.usage import Usage
 
 if TYPE_CHECKING:
     from ..instances import Instance

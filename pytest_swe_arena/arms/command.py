@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from ..spend.usage import COUNT_FIELDS, Usage, accounting_errors, price_for
 from ..suite import Suite
-from ..usage import COUNT_FIELDS, Usage, accounting_errors, price_for
 from .agent import (
     OPENCODE_QUIET_ENV,
     CapWatch,

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from ..naming import CellName
+from ..spend.usage import Usage, accounting_errors, add_usages, price_for, read_sessions, read_stream, sessions_by_model
 from ..suite import Suite
-from ..usage import Usage, accounting_errors, add_usages, price_for, read_sessions, read_stream, sessions_by_model
 from .agent import (
     OPENCODE_QUIET_ENV,
     AgentOutcome,

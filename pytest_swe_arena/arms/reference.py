@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 import pytest
 
+from ..spend.usage import Usage
 from ..suite import Suite
-from ..usage import Usage
 from ..worker.workspace import PatchApplyError, apply_patch
 from .base import ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ..instances import InstanceFileError, read_rows
+from ..spend.usage import Usage
 from ..suite import Suite
-from ..usage import Usage
 from ..worker.workspace import PatchApplyError, apply_patch
 from .base import ArmConfigError, ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 

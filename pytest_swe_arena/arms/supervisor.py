@@ -25,8 +25,7 @@ from typing import Any
 
 import pytest
 
-from ..suite import Suite
-from ..usage import (
+from ..spend.usage import (
     UNKNOWN_MODEL,
     SessionSpend,
     Usage,
@@ -39,6 +38,7 @@ from ..usage import (
     read_sessions,
     sessions_by_model,
 )
+from ..suite import Suite
 from ..worker.workspace import run_git
 from .agent import (
     OPENCODE_QUIET_ENV,

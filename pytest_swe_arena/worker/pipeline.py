@@ -24,7 +24,7 @@ from ..arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
 from ..instances import Instance
 from ..outcome import CellOutcome, cell_key
-from ..usage import Usage, accounting_errors, checked_spend
+from ..spend.usage import Usage, accounting_errors, checked_spend
 from .cell import CellEnvironment
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch

@@ -16,13 +16,13 @@ from typing import Any, cast
 import pytest
 
 from ..arms.base import ArmKind
-from ..budget import BUDGET_FILE, BudgetGate
 from ..calibration import failed_instances
 from ..guard import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
 from ..naming import CellName, is_instance_file
 from ..outcome import STATUSES
 from ..report import user_properties
 from ..settings import Settings
+from ..spend.budget import BUDGET_FILE, BudgetGate
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState
 from ..suite import Suite, build_arms, load_suite
 from .pipeline import base_outcome
