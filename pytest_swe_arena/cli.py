@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
+from .controller.ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
 from .report import (
     CellRecord,
     format_summary,
@@ -42,7 +42,7 @@ def _ledger(out: Path) -> Path:
 
 def _refuse_a_live_sweep(out: Path, command: str) -> None:
     """``report`` and ``export`` write into the out dir: not while a live sweep owns it."""
-    from .guard import CorruptLock, lock_written_ago, read_lock, stale_reason  # guard needs pytest: only here
+    from .controller.lock import CorruptLock, lock_written_ago, read_lock, stale_reason  # guard needs pytest: only here
 
     try:
         owner = read_lock(out)

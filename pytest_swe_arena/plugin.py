@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not settings.enabled:
         return
     from .arms import builtin_kind_modules
-    from .recorder import ArenaRecorder
+    from .controller.recorder import ArenaRecorder
     from .worker.session import configure_arena
 
     state = configure_arena(config, settings)

@@ -29,7 +29,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from .ledger import LEDGER_NAME, finite_json, write_atomic
+from .controller.ledger import LEDGER_NAME, finite_json, write_atomic
 from .outcome import STATUSES, CellOutcome
 from .spend.budget import BUDGET_FILE, SWEEP
 from .spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
@@ -269,7 +269,7 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
 
 def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
     """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming."""
-    from .ledger import latest_run
+    from .controller.ledger import latest_run
 
     records = read_cells(path)
     if run_id is None:

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .guard import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
-from .ledger import LEDGER_NAME
+from .controller.ledger import LEDGER_NAME
+from .controller.lock import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
 from .report import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
 
 

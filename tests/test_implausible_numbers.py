@@ -305,7 +305,7 @@ def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
 
 def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tmp_path):
     """What a plugin's arm kind may put in its details: the ledger line is still whole, and JSON."""
-    from pytest_swe_arena.ledger import LedgerWriter, finite_json
+    from pytest_swe_arena.controller.ledger import LedgerWriter, finite_json
 
     assert finite_json({"a": [1.5, 2]}, "here", sort_keys=True) == '{"a": [1.5, 2]}'
     with pytest.warns(UserWarning, match=r"^here: details.score = nan, details.runs\[1\] = -inf: not a finite "

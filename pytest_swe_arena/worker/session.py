@@ -17,7 +17,7 @@ import pytest
 
 from ..arms.base import ArmKind
 from ..calibration import failed_instances
-from ..guard import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
+from ..controller.lock import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
 from ..naming import CellName, is_instance_file
 from ..outcome import STATUSES
 from ..report import user_properties

@@ -35,7 +35,7 @@ from typing import Any, TypeGuard
 
 import pytest
 
-from .worker.processes import holders_of
+from ..worker.processes import holders_of
 
 LOCK_NAME = "arena.lock"
 SWEEP_TOKEN_VARIABLE = "ARENA_SWEEP_TOKEN"

@@ -12,9 +12,9 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..outcome import FINAL_STATUSES
+from ..spend.usage import plausible_usage_json
 from .ledger import LEDGER_NAME
-from .outcome import FINAL_STATUSES
-from .spend.usage import plausible_usage_json
 
 
 def reusable_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

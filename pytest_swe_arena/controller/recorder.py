@@ -19,8 +19,20 @@ from typing import Any
 
 import pytest
 
-from . import __version__, calibration
-from .guard import SweepLock, forward_interrupt, reap_sweep
+from .. import __version__, calibration
+from ..naming import parse_node_id
+from ..outcome import CellOutcome
+from ..report import (
+    cell_records,
+    format_summary,
+    summarize,
+    unknown_usage,
+    with_spend_known,
+    write_reports,
+    written_lines,
+)
+from ..spend.budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
+from ..state import CASE_KEY, ArenaState
 from .ledger import (
     LEDGER_NAME,
     LedgerWriter,
@@ -31,20 +43,8 @@ from .ledger import (
     write_atomic,
     write_predictions,
 )
-from .naming import parse_node_id
-from .outcome import CellOutcome
-from .report import (
-    cell_records,
-    format_summary,
-    summarize,
-    unknown_usage,
-    with_spend_known,
-    write_reports,
-    written_lines,
-)
+from .lock import SweepLock, forward_interrupt, reap_sweep
 from .resume import reusable_rows, verdicts
-from .spend.budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
-from .state import CASE_KEY, ArenaState
 
 
 def new_run_id() -> str:

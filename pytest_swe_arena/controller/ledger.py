@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .naming import CellName, predictions_name
-from .outcome import CellOutcome, patch_digest
+from ..naming import CellName, predictions_name
+from ..outcome import CellOutcome, patch_digest
 
 SCHEMA_VERSION = 1
 LEDGER_NAME = "ledger.jsonl"
