@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from .controller.ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
-from .report import (
+from .results.summary import (
     CellRecord,
     format_summary,
     ledger_cells,
@@ -76,7 +76,7 @@ def command_report(args: argparse.Namespace) -> int:
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_runs, format_comparison
+    from .results.compare import compare_runs, format_comparison
 
     cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
     order = previous_arm_order(args.out_a, cells_a[-1].run_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 from .controller.ledger import LEDGER_NAME
 from .controller.lock import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
-from .report import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
+from .results.summary import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
 
 
 def duration(seconds: float) -> str:

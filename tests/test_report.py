@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.compare import compare_runs, format_comparison
 from pytest_swe_arena.outcome import CellOutcome
-from pytest_swe_arena.report import (
+from pytest_swe_arena.results.compare import compare_runs, format_comparison
+from pytest_swe_arena.results.summary import (
     CellRecord,
     Usage,
     cell_records,

@@ -90,8 +90,8 @@ def options_table() -> str:
 
 def statuses_table() -> str:
     """Each cell status: its pytest outcome, whether it counts, whether resume runs it again, its mark."""
-    from pytest_swe_arena.html_report import STATUS_MARKS
     from pytest_swe_arena.outcome import FINAL_STATUSES, STATUSES
+    from pytest_swe_arena.results.html import STATUS_MARKS
 
     meanings = _descriptions("statuses")
     _check_described("statuses", list(STATUSES), meanings)

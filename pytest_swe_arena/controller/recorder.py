@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from .. import __version__, calibration
+from .. import __version__
 from ..naming import parse_node_id
 from ..outcome import CellOutcome
-from ..report import (
+from ..results import calibration
+from ..results.summary import (
     cell_records,
     format_summary,
     summarize,

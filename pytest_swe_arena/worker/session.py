@@ -16,11 +16,11 @@ from typing import Any, cast
 import pytest
 
 from ..arms.base import ArmKind
-from ..calibration import failed_instances
 from ..controller.lock import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
 from ..naming import CellName, is_instance_file
 from ..outcome import STATUSES
-from ..report import user_properties
+from ..results.calibration import failed_instances
+from ..results.summary import user_properties
 from ..settings import Settings
 from ..spend.budget import BUDGET_FILE, BudgetGate
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from .controller.ledger import finite_json, write_atomic
-from .grading.grades import PASSING
+from ..controller.ledger import finite_json, write_atomic
+from ..grading.grades import PASSING
 
 CALIBRATION_NAME = "calibration.json"
 GOLD, BASE = "GOLD", "EMPTY"

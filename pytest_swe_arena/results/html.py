@@ -18,8 +18,8 @@ from operator import attrgetter
 from typing import Any
 from urllib.parse import quote
 
-from . import __version__
-from .report import CellRecord, count, interval_text, p_value, percent, seconds, usd
+from .. import __version__
+from .summary import CellRecord, count, interval_text, p_value, percent, seconds, usd
 
 #: status -> (glyph, meaning) for the matrix and its legend.
 STATUS_MARKS: dict[str, tuple[str, str]] = {

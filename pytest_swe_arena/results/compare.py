@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .report import CellRecord, format_table, p_value, percent, summarize, usd
 from .stats import mcnemar_exact_p
+from .summary import CellRecord, format_table, p_value, percent, summarize, usd
 
 
 def _delta(first: float | None, second: float | None) -> float | None:

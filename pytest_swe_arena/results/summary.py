@@ -29,10 +29,10 @@ from typing import Annotated, Any
 
 import msgspec
 
-from .controller.ledger import LEDGER_NAME, finite_json, write_atomic
-from .outcome import STATUSES, CellOutcome
-from .spend.budget import BUDGET_FILE, SWEEP
-from .spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
+from ..controller.ledger import LEDGER_NAME, finite_json, write_atomic
+from ..outcome import STATUSES, CellOutcome
+from ..spend.budget import BUDGET_FILE, SWEEP
+from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
 
 SUMMARY_NAME = "summary.json"
@@ -74,7 +74,7 @@ NO_USAGE = Usage()
 
 def unknown_usage() -> dict[str, Any]:
     """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
-    from .spend.usage import Usage as CellUsage
+    from ..spend.usage import Usage as CellUsage
 
     return CellUsage(cost_source="unknown").to_json()
 
@@ -269,7 +269,7 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
 
 def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
     """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming."""
-    from .controller.ledger import latest_run
+    from ..controller.ledger import latest_run
 
     records = read_cells(path)
     if run_id is None:
@@ -648,7 +648,7 @@ def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[st
                   run_id: str | None = None, budget: Mapping[str, Any] | None = None
                   ) -> tuple[dict[str, Any], list[Path]]:
     """Write ``summary.json`` and ``report.html`` (each atomically); return the summary and the paths."""
-    from .html_report import render_report
+    from .html import render_report
 
     summary = summarize(cells, arm_order, run_id, budget)
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
