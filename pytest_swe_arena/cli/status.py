@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .controller.ledger import LEDGER_NAME
-from .controller.lock import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
-from .results.summary import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
+from ..controller.ledger import LEDGER_NAME
+from ..controller.lock import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..results.summary import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
 
 
 def duration(seconds: float) -> str:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .controller.ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
-from .results.summary import (
+from ..controller.ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
+from ..results.summary import (
     CellRecord,
     format_summary,
     ledger_cells,
@@ -42,7 +42,12 @@ def _ledger(out: Path) -> Path:
 
 def _refuse_a_live_sweep(out: Path, command: str) -> None:
     """``report`` and ``export`` write into the out dir: not while a live sweep owns it."""
-    from .controller.lock import CorruptLock, lock_written_ago, read_lock, stale_reason  # guard needs pytest: only here
+    from ..controller.lock import (  # guard needs pytest: only here
+        CorruptLock,
+        lock_written_ago,
+        read_lock,
+        stale_reason,
+    )
 
     try:
         owner = read_lock(out)
@@ -76,7 +81,7 @@ def command_report(args: argparse.Namespace) -> int:
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    from .results.compare import compare_runs, format_comparison
+    from ..results.compare import compare_runs, format_comparison
 
     cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
     order = previous_arm_order(args.out_a, cells_a[-1].run_id)
@@ -178,6 +183,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
