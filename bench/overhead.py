@@ -22,7 +22,7 @@ import benchlib
 from benchlib import Figure
 
 from pytest_swe_arena.grading.verify import run_verify
-from pytest_swe_arena.instances import build_instance
+from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.worker.cell import create_cell_environment
 from pytest_swe_arena.worker.workspace import RepoStore, materialize
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_swe_arena.grading.grades import grade, parse_output  # noqa: E402
-from pytest_swe_arena.swebench_envs import (  # noqa: E402
+from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
     ShippedSpec,
     git_commit_date,
     load_shipped_specs,

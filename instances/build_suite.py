@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from pytest_swe_arena.grading import grades as grading
 from pytest_swe_arena.grading.verify import VerifyInfrastructureError, VerifyResult, prepare_tree, run_verify
-from pytest_swe_arena.instances import Instance, InstanceFileError, build_instance, load_instances, read_rows
+from pytest_swe_arena.instances.loading import Instance, InstanceFileError, build_instance, load_instances, read_rows
 from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.worker.venvs import shell_argv
 from pytest_swe_arena.worker.workspace import (

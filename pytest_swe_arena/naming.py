@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .instances import INSTANCE_SUFFIXES
+from .instances.loading import INSTANCE_SUFFIXES
 
 #: What an arm name may be: it is part of node ids, file names and predictions' model names.
 ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")

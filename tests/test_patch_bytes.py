@@ -14,7 +14,7 @@ from gitrepos import latin1_project
 from test_results import swe_arena
 from test_sweep import XDIST
 
-from pytest_swe_arena.instances import build_instance
+from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.outcome import CellOutcome, patch_digest
 from pytest_swe_arena.worker.workspace import (
     RepoStore,

@@ -12,7 +12,7 @@ from gitrepos import commit, diff_of, git, shapes_swe_bench_row
 from test_sweep import XDIST, ledger_validator
 
 from pytest_swe_arena.grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
-from pytest_swe_arena.instances import build_instance
+from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.worker.workspace import RepoStore, apply_patch, extract_patch, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.swebench_envs import (
+from pytest_swe_arena.instances.swebench_specs import (
     SETUPTOOLS_EDITABLE_FLOOR,
     CondaNames,
     ShippedSpecsError,

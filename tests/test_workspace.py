@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
-from pytest_swe_arena.instances import Source, build_instance
+from pytest_swe_arena.instances.loading import Source, build_instance
 from pytest_swe_arena.worker.workspace import (
     WORK_BRANCH,
     RepoStore,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ..instances import InstanceFileError, read_rows
+from ..instances.loading import InstanceFileError, read_rows
 from ..spend.usage import Usage
 from ..suite import Suite
 from ..worker.workspace import PatchApplyError, apply_patch

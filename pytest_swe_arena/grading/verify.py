@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..instances import Instance
+from ..instances.loading import Instance
 from ..worker import processes as proc
 from ..worker.venvs import shell_argv
 from ..worker.workspace import (

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..arms.base import Arm
-from ..instances import Instance
+from ..instances.loading import Instance
 from ..naming import CellName
 from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
 from .cell import CellEnvironment, create_cell_environment

@@ -22,7 +22,7 @@ import pytest
 from .. import __version__
 from ..arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
-from ..instances import Instance
+from ..instances.loading import Instance
 from ..outcome import CellOutcome, cell_key
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from .cell import CellEnvironment

@@ -71,7 +71,7 @@ class PythonEnvironment:
 
 def load_env_specs(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """Read ``[specs."owner/name"."VERSION"]`` tables; raise ``EnvSpecsError`` naming what is wrong."""
-    from ..instances import env_problem
+    from ..instances.loading import env_problem
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

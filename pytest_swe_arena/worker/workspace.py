@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..instances import Instance, Source
+from ..instances.loading import Instance, Source
 
 WORK_BRANCH = "arena-work"
 

@@ -1,6 +1,6 @@
 """SWE-bench's environment specs, shipped as data, and the date each SWE-bench environment is resolved as of.
 
-``data/swebench_specs.toml`` holds a spec for every Python repository and version
+``swebench_specs.toml`` (beside this module) holds a spec for every Python repository and version
 of SWE-bench (full, Lite and Verified), translated from SWE-bench's own
 ``MAP_REPO_VERSION_TO_SPECS_PY`` by ``bench/swebench_specs.py``. Besides the
 keys of an instance's ``env`` (python, requirements, pre_install, install) a
@@ -65,7 +65,7 @@ SETUPTOOLS_EDITABLE_FLOOR = datetime(2022, 9, 1, tzinfo=UTC)
 _OLDEST_PEP517_SETUPTOOLS = "40.8.0"
 
 #: The shipped specs, inside the package.
-SPECS_RESOURCE = "data/swebench_specs.toml"
+SPECS_RESOURCE = "instances/swebench_specs.toml"
 
 #: SWE-bench's requirements-file reader skips these lines (the project itself, comments).
 _SKIPPED_REQUIREMENT_PREFIXES = ("-e .", "#", ".[test")
@@ -172,7 +172,7 @@ def parse_shipped_specs(data: Mapping[str, Any], source: str) -> ShippedSpecs:
 
 
 def _parse_spec(where: str, repo: str, version: str, table: Any) -> ShippedSpec:
-    from .instances import env_problem
+    from .loading import env_problem
 
     if not isinstance(table, dict):
         raise ShippedSpecsError(f"{where} must be a table")
