@@ -10,7 +10,7 @@ import pytest
 
 if TYPE_CHECKING:
     from .arms.base import Arm
-    from .controller.lock import InterruptSignals
+    from .interrupts import InterruptSignals
     from .outcome import CellOutcome
     from .settings import Settings
     from .spend.budget import BudgetGate

@@ -13,7 +13,8 @@ from test_sweep import XDIST, ledger_validator
 
 from pytest_swe_arena.grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.workspace import RepoStore, apply_patch, extract_patch, materialize
+from pytest_swe_arena.worker.patches import apply_patch, extract_patch
+from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
 P2P = {"tests/test_text.py::test_lower": "passed", "tests/test_text.py::test_collapse[X-x]": "passed",

@@ -31,7 +31,7 @@ class PricedArm:
         self.spec = spec
 
     def run(self, request):
-        from pytest_swe_arena.worker.workspace import apply_patch
+        from pytest_swe_arena.worker.patches import apply_patch
         time.sleep(float(self.spec.settings.get("seconds", 0.3)))
         apply_patch(request.workspace, request.instance.patch, "gold")
         usage = Usage(900, 100, 0, 0, 0, 1, 900, 1.0, "reported")
@@ -60,7 +60,7 @@ class TreeArm:
                           grace=2.0)
         if result.timed_out:
             return ArmResult(status="timeout", error="agent timed out", usage=Usage(cost_source="unknown"))
-        from pytest_swe_arena.worker.workspace import apply_patch
+        from pytest_swe_arena.worker.patches import apply_patch
         apply_patch(request.workspace, request.instance.patch, "gold")
         return ArmResult(usage=Usage(cost_source="unknown"))
 
@@ -289,7 +289,7 @@ def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
 
 
 def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
-    from pytest_swe_arena.controller.lock import InterruptSignals
+    from pytest_swe_arena.interrupts import InterruptSignals
 
     signals = InterruptSignals()
     signals.install()
@@ -318,7 +318,7 @@ def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
 
 
 def test_signals_after_the_first_hurry_the_stop_and_never_raise():
-    from pytest_swe_arena.controller.lock import InterruptSignals
+    from pytest_swe_arena.interrupts import InterruptSignals
 
     hurried = []
     signals = InterruptSignals(on_hurry=lambda: hurried.append("killed the agents"), repeat_window=0.0)

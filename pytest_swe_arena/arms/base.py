@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..spend.usage import Usage
 
 if TYPE_CHECKING:
-    from ..instances.loading import Instance
+    from ..instances.model import Instance
     from ..suite import Suite
     from ..worker.cell import CellEnvironment
     from ..worker.workspace import Workspace

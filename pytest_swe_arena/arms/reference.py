@@ -8,7 +8,7 @@ import pytest
 
 from ..spend.usage import Usage
 from ..suite import Suite
-from ..worker.workspace import PatchApplyError, apply_patch
+from ..worker.patches import PatchApplyError, apply_patch
 from .base import ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 
 

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from ..instances.loading import InstanceFileError, read_rows
+from ..instances.loading import read_rows
+from ..instances.model import InstanceFileError
 from ..spend.usage import Usage
 from ..suite import Suite
-from ..worker.workspace import PatchApplyError, apply_patch
+from ..worker.patches import PatchApplyError, apply_patch
 from .base import ArmConfigError, ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
 
 

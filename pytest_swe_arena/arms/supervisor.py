@@ -39,7 +39,7 @@ from ..spend.usage import (
     sessions_by_model,
 )
 from ..suite import Suite
-from ..worker.workspace import run_git
+from ..worker.git import run_git
 from .agent import (
     OPENCODE_QUIET_ENV,
     check_program,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..controller.ledger import LEDGER_NAME
-from ..controller.lock import LOCK_NAME, STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..controller.lock import STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..naming import LOCK_NAME
 from ..results.summary import SUMMARY_NAME, CellRecord, count, format_summary, ledger_cells, summarize, usd
 
 

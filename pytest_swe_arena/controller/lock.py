@@ -1,4 +1,4 @@
-"""Guarding a sweep: one owner per out dir, and clean stops on Ctrl-C or SIGTERM.
+"""One owner per out dir: ``arena.lock``.
 
 ``SweepLock`` is ``arena.lock`` in the out dir: a JSON object (mode 0600,
 replaced atomically) with the owner's pid, host, run id, start time and a
@@ -6,45 +6,32 @@ heartbeat refreshed every 20 s, plus the sweep's progress, which is what
 ``swe-arena status`` shows. A lock whose heartbeat is older than 90 s, or whose
 pid is gone on this host, is stale and is taken over with a warning. The lock
 records its owner's heartbeat interval and stale limit, and whoever judges the
-lock (``swe-arena status``, a second sweep) uses those, not its own.
-
-Every process a sweep starts inherits ``ARENA_SWEEP_TOKEN``; after an
-interrupt, whatever still carries it (an agent whose worker was killed before
-it could stop it) is terminated, so no process outlives the sweep. The lock
-records the token too, so the sweep that takes over from a controller killed
-with SIGKILL also stops the agents that controller left running. A second
-Ctrl-C (or SIGTERM) hurries the stop: every agent is killed at once, and the
-bookkeeping of the stop still runs to its end (``InterruptSignals``).
+lock (``swe-arena status``, a second sweep) uses those, not its own. It records
+the sweep token too (see ``interrupts``), so the sweep that takes over from a
+controller killed with SIGKILL also stops the agents that controller left running.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any, TypeGuard
 
 import pytest
 
-from ..worker.processes import holders_of
+from ..files import timestamp, write_atomic
+from ..interrupts import reap_sweep
+from ..naming import LOCK_GUARD_NAME, LOCK_NAME
 
-LOCK_NAME = "arena.lock"
-SWEEP_TOKEN_VARIABLE = "ARENA_SWEEP_TOKEN"
 HEARTBEAT_SECONDS = 20.0
 STALE_SECONDS = 90.0
-
-
-def _iso(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
 
 
 def _age(iso: str) -> float:
@@ -169,8 +156,8 @@ class SweepLock:
             "host": socket.gethostname(),
             "run_id": self.run_id,
             "sweep_token": self.sweep_token,
-            "started_at": _iso(self.started),
-            "heartbeat_at": _iso(time.time()),
+            "started_at": timestamp(self.started),
+            "heartbeat_at": timestamp(),
             "heartbeat_seconds": self.heartbeat,
             "stale_seconds": self.stale_after,
             "progress": dict(self.progress()),
@@ -185,7 +172,7 @@ class SweepLock:
 
         self.out.mkdir(parents=True, exist_ok=True)
         takeover = None
-        with FileLock(str(self.out / ".arena.lock.guard")):
+        with FileLock(str(self.out / LOCK_GUARD_NAME)):
             try:
                 owner, corrupt = read_lock(self.out), None
             except CorruptLock as error:
@@ -225,19 +212,9 @@ class SweepLock:
                 "or use another --arena-out")
 
     def write(self) -> None:
-        """Rewrite the lock (heartbeat and progress), atomically, mode 0600."""
+        """Rewrite the lock (heartbeat and progress), atomically, mode 0600; a full disk leaves the previous one."""
         with self._write_lock:
-            temp = self.path.with_name(f".{LOCK_NAME}.{os.getpid()}")
-            descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                with os.fdopen(descriptor, "w") as handle:
-                    json.dump(self._content(), handle, allow_nan=False)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(temp, self.path)
-            except BaseException:
-                temp.unlink(missing_ok=True)  # a full disk: the previous lock stays, whole
-                raise
+            write_atomic(self.path, json.dumps(self._content(), allow_nan=False))
 
     def _beat(self) -> None:
         failing = False
@@ -266,156 +243,3 @@ class SweepLock:
                 return  # not ours: whoever wrote it answers for it
             if owner is not None and owner.get("run_id") == self.run_id:
                 self.path.unlink(missing_ok=True)
-
-
-class InterruptSignals:
-    """SIGINT and SIGTERM: the first raises KeyboardInterrupt, every later one hurries the stop.
-
-    The first signal stops the sweep the ordinary way: each agent gets SIGTERM and its grace.
-    From then on (and once the session's finish has begun, see ``begin_stop``) a signal never
-    raises: an exception there would skip the bookkeeping of the stop (the ``interrupted``
-    rows, the summary, the lock). It hurries the stop instead: ``on_hurry`` runs (it kills the
-    sweep's agents at once, without grace) and ``hurried`` is set, which cuts the stop's own
-    waits short.
-
-    A repeat within ``repeat_window`` seconds counts once: a terminal's Ctrl-C reaches every
-    process of the foreground group and the controller also forwards it to its workers, so a
-    worker sees one Ctrl-C twice. The controller sees each Ctrl-C once and counts them all.
-    """
-
-    REPEAT_WINDOW = 1.0
-
-    def __init__(self, on_hurry: Callable[[], object] | None = None, repeat_window: float = REPEAT_WINDOW) -> None:
-        self.on_hurry = on_hurry
-        self.repeat_window = repeat_window
-        self.last = -repeat_window
-        self.received = 0
-        self.previous: dict[int, Any] = {}
-        self.deferring = 0
-        self.pending: int | None = None
-        #: Set from the first signal on (or by ``begin_stop``): later signals hurry, never raise.
-        self.stopping = False
-        self.hurried = threading.Event()
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self.previous[signum] = signal.signal(signum, self._handle)
-
-    def uninstall(self) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-        self.previous.clear()
-
-    def begin_stop(self) -> None:
-        """The session is ending: from now on a signal hurries the stop instead of raising."""
-        self.stopping = True
-
-    def hurry(self) -> None:
-        """Stop now: run ``on_hurry`` and set ``hurried``."""
-        self.hurried.set()
-        if self.on_hurry is not None:
-            try:
-                self.on_hurry()
-            except OSError:  # pragma: no cover - /proc vanished under us: the stop's own reaping remains
-                pass
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        now = time.monotonic()
-        if now - self.last < self.repeat_window:
-            return
-        self.last = now
-        self.received += 1
-        if self.stopping:
-            self.hurry()
-            return
-        self.stopping = True
-        if self.deferring:
-            self.pending = signum
-            return
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    @contextmanager
-    def deferred(self) -> Iterator[None]:
-        """Hold off a SIGINT/SIGTERM until the block is done, then raise it.
-
-        Python runs signal handlers in the main thread only, whichever thread the
-        signal hit, so remembering the signal here defers it for sure (a blocked
-        signal mask would not: other threads would take it, or it would fire the
-        moment the mask is restored). Nested blocks raise at the outermost exit.
-        """
-        self.deferring += 1
-        try:
-            yield
-        finally:
-            self.deferring -= 1
-            if not self.deferring and self.pending is not None:
-                signum, self.pending = self.pending, None
-                raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def forward_interrupt(token: str) -> None:
-    """Send SIGINT to this process's children that belong to the sweep (its xdist workers)."""
-    me = os.getpid()
-    for pid in holders_of(SWEEP_TOKEN_VARIABLE, token):
-        if _parent_of(pid) == me:
-            try:
-                os.kill(pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-
-
-def reap_sweep(token: str, grace: float = 10.0, hurry: threading.Event | None = None) -> list[int]:
-    """Terminate every process still carrying the sweep token; return the pids found.
-
-    SIGTERM, up to ``grace`` seconds, SIGKILL; the wait ends early once ``hurry`` is set.
-    """
-    me = os.getpid()
-    found = [pid for pid in holders_of(SWEEP_TOKEN_VARIABLE, token) if pid != me]
-    for pid in found:
-        _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    hurry = hurry or threading.Event()
-    while time.monotonic() < deadline and not hurry.is_set() and any(
-        pid in holders_of(SWEEP_TOKEN_VARIABLE, token) for pid in found
-    ):
-        hurry.wait(0.1)
-    for pid in holders_of(SWEEP_TOKEN_VARIABLE, token):
-        if pid != me:
-            _signal(pid, signal.SIGKILL)
-    return found
-
-
-def hurry_sweep(token: str) -> list[int]:
-    """SIGKILL, now, every process of the sweep that ``proc.run`` started on this host; return their pids.
-
-    What a second Ctrl-C does: the agents (and any verify run) end without grace. The xdist
-    workers carry the sweep token but no process token of their own, so they live on to
-    report and to finish the bookkeeping. A dying parent may still fork: repeat until none is left.
-    """
-    killed: list[int] = []
-    for _ in range(20):
-        found = holders_of(SWEEP_TOKEN_VARIABLE, token, started_by_run=True)
-        if not found:
-            break
-        for pid in found:
-            _signal(pid, signal.SIGKILL)
-        killed += [pid for pid in found if pid not in killed]
-        time.sleep(0.01)
-    return killed
-
-
-def _signal(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])

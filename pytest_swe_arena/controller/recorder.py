@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from .. import __version__
+from ..interrupts import forward_interrupt, reap_sweep
 from ..naming import parse_node_id
 from ..outcome import CellOutcome
 from ..results import calibration
@@ -44,7 +45,7 @@ from .ledger import (
     write_atomic,
     write_predictions,
 )
-from .lock import SweepLock, forward_interrupt, reap_sweep
+from .lock import SweepLock
 from .resume import reusable_rows, verdicts
 
 

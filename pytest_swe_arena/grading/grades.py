@@ -33,7 +33,7 @@ _SUMMARY_STATUS = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "XF
 
 def test_files(ids: Iterable[str], test_patch: str | None, workspace: Path) -> list[str]:
     """The files to run: those named by pytest-style ids, and the test files ``test_patch`` touches."""
-    from ..worker.workspace import files_touched
+    from ..worker.patches import files_touched
 
     seen: dict[str, None] = {}
     candidates = [test_id.split("::", 1)[0] for test_id in ids if "::" in test_id]

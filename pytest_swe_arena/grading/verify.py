@@ -18,17 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..instances.loading import Instance
+from ..instances.model import Instance
 from ..worker import processes as proc
+from ..worker.patches import PatchApplyError, apply_patch, files_touched, restore_from_base
 from ..worker.venvs import shell_argv
-from ..worker.workspace import (
-    PatchApplyError,
-    Workspace,
-    apply_patch,
-    files_touched,
-    reset_to_base,
-    restore_from_base,
-)
+from ..worker.workspace import Workspace, reset_to_base
 from . import grades as grading
 
 

@@ -1,95 +1,27 @@
-"""Instances: the model, the JSON/JSONL loaders, and schema validation.
+"""Reading instance files: JSON Lines or a JSON array, each row validated against the instance schema.
 
-An instance file is JSON Lines or a JSON array of objects, each a superset of
-a SWE-bench dataset row. Every problem is reported as an ``InstanceFileError``
-naming the file, the line and the field, so a collection error tells the user
-exactly what to fix.
+Every problem is an ``InstanceFileError`` naming the file, the line and the field
+(see ``model``). An instance file is the user's input: a line that is not JSON is
+an error here, never skipped.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-INSTANCE_SUFFIXES = (".jsonl", ".json")
-
-
-class InstanceFileError(Exception):
-    """A problem in an instance file, located to the file, line and field."""
-
-    def __init__(self, path: Path, line: int | None, message: str, field: str | None = None):
-        self.path = path
-        self.line = line
-        self.field = field
-        self.message = message
-        where = f"{path}:{line}" if line else str(path)
-        what = f"field {field!r}: " if field else ""
-        super().__init__(f"{where}: {what}{message}")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the repository comes from: ``git`` (path or URL), ``bundle`` (file) or ``image``."""
-
-    kind: str
-    location: str
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.location}"
-
-
-@dataclass(frozen=True)
-class Instance:
-    """One task: a repository at a commit, a problem statement, and how to verify it."""
-
-    instance_id: str
-    repo: str
-    base_commit: str
-    problem_statement: str
-    source: Source
-    patch: str | None
-    test_patch: str | None
-    verify: str | None
-    test_cmd: str | None
-    fail_to_pass: tuple[str, ...]
-    pass_to_pass: tuple[str, ...]
-    env: Mapping[str, Any] | None
-    marks: tuple[str, ...]
-    #: The row as loaded, passed through to outputs (version, hints_text, ...).
-    row: Mapping[str, Any] = field(repr=False)
-    path: Path = field(repr=False)
-    line: int = field(repr=False)
-
-    @cached_property
-    def content_sha256(self) -> str:
-        """Hash of the row's content: part of the cell key, so an edited instance runs again."""
-        content: Any = self.row
-        if self.env != self.row.get("env"):
-            # The environment came from --arena-env-specs: editing the spec runs the cell again.
-            content = {"row": self.row, "env": self.env}
-        canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canonical.encode()).hexdigest()
-
-    @property
-    def repo_mark(self) -> str:
-        """The mark derived from the repository name: ``django/django`` -> ``django``."""
-        return mark_name(self.repo.split("/")[-1])
-
-
-def mark_name(text: str) -> str:
-    name = re.sub(r"\W", "_", text)
-    return name if name and not name[0].isdigit() else f"_{name}"
+from ..files import read_json_lines
+from .model import Instance, InstanceFileError, Source
 
 
 @lru_cache(maxsize=1)
 def _validator() -> Any:
+    """The instance schema's validator, compiled once per process (``_validator.cache_clear()`` forgets it)."""
     import jsonschema
 
     schema = json.loads(
@@ -99,25 +31,29 @@ def _validator() -> Any:
     return jsonschema.Draft202012Validator(schema)
 
 
+def instance_schema() -> dict[str, Any]:
+    """The instance JSON Schema (``schemas/instance.schema.json``)."""
+    schema: dict[str, Any] = _validator().schema
+    return schema
+
+
 def read_rows(path: Path) -> Iterator[tuple[int, Any]]:
     """Yield ``(line, object)`` for each row of a JSONL file or a JSON array file."""
     try:
+        if path.suffix == ".jsonl":
+            yield from read_json_lines(path, on_bad_line=_not_a_row)
+            return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InstanceFileError(path, None, f"cannot read: {error}") from None
-    if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InstanceFileError(
-                    path, number, f"not valid JSON ({error.msg} at column {error.colno}); "
-                    "each line must be one JSON object"
-                ) from None
-        return
     yield from _read_json_array(path, text)
+
+
+def _not_a_row(path: Path, number: int, error: ValueError) -> None:
+    if isinstance(error, json.JSONDecodeError):
+        raise InstanceFileError(path, number, f"not valid JSON ({error.msg} at column {error.colno}); "
+                                "each line must be one JSON object")
+    raise InstanceFileError(path, number, f"cannot read: {error}")
 
 
 def _read_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
@@ -213,35 +149,13 @@ def _schema_error(path: Path, line: int, row: Any) -> InstanceFileError | None:
         return InstanceFileError(path, line, "is required but missing", missing)
     field_path = ".".join(str(part) for part in error.absolute_path) or None
     top = str(error.absolute_path[0]) if error.absolute_path else None
-    described = _validator().schema["properties"].get(top, {}).get("description") if top else None
+    described = instance_schema()["properties"].get(top, {}).get("description") if top else None
     accepted = f"; expected {described}" if described else ""
     if error.validator == "not":
         message = f"{error.instance!r} is not allowed"
     else:
         message = error.message
     return InstanceFileError(path, line, f"{message}{accepted}", field_path)
-
-
-def env_problem(spec: Mapping[str, Any]) -> str | None:
-    """What is wrong with an ``env`` table (from a row or --arena-env-specs), or None."""
-    import jsonschema
-
-    env_schema = _validator().schema["properties"]["env"]
-    errors = list(jsonschema.Draft202012Validator(env_schema).iter_errors(spec))
-    if not errors:
-        return None
-    error = jsonschema.exceptions.best_match(errors)
-    where = ".".join(str(part) for part in error.absolute_path)
-    return f"field {where!r}: {error.message}; expected {env_schema['description']}" if where else (
-        f"{error.message}; expected {env_schema['description']}")
-
-
-def with_env_spec(instance: Instance, specs: Mapping[tuple[str, str], Mapping[str, Any]]) -> Instance:
-    """The instance with the env spec for its repo and ``version``, unless its row has its own ``env``."""
-    if instance.env is not None:
-        return instance
-    spec = specs.get((instance.repo, str(instance.row.get("version", ""))))
-    return replace(instance, env=dict(spec)) if spec is not None else instance
 
 
 def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None) -> Source:

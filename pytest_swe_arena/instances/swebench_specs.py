@@ -172,7 +172,7 @@ def parse_shipped_specs(data: Mapping[str, Any], source: str) -> ShippedSpecs:
 
 
 def _parse_spec(where: str, repo: str, version: str, table: Any) -> ShippedSpec:
-    from .loading import env_problem
+    from .specs import env_problem
 
     if not isinstance(table, dict):
         raise ShippedSpecsError(f"{where} must be a table")

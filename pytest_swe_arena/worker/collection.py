@@ -16,7 +16,9 @@ import pytest
 if TYPE_CHECKING:
     from _pytest.nodes import Node
 
-from ..instances.loading import InstanceFileError, load_instances, read_rows, with_env_spec
+from ..instances.loading import load_instances, read_rows
+from ..instances.model import InstanceFileError
+from ..instances.specs import with_env_spec
 from ..naming import CellName, file_node_path
 from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
 from .pipeline import Case, now

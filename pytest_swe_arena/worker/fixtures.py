@@ -15,12 +15,13 @@ from collections.abc import Iterator
 import pytest
 
 from ..arms.base import Arm
-from ..instances.loading import Instance
+from ..instances.model import Instance
 from ..naming import CellName
 from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
 from .cell import CellEnvironment, create_cell_environment
+from .git import WorkspaceError
 from .pipeline import Case, run_cell
-from .workspace import RepoStore, Workspace, WorkspaceError, materialize
+from .workspace import RepoStore, Workspace, materialize
 
 
 def _case(request: pytest.FixtureRequest) -> Case:

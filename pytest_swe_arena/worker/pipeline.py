@@ -22,12 +22,14 @@ import pytest
 from .. import __version__
 from ..arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
-from ..instances.loading import Instance
+from ..instances.model import Instance
 from ..outcome import CellOutcome, cell_key
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from .cell import CellEnvironment
+from .git import WorkspaceError
+from .patches import commit_environment_setup, extract_patch
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
-from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
+from .workspace import Workspace
 
 #: A run dir file larger than this is cut (head and tail kept) before it travels.
 MAX_LOG_BYTES = 8 * 1024 * 1024

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-TOKEN_VARIABLE = "ARENA_PROCESS_TOKEN"
+from ..interrupts import PROCESS_TOKEN_VARIABLE, holders_of, send_signal
+
 POLL_SECONDS = 0.05
 
 
@@ -57,7 +58,7 @@ def run(
     """
     token = uuid.uuid4().hex
     child_env = dict(env)
-    child_env[TOKEN_VARIABLE] = token
+    child_env[PROCESS_TOKEN_VARIABLE] = token
     started = time.monotonic()
     stdout.parent.mkdir(parents=True, exist_ok=True)
     with open(stdout, "ab") as out, open(stderr or os.devnull, "ab") as err, open(stdin or os.devnull, "rb") as inp:
@@ -105,7 +106,7 @@ def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float) -
     """SIGTERM the group and the token holders, wait ``grace``, then SIGKILL what is left."""
     _signal_group(process.pid, signal.SIGTERM)
     for pid in token_holders(token):
-        _signal_pid(pid, signal.SIGTERM)
+        send_signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if process.poll() is not None and not _group_alive(process.pid) and not token_holders(token):
@@ -126,50 +127,13 @@ def kill_tree(group: int, token: str) -> None:
         if not holders:
             return
         for pid in holders:
-            _signal_pid(pid, signal.SIGKILL)
+            send_signal(pid, signal.SIGKILL)
         time.sleep(0.01)
 
 
 def token_holders(token: str) -> list[int]:
     """Live processes whose environment carries ``ARENA_PROCESS_TOKEN=token``."""
-    return holders_of(TOKEN_VARIABLE, token)
-
-
-def holders_of(variable: str, token: str, *, started_by_run: bool = False) -> list[int]:
-    """Live processes whose environment carries ``variable=token`` (Linux /proc).
-
-    :param started_by_run: only those that ``run`` started (or their descendants): their
-        ``ARENA_PROCESS_TOKEN`` is not this process's own.
-    """
-    needle = f"{variable}={token}".encode()
-    own = f"{TOKEN_VARIABLE}={os.environ.get(TOKEN_VARIABLE, '')}".encode()
-    prefix = f"{TOKEN_VARIABLE}=".encode()
-    found: list[int] = []
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return found
-    me = os.getpid()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            if needle not in environ or _is_zombie(entry):
-                continue
-            if started_by_run and not any(item.startswith(prefix) and item != own for item in environ):
-                continue
-            found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-def _is_zombie(entry: Path) -> bool:
-    try:
-        stat = (entry / "stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+    return holders_of(PROCESS_TOKEN_VARIABLE, token)
 
 
 def _group_alive(group: int) -> bool:
@@ -183,12 +147,5 @@ def _group_alive(group: int) -> bool:
 def _signal_group(group: int, signum: int) -> None:
     try:
         os.killpg(group, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _signal_pid(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass

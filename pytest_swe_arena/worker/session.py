@@ -16,7 +16,8 @@ from typing import Any, cast
 import pytest
 
 from ..arms.base import ArmKind
-from ..controller.lock import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
+from ..instances.specs import EnvSpecsError, load_env_specs
+from ..interrupts import SWEEP_TOKEN_VARIABLE, InterruptSignals, forward_interrupt, hurry_sweep
 from ..naming import CellName, is_instance_file
 from ..outcome import STATUSES
 from ..results.calibration import failed_instances
@@ -26,7 +27,6 @@ from ..spend.budget import BUDGET_FILE, BudgetGate
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, STATE_KEY, ArenaState
 from ..suite import Suite, build_arms, load_suite
 from .pipeline import base_outcome
-from .venvs import EnvSpecsError, load_env_specs
 
 
 def configure_arena(config: pytest.Config, settings: Settings) -> ArenaState:

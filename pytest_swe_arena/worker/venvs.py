@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +32,6 @@ _PROBE = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys.ex
 
 class EnvBuildError(Exception):
     """The cell's environment could not be built: a harness error, its log in the run dir."""
-
-
-class EnvSpecsError(Exception):
-    """The ``--arena-env-specs`` file is unreadable or malformed; the message names file and table."""
 
 
 @dataclass(frozen=True)
@@ -67,33 +62,6 @@ class PythonEnvironment:
 
     def variables(self, path: str) -> dict[str, str]:
         return {"VIRTUAL_ENV": str(self.venv), "PATH": os.pathsep.join([str(self.venv / "bin"), path])}
-
-
-def load_env_specs(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    """Read ``[specs."owner/name"."VERSION"]`` tables; raise ``EnvSpecsError`` naming what is wrong."""
-    from ..instances.loading import env_problem
-
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise EnvSpecsError(f"{path}: cannot read TOML: {error}") from None
-    specs = data.get("specs")
-    if not isinstance(specs, dict) or not specs:
-        raise EnvSpecsError(f'{path}: expected tables [specs."owner/name"."VERSION"] with python, requirements, '
-                            "pre_install, install")
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for repo, versions in specs.items():
-        if "/" not in repo or not isinstance(versions, dict):
-            raise EnvSpecsError(f'{path}: [specs."{repo}"] must be a repo "owner/name" holding one table per version')
-        for version, spec in versions.items():
-            where = f'{path}: [specs."{repo}"."{version}"]'
-            if not isinstance(spec, dict):
-                raise EnvSpecsError(f"{where} must be a table")
-            problem = env_problem(spec)
-            if problem:
-                raise EnvSpecsError(f"{where}: {problem}")
-            found[(repo, str(version))] = spec
-    return found
 
 
 @functools.cache
