@@ -133,6 +133,16 @@ def read_json_lines(path: Path, decode: Callable[[bytes], T] = json.loads, *, wh
             yield number, value
 
 
+def json_table(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_count(value: Any) -> int:
+    """``value`` if it is a positive JSON integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def read_json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when it is missing, unreadable, not JSON or not an object."""
     try:

@@ -14,7 +14,8 @@ from test_results import PRICED_CONFTEST, swe_arena
 from test_sweep import XDIST
 
 from pytest_swe_arena.arms.command import read_usage_file
-from pytest_swe_arena.results.summary import cell_records, read_cells, summarize
+from pytest_swe_arena.results.records import cell_records, read_cells
+from pytest_swe_arena.results.summary import summarize
 from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit
 
 #: An agent that fixes calc and writes its usage file as given on its command line: raw JSON text,

@@ -218,7 +218,7 @@ def test_resume_runs_again_when_the_suite_suffix_or_strict_models_change(suite, 
     ("ssh=user@host//python=python3", False), ("socket=192.168.1.102:8888", False),
 ])
 def test_only_popen_without_via_is_a_local_gateway(spec, local):
-    from pytest_swe_arena.worker.session import is_local_gateway
+    from pytest_swe_arena.spend.budget import is_local_gateway
 
     assert is_local_gateway(spec) is local
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 import pytest
 
 from ..spend.usage import Usage
-from ..suite import Suite
+from ..suite import ArmSpec, Suite
 from ..worker.patches import PatchApplyError, apply_patch
-from .base import ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from .base import ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 
 class GoldArm:

@@ -12,9 +12,10 @@ import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..naming import LEDGER_NAME, CellName
 from ..outcome import FINAL_STATUSES
 from ..spend.usage import plausible_usage_json
-from .ledger import LEDGER_NAME
+from ..state import ReuseVerdict
 
 
 def reusable_rows(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -48,13 +49,13 @@ def plausible_spend(row: Mapping[str, Any]) -> dict[str, Any]:
             fixed["models"][model], found = plausible_usage_json(usage)
             problems += [f"models[{model}].{problem}" for problem in found]
     if problems:
-        warnings.warn(f"{LEDGER_NAME}: the reused row of {row.get('instance_id')}[{row.get('arm')}] "
+        warnings.warn(f"{LEDGER_NAME}: the reused row of {CellName.of_row(row).shown} "
                       f"(run {row.get('run_id')}): {'; '.join(problems)}; taken as unknown", stacklevel=2)
     return fixed
 
 
-def verdicts(reusable: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def verdicts(reusable: Mapping[str, Mapping[str, Any]]) -> dict[str, ReuseVerdict]:
     """The little each worker needs to report a reused cell: status, error, run id, spend and patch."""
-    return {key: {"status": row["status"], "error": row.get("error"), "run_id": row.get("run_id"),
-                  "usage": row.get("usage"), "patch_file": row.get("patch_file")}
+    return {key: ReuseVerdict(status=row["status"], error=row.get("error"), run_id=row.get("run_id"),
+                              usage=row.get("usage"), patch_file=row.get("patch_file"))
             for key, row in reusable.items()}

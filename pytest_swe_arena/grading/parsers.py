@@ -1,4 +1,10 @@
-"""Test results read from the logs of SWE-bench's runners, one parser per log format.
+"""Test results read from a runner's report: its JUnit XML or its log, one parser per log format.
+
+What verify reads today: pytest's JUnit XML (``parse_junitxml``, written by pytest to a file
+outside the workspace, so text the code under test prints cannot forge it) or, for a runner
+without one, its ``-rA`` summary lines (``parse_output``).
+
+SWE-bench's parsers (not yet wired into verify):
 
 Each parser reads a runner's output (pytest ``-rA``, Django's ``runtests.py --verbosity 2``,
 sympy's ``bin/test --verbose``, sphinx through tox) into the ordered list of the results it
@@ -31,21 +37,81 @@ here such a line names no test.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
-PASSED = "passed"
-FAILED = "failed"
-ERROR = "error"
-SKIPPED = "skipped"
-XFAILED = "xfailed"
-XPASSED = "xpassed"
-#: Every status a parser gives a test.
-STATUSES = (PASSED, FAILED, ERROR, SKIPPED, XFAILED, XPASSED)
+from ..outcome import TestStatus
+from .grades import keep_worst
+
+_SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S.*)$")
+_SUMMARY_STATUS = {"PASSED": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
+                   "XFAIL": TestStatus.XFAILED, "XPASS": TestStatus.XPASSED}
+
+
+def parse_output(text: str) -> dict[str, str]:
+    """Statuses from pytest's ``-rA`` short test summary (``PASSED id``, ``FAILED id - message``)."""
+    statuses: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _SUMMARY_LINE.match(line.rstrip())
+        if match:
+            test_id = match.group(2)
+            if match.group(1) in ("FAILED", "ERROR", "XFAIL", "XPASS"):
+                test_id = test_id.split(" - ", 1)[0]
+            keep_worst(statuses, test_id.strip(), _SUMMARY_STATUS[match.group(1)])
+    return statuses
+
+
+def parse_junitxml(path: Path, files: Iterable[str] = ()) -> dict[str, str] | None:
+    """Statuses from pytest's JUnit XML, keyed by node id; None if unreadable.
+
+    A case's ``classname`` is its node id's module path, dotted, then its classes.
+    The file is the one among ``files`` (those the runner ran) with the longest
+    dotted module name ``classname`` starts with; ``file`` (xunit1) is used only
+    when none does, since it names the file *defining* the test: a method a test
+    class inherits from a mixin in another file would be put under that file.
+    """
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
+    modules = sorted(((_module_of(file), file) for file in files), key=lambda item: -len(item[0]))
+    statuses: dict[str, str] = {}
+    for case in root.iter("testcase"):
+        classname = case.get("classname") or ""
+        file = next((file for module, file in modules
+                     if classname == module or classname.startswith(module + ".")), case.get("file") or "")
+        keep_worst(statuses, _junit_node_id(file, classname, case.get("name") or ""), _junit_status(case))
+    return statuses
+
+
+def _module_of(file: str) -> str:
+    return file.removesuffix(".py").replace("/", ".")
+
+
+def _junit_node_id(file: str, classname: str, name: str) -> str:
+    if not file:
+        return f"{classname}::{name}" if classname else name
+    module = _module_of(file)
+    classes = classname[len(module) + 1:].split(".") if classname.startswith(module + ".") else []
+    return "::".join([file, *filter(None, classes), name])
+
+
+def _junit_status(case: ElementTree.Element) -> str:
+    if case.find("error") is not None:
+        return "error"
+    if case.find("failure") is not None:
+        return "failed"
+    skipped = case.find("skipped")
+    if skipped is not None:
+        return "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
+    return "passed"
+
 
 #: pytest's words for results in its summary, to ours. SWE-bench reads every word but XPASS.
-_PYTEST_WORDS = {"PASSED": PASSED, "FAILED": FAILED, "ERROR": ERROR, "SKIPPED": SKIPPED, "XFAIL": XFAILED,
-                 "XPASS": XPASSED}
+_PYTEST_WORDS = {"PASSED": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ERROR": TestStatus.ERROR, "SKIPPED": TestStatus.SKIPPED, "XFAIL": TestStatus.XFAILED,
+                 "XPASS": TestStatus.XPASSED}
 _SWEBENCH_WORDS = ("FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL")
 
 
@@ -114,7 +180,7 @@ def _pytest_summary(text: str, test_id: Callable[[str], str] = lambda word: word
         if words is not None and words[0] in _PYTEST_WORDS:
             results.append(TestResult(test_id(words[1]), _PYTEST_WORDS[words[0]]))
         elif (xpassed := _xpass_id(line)) is not None:
-            results.append(TestResult(test_id(xpassed), XPASSED, swebench_reads=False))
+            results.append(TestResult(test_id(xpassed), TestStatus.XPASSED, swebench_reads=False))
         elif (verbose := _verbose_result(line)) is not None:
             results.append(TestResult(test_id(verbose.test_id), verbose.status, swebench_reads=False))
     return results
@@ -166,12 +232,12 @@ def parse_log_seaborn(text: str) -> list[TestResult]:
         if len(words) < 2:
             continue
         if line.startswith("FAILED"):
-            results.append(TestResult(words[1], FAILED))
+            results.append(TestResult(words[1], TestStatus.FAILED))
         elif " PASSED " in line:
             if words[1] == "PASSED":
-                results.append(TestResult(words[0], PASSED))
+                results.append(TestResult(words[0], TestStatus.PASSED))
         elif line.startswith("PASSED"):
-            results.append(TestResult(words[1], PASSED))
+            results.append(TestResult(words[1], TestStatus.PASSED))
         elif words[0] in _PYTEST_WORDS and not (words[0] == "SKIPPED" and _SKIP_COUNT.fullmatch(words[1])):
             results.append(TestResult(words[1], _PYTEST_WORDS[words[0]], swebench_reads=False))
         elif (verbose := _verbose_result(line)) is not None:
@@ -212,7 +278,7 @@ def parse_log_pytest_v2(text: str) -> list[TestResult]:
         elif line.startswith("XPASS"):
             words = line.split(" - ", 1)[0].split()
             if len(words) >= 2 and words[0] == "XPASS":
-                results.append(TestResult(" ".join(words[1:]), XPASSED, swebench_reads=False))
+                results.append(TestResult(" ".join(words[1:]), TestStatus.XPASSED, swebench_reads=False))
         elif (verbose := _verbose_result(line)) is not None:
             results.append(verbose)
     return results
@@ -224,9 +290,9 @@ def parse_log_pytest_v2(text: str) -> list[TestResult]:
 _DJANGO_PASSED_ENDINGS = (" ... ok", " ... OK", " ...  OK")
 #: What SWE-bench does not read: a status alone on its line (the test printed before it), and unittest's
 #: words for expected failures.
-_DJANGO_STATUS_LINES = {"ok": PASSED, "FAIL": FAILED, "ERROR": ERROR, "expected failure": XFAILED,
-                        "unexpected success": XPASSED}
-_DJANGO_UNREAD_ENDINGS = ((" ... expected failure", XFAILED), (" ... unexpected success", XPASSED))
+_DJANGO_STATUS_LINES = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR, "expected failure": TestStatus.XFAILED,
+                        "unexpected success": TestStatus.XPASSED}
+_DJANGO_UNREAD_ENDINGS = ((" ... expected failure", TestStatus.XFAILED), (" ... unexpected success", TestStatus.XPASSED))
 #: One test of Django's own suite (django__django-7188) prints a migration's progress on its line.
 _DJANGO_MIGRATION_PREFIX = "Applying sites.0002_alter_domain_unique...test_no_migrations"
 #: Output printed between a test's ``...`` and its ``ok``, which SWE-bench matches over the whole log.
@@ -241,23 +307,23 @@ def _django_line(line: str, last_test: str | None) -> Iterator[TestResult]:
     """The results SWE-bench reads on one stripped line, given the test last named by a ``...`` line."""
     if "--version is equivalent to version" in line:
         # One test of Django's admin_scripts is named by the text its output spans lines with.
-        yield TestResult("--version is equivalent to version", PASSED)
+        yield TestResult("--version is equivalent to version", TestStatus.PASSED)
     ending = next((ending for ending in _DJANGO_PASSED_ENDINGS if line.endswith(ending)), None)
     if ending is not None:
         if line.startswith(_DJANGO_MIGRATION_PREFIX):
             line = line.split("...", 1)[-1].strip()
-        yield TestResult(line.rsplit(ending, 1)[0], PASSED)
+        yield TestResult(line.rsplit(ending, 1)[0], TestStatus.PASSED)
     if " ... skipped" in line:
-        yield TestResult(line.split(" ... skipped")[0], SKIPPED)
+        yield TestResult(line.split(" ... skipped")[0], TestStatus.SKIPPED)
     words = line.split()
-    for word, status in (("FAIL", FAILED), ("ERROR", ERROR)):
+    for word, status in (("FAIL", TestStatus.FAILED), ("ERROR", TestStatus.ERROR)):
         if line.endswith(f" ... {word}"):
             yield TestResult(line.split(f" ... {word}")[0], status)
         if line.startswith(f"{word}:") and len(words) >= 2:
             # The report after the run, ``FAIL: test_x (module.Class)``, is read as its first word only.
             yield TestResult(words[1], status)
     if line.startswith("ok") and last_test is not None:
-        yield TestResult(last_test, PASSED)
+        yield TestResult(last_test, TestStatus.PASSED)
 
 
 def parse_log_django(text: str) -> list[TestResult]:
@@ -282,15 +348,15 @@ def parse_log_django(text: str) -> list[TestResult]:
         elif " ... " in line:
             waiting = last_test
     for pattern in _DJANGO_INTERRUPTED:
-        results += [TestResult(match.group(1), PASSED) for match in pattern.finditer(text)]
+        results += [TestResult(match.group(1), TestStatus.PASSED) for match in pattern.finditer(text)]
     return results
 
 
 # --- sympy's bin/test --verbose --------------------------------------------------------------
 
 #: sympy's result letters after a test's name. SWE-bench reads ``ok``, ``F`` and ``E``.
-_SYMPY_READ = {"ok": PASSED, "F": FAILED, "E": ERROR}
-_SYMPY_LETTERS = {**_SYMPY_READ, "f": XFAILED, "X": XPASSED, "s": SKIPPED, "w": SKIPPED, "K": SKIPPED, "T": ERROR}
+_SYMPY_READ = {"ok": TestStatus.PASSED, "F": TestStatus.FAILED, "E": TestStatus.ERROR}
+_SYMPY_LETTERS = {**_SYMPY_READ, "f": TestStatus.XFAILED, "X": TestStatus.XPASSED, "s": TestStatus.SKIPPED, "w": TestStatus.SKIPPED, "K": TestStatus.SKIPPED, "T": TestStatus.ERROR}
 #: The last test of a file: its result, then the file's verdict.
 _SYMPY_FILE_VERDICT = re.compile(r"(?P<line>.*\S)\s+\[(?:OK|FAIL)\]")
 
@@ -316,7 +382,7 @@ def _sympy_letter(text: str) -> str | None:
 def parse_log_sympy(text: str) -> list[TestResult]:
     """sympy's ``bin/test --verbose``: ``test_x ok``, ``test_y F``, ``test_z E``, and failure banners."""
     lines = text.split("\n")
-    results = [TestResult(test_id, FAILED) for line in lines if (test_id := _sympy_failure_banner(line)) is not None]
+    results = [TestResult(test_id, TestStatus.FAILED) for line in lines if (test_id := _sympy_failure_banner(line)) is not None]
     waiting: str | None = None  # a test whose result follows output it printed
     for raw in lines:
         line = raw.strip()

@@ -20,13 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .parsers import ERROR, FAILED, PASSED, SKIPPED, XFAILED, XPASSED, TestResult
+from ..outcome import TestStatus
+from .parsers import TestResult
 
-MISSING = "missing"
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
-#: When the worst of several results stands, from best to worst.
-SEVERITY = {PASSED: 0, XFAILED: 1, SKIPPED: 2, XPASSED: 3, FAILED: 4, ERROR: 5}
 
 
 @dataclass(frozen=True)
@@ -60,11 +58,11 @@ class GradingRules:
 
     def passes(self, status: str, kind: str) -> bool:
         """Whether a test with ``status`` counts as passing in the list ``kind`` (FAIL_TO_PASS or PASS_TO_PASS)."""
-        if status in (PASSED, XFAILED):
+        if status in (TestStatus.PASSED, TestStatus.XFAILED):
             return True
-        if status == SKIPPED:
+        if status == TestStatus.SKIPPED:
             return kind == PASS_TO_PASS and self.skipped_pass_to_pass_passes
-        if status == XPASSED:
+        if status == TestStatus.XPASSED:
             return self.xpassed_passes
         return False  # failed, error, missing
 
@@ -83,7 +81,7 @@ def reported_statuses(results: Iterable[TestResult], rules: GradingRules = SWEBE
         if not (result.swebench_reads or rules.read_every_result):
             continue
         earlier = statuses.get(result.test_id)
-        if rules.duplicates == "last" or earlier is None or SEVERITY[result.status] > SEVERITY[earlier]:
+        if rules.duplicates == "last" or earlier is None or TestStatus(result.status).severity > TestStatus(earlier).severity:
             statuses[result.test_id] = result.status
     return statuses
 
@@ -98,14 +96,14 @@ def status_of(test_id: str, statuses: Mapping[str, str], rules: GradingRules = S
     if test_id in statuses:
         return statuses[test_id]
     if not _cut_inside_brackets(test_id):
-        return MISSING
+        return TestStatus.MISSING
     matches = [status for reported, status in statuses.items() if reported.startswith(test_id)]
     if not matches:
-        return MISSING
+        return TestStatus.MISSING
     if rules.duplicates == "worst":
-        return max(matches, key=SEVERITY.__getitem__)
-    passing = {PASSED, XFAILED} | ({XPASSED} if rules.xpassed_passes else set())
-    return matches[0] if len({status in passing for status in matches}) == 1 else MISSING
+        return max(matches, key=lambda status: TestStatus(status).severity)
+    passing = {TestStatus.PASSED, TestStatus.XFAILED} | ({TestStatus.XPASSED} if rules.xpassed_passes else set())
+    return matches[0] if len({status in passing for status in matches}) == 1 else TestStatus.MISSING
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ def rejection(statuses: Mapping[str, str], returncode: int | None, rules: Gradin
             return None
         exited = "with an unknown status" if returncode is None else returncode
         return f"the runner exited {exited} (the rules {rules.name!r} need 0)"
-    if returncode in (None, 0) or any(status in (FAILED, ERROR) for status in statuses.values()):
+    if returncode in (None, 0) or any(status in (TestStatus.FAILED, TestStatus.ERROR) for status in statuses.values()):
         return None
     return f"the runner exited {returncode} but its log shows no failing test"
 

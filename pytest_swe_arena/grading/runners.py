@@ -1,4 +1,9 @@
-"""Which runner grades a row, and on which test targets: chosen by ``repo`` as SWE-bench chooses.
+"""Which runner runs a row's tests: today's default runner, and SWE-bench's table by ``repo``.
+
+The default runner (``DEFAULT_TEST_CMD``, or the row's ``test_cmd``) runs the test files the
+recorded ids and ``test_patch`` name (``test_files``, ``runner_command``), kept inside the workspace.
+
+SWE-bench's runners (not yet wired into verify) are chosen by ``repo`` as SWE-bench chooses.
 
 The table, ``runners.toml``, gives each SWE-bench repository its test command, its log
 parser and how its targets are named. The targets are SWE-bench's: every file ``test_patch``
@@ -12,12 +17,14 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any, Literal
 
+from ..worker.patches import files_touched
 from .parsers import END_TEST_OUTPUT, LOG_PARSERS, START_TEST_OUTPUT, UnknownLogParser, log_parser
 
 Targets = Literal["files", "django_modules", "in_command"]
@@ -28,6 +35,63 @@ _DIFF_HEADER = re.compile(r"diff --git a/.* b/(.*)")
 #: A line SWE-bench adds after an eval script's test command to keep its exit status.
 _EXIT_STATUS_LINE = re.compile(r"\s*SWEBENCH_TEST_EXIT_CODE=\$\?\s*")
 _EXPORT = re.compile(r"\s*export\s+[A-Za-z_][A-Za-z0-9_]*=.*")
+
+
+#: The runner when an instance gives no ``test_cmd``: pytest, reporting every test.
+DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider -o junit_family=xunit1 --junitxml={junitxml} {tests}"
+
+
+def test_files(ids: Iterable[str], test_patch: str | None, workspace: Path) -> list[str]:
+    """The files to run: those named by pytest-style ids, and the test files ``test_patch`` touches."""
+    seen: dict[str, None] = {}
+    candidates = [test_id.split("::", 1)[0] for test_id in ids if "::" in test_id]
+    candidates += [path for path in files_touched(test_patch or "") if path.endswith(".py")]
+    for path in candidates:
+        if (workspace / path).is_file():
+            seen.setdefault(path)
+    return list(seen)
+
+
+#: Where pytest reads its configuration in a repository's root, and the table header that makes a file
+#: count (None: the file counts even when empty, as pytest.ini does).
+_PYTEST_CONFIGS: dict[str, re.Pattern[str] | None] = {
+    "pytest.toml": None, ".pytest.toml": None, "pytest.ini": None, ".pytest.ini": None,
+    "pyproject.toml": re.compile(r"^\s*\[\s*tool\s*\.\s*pytest\s*(\.\s*ini_options\s*)?\]", re.MULTILINE),
+    "tox.ini": re.compile(r"^\s*\[pytest\]", re.MULTILINE),
+    "setup.cfg": re.compile(r"^\s*\[tool:pytest\]", re.MULTILINE),
+}
+
+
+def has_pytest_config(workspace: Path) -> bool:
+    """Whether the repository configures pytest in its root (else pytest would search the parent dirs)."""
+    for name, section in _PYTEST_CONFIGS.items():
+        path = workspace / name
+        if path.is_file() and (section is None
+                               or section.search(path.read_text(encoding="utf-8", errors="replace"))):
+            return True
+    return False
+
+
+def runner_command(test_cmd: str | None, files: list[str], junitxml: str, workspace: Path | None = None) -> str:
+    """The shell command that runs ``files``: ``{tests}`` and ``{junitxml}`` filled in, or files appended.
+
+    The default runner is kept inside the workspace (``--confcutdir=.``, and for a
+    repository without a pytest configuration ``--rootdir=. -c /dev/null``): a
+    conftest or config file in a directory above it must not change how its tests run.
+    """
+    template = test_cmd or DEFAULT_TEST_CMD
+    if test_cmd is None and workspace is not None:
+        confined = "--confcutdir=." if has_pytest_config(workspace) else "--confcutdir=. --rootdir=. -c /dev/null"
+        template = template.replace(" {tests}", f" {confined} {{tests}}")
+    tests = " ".join(shlex.quote(path) for path in files)
+    command = template.replace("{junitxml}", shlex.quote(junitxml))
+    if "{tests}" in command:
+        return command.replace("{tests}", tests)
+    return f"{command} {tests}".rstrip()
+
+
+def uses_junitxml(test_cmd: str | None) -> bool:
+    return "{junitxml}" in (test_cmd or DEFAULT_TEST_CMD)
 
 
 class RunnerChoiceError(ValueError):

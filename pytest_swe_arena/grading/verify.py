@@ -1,11 +1,14 @@
-"""Verification: grade the arm's patch (default) or the workspace as left.
+"""Where a cell is graded: lay out the tree, run verify or the recorded tests, decide resolved or not.
+
+Verification grades the arm's patch (default) or the workspace as left.
 
 Patch mode resets the workspace to base and applies only the extracted patch;
 workspace mode keeps the tree as the arm left it. Both then restore the files
 ``test_patch`` touches to base and apply it, so an arm that edited those files
 (tests, or helpers ``test_patch`` changes) cannot change its grade. Without a
 ``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
-one (see ``grading``).
+one (``runners`` runs them, ``parsers`` reads their statuses, ``grades`` grades
+them). ``graded_status`` turns the verdict into the cell's status.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..instances.model import Instance
-from ..worker import processes as proc
+from ..outcome import CellStatus
+from ..worker import processes
 from ..worker.patches import PatchApplyError, apply_patch, files_touched, restore_from_base
 from ..worker.venvs import shell_argv
 from ..worker.workspace import Workspace, reset_to_base
-from . import grades as grading
+from .grades import grade
+from .parsers import parse_junitxml, parse_output
+from .runners import runner_command, test_files, uses_junitxml
 
 
 class VerifyInfrastructureError(Exception):
@@ -41,6 +47,23 @@ class VerifyResult:
     #: Per-test statuses when the instance is graded test by test.
     tests: Mapping[str, Any] | None = field(default=None)
     detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row's ``verify``."""
+        return {"passed": self.passed, "returncode": self.returncode, "timed_out": self.timed_out,
+                "seconds": round(self.seconds, 3), "tests": self.tests}
+
+
+def graded_status(verdict: VerifyResult, patch: bytes) -> tuple[CellStatus, str | None]:
+    """Where a cell is graded: resolved when verify passed on its patch, and the patch is not empty.
+
+    An empty patch is verified (its verdict is recorded) but never resolves: EMPTY must not.
+    """
+    if not patch.strip():
+        return CellStatus.UNRESOLVED, "empty patch"
+    if verdict.passed:
+        return CellStatus.RESOLVED, None
+    return CellStatus.UNRESOLVED, verdict.detail
 
 
 def prepare_tree(workspace: Workspace, instance: Instance, patch: bytes | str, verify_on: str) -> None:
@@ -90,16 +113,16 @@ class ContainerHost:
 
 
 def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
-         timeout: float) -> proc.ProcessResult:
+         timeout: float) -> processes.ProcessResult:
     """Run a shell command in the workspace, here or inside the instance's image."""
     if host is None:
-        return proc.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
+        return processes.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
     size = log.stat().st_size if log.is_file() else 0
     exited = False
     try:
         # The engine client gets the harness's environment (its config and credentials), not the cell's.
-        result = proc.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
+        result = processes.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
                           stdout=log, timeout=timeout)
         exited = result.returncode is not None
     finally:
@@ -154,7 +177,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
               timeout: float, host: ContainerHost | None = None) -> VerifyResult:
     """Run the test files of FAIL_TO_PASS / PASS_TO_PASS and grade each recorded test."""
     recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
-    files = grading.test_files(recorded, instance.test_patch, workspace.path)
+    files = test_files(recorded, instance.test_patch, workspace.path)
     if not files:
         raise VerifyInfrastructureError(
             f"{instance.instance_id}: no test files to run: FAIL_TO_PASS/PASS_TO_PASS ids name none that exist "
@@ -163,15 +186,15 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
     report = log.parent / "verify-junit.xml"
     report.unlink(missing_ok=True)
     report_path = host.path(report, log.parent) if host is not None else str(report)
-    command = grading.runner_command(instance.test_cmd, files, report_path, workspace.path)
+    command = runner_command(instance.test_cmd, files, report_path, workspace.path)
     log.parent.mkdir(parents=True, exist_ok=True)
     result = _run(host, command, workspace.path, log, env, timeout)
-    if grading.uses_junitxml(instance.test_cmd):
+    if uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
-        reported, source = grading.parse_junitxml(report, files) or {}, "junitxml"
+        reported, source = parse_junitxml(report, files) or {}, "junitxml"
     else:
-        reported, source = grading.parse_output(log.read_text(encoding="utf-8", errors="replace")), "output"
-    grades = grading.grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)
+        reported, source = parse_output(log.read_text(encoding="utf-8", errors="replace")), "output"
+    grades = grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)
     passed = grades.passed and not result.timed_out
     if result.timed_out:
         detail = f"tests timed out after {timeout:g}s"

@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..controller.ledger import finite_json, write_atomic
-from ..grading.grades import PASSING
+from ..files import finite_json, timestamp, write_atomic
+from ..naming import CALIBRATION_NAME, EMPTY, GOLD
+from ..outcome import COUNTED_STATUSES, CellStatus, counts_as_pass
 
-CALIBRATION_NAME = "calibration.json"
-GOLD, BASE = "GOLD", "EMPTY"
 #: What to do about a calibration file that cannot be used.
 REWRITE = "run the sweep with --arena-calibrate to write it again (or delete it)"
-
-
-#: Statuses that say nothing about the instance: the harness failed or the sweep stopped.
-NOT_A_VERDICT = frozenset({"harness_error", "interrupted", "skipped_budget"})
 
 
 def verdicts(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -37,14 +31,15 @@ def verdicts(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """
     by_instance: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     for row in rows:
-        if row["arm"] in (GOLD, BASE):
+        if row["arm"] in (GOLD, EMPTY):
             by_instance.setdefault(row["instance_id"], {}).setdefault(row["arm"], []).append(row)
-    return {iid: _verdict(arms[GOLD], arms[BASE]) for iid, arms in sorted(by_instance.items())
-            if GOLD in arms and BASE in arms}
+    return {iid: _verdict(arms[GOLD], arms[EMPTY]) for iid, arms in sorted(by_instance.items())
+            if GOLD in arms and EMPTY in arms}
 
 
 def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    unfinished = [row for row in [*gold_rows, *base_rows] if row["status"] in NOT_A_VERDICT]
+    # A status not counted in the rate says nothing about the instance: the harness failed or the sweep stopped.
+    unfinished = [row for row in [*gold_rows, *base_rows] if row["status"] not in COUNTED_STATUSES]
     if unfinished:
         return {
             "ok": None,
@@ -55,7 +50,7 @@ def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, An
         }
     problems: list[str] = []
     for row in gold_rows:
-        if row["status"] != "resolved":
+        if row["status"] != CellStatus.RESOLVED:
             problems.append(f"gold patch does not resolve ({row['status']}: {row.get('error')})")
     for row in base_rows:
         verify = row.get("verify")
@@ -66,7 +61,7 @@ def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, An
             problems.append("verify passes on the untouched base")
         tests = verify.get("tests") or {}
         for test_id, status in (tests.get("FAIL_TO_PASS") or {}).items():
-            if status in PASSING:
+            if counts_as_pass(status):
                 problems.append(f"FAIL_TO_PASS test {test_id} already passes on the untouched base")
     return {
         "ok": not problems,
@@ -105,7 +100,7 @@ def write_calibration(out: Path, new: Mapping[str, Mapping[str, Any]], run_id: s
         instances[iid] = verdict
     data = {
         "run_id": run_id,
-        "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "updated_at": timestamp(),
         "instances": dict(sorted(instances.items())),
         "failed": sorted(iid for iid, verdict in instances.items() if verdict.get("ok") is False),
     }

@@ -1,6 +1,6 @@
 """Two sweeps side by side: per-arm deltas and the instances that flipped.
 
-Both sides are summarized with ``report.summarize``, so the numbers are the
+Both sides are summarized with ``summary.summarize``, so the numbers are the
 ones each sweep's own summary shows; flips are paired over the (instance,
 trial) cells both sweeps have in an arm's rate, with the same exact McNemar
 test as the paired comparison between arms. Each arm's rates over those
@@ -13,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..naming import trial_name
+from .records import CellRecord
 from .stats import mcnemar_exact_p
-from .summary import CellRecord, format_table, p_value, percent, summarize, usd
+from .summary import summarize
+from .text import format_table, p_value, percent, usd
 
 
 def _delta(first: float | None, second: float | None) -> float | None:
@@ -51,8 +54,8 @@ def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
             "common_cells": len(common),
             "common_rate_a": common_a, "common_rate_b": common_b,
             "common_rate_delta": _delta(common_a, common_b),
-            "fixed": [_cell_name(key) for key in fixed],
-            "broken": [_cell_name(key) for key in broken],
+            "fixed": [trial_name(*key) for key in fixed],
+            "broken": [trial_name(*key) for key in broken],
             "mcnemar_p": mcnemar_exact_p(len(broken), len(fixed)),
         })
     return {
@@ -66,11 +69,6 @@ def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
 
 def _run_id(cells: Sequence[CellRecord]) -> str | None:
     return cells[-1].run_id if cells else None
-
-
-def _cell_name(key: tuple[str, int]) -> str:
-    instance_id, trial = key
-    return instance_id if trial == 1 else f"{instance_id} r{trial}"
 
 
 def _signed_points(value: float | None) -> str:

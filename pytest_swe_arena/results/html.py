@@ -19,19 +19,10 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
-from .summary import CellRecord, count, interval_text, p_value, percent, seconds, usd
+from ..outcome import STATUS_TABLE, known_status
+from .records import CellRecord
+from .text import count, interval_text, p_value, percent, seconds, usd
 
-#: status -> (glyph, meaning) for the matrix and its legend.
-STATUS_MARKS: dict[str, tuple[str, str]] = {
-    "resolved": ("✓", "resolved"),
-    "unresolved": ("✗", "unresolved"),
-    "arm_error": ("!", "arm error"),
-    "timeout": ("T", "timeout"),
-    "over_budget": ("$", "over its budget"),
-    "harness_error": ("E", "harness error (not counted)"),
-    "skipped_budget": ("–", "skipped: budget spent (not counted)"),
-    "interrupted": ("∅", "interrupted (not counted)"),
-}
 TRIAL = attrgetter("trial")
 ARM_COLOURS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#bf3989", "#6e7781")
 
@@ -53,12 +44,9 @@ padding:2px 6px;white-space:nowrap}table.matrix thead th{background:#f6f8fa;posi
 table.matrix tbody th{text-align:left;font-weight:normal;font-family:ui-monospace,monospace}
 .st{display:inline-block;min-width:18px;text-align:center;border-radius:3px;margin-right:2px;
 text-decoration:none;font-weight:600}.log{font-size:11px;color:#59636e;margin-right:6px}
-.st-resolved{background:#d1f4d9;color:#116329}.st-unresolved{background:#ffd8d3;color:#a40e26}
-.st-arm_error{background:#ffe2bf;color:#953800}.st-timeout{background:#ffe2bf;color:#953800}
-.st-over_budget{background:#ffe2bf;color:#953800}.st-harness_error{background:#e6e0f8;color:#512a97}
-.st-skipped_budget{background:#eaeef2;color:#59636e}.st-interrupted{background:#eaeef2;color:#59636e}
 .legend span.st{margin-left:10px}#only-differ:checked~table tr.agree{display:none}
-"""
+""" + "".join(f".st-{status}{{background:{meaning.badge[0]};color:{meaning.badge[1]}}}"
+              for status, meaning in STATUS_TABLE.items()) + "\n"
 
 
 def _cell(text: str) -> str:
@@ -200,8 +188,9 @@ def _mark(cell: CellRecord) -> str:
 
     The tooltip leaves out what the row and column already say (instance, arm).
     """
-    status = cell.status if cell.status in STATUS_MARKS else _text(cell.status)
-    glyph, meaning = STATUS_MARKS.get(status, ("?", status))
+    known = known_status(cell.status)
+    status = known.value if known is not None else _text(cell.status)
+    glyph, meaning = (known.meaning.glyph, known.meaning.label) if known is not None else ("?", status)
     tip = f"trial {cell.trial}: {meaning}" if cell.trial > 1 else meaning
     ran, cost, used = cell.spend()
     if ran:
@@ -228,8 +217,8 @@ def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> It
     for cell in cells:
         grid[cell.instance_id][cell.arm].append(cell)
     head = "".join(f"<th>{escape(name)}</th>" for name in arm_names)
-    legend = "".join(f'<span class="st st-{status}">{glyph}</span> {escape(meaning)}'
-                     for status, (glyph, meaning) in STATUS_MARKS.items())
+    legend = "".join(f'<span class="st st-{status}">{meaning.glyph}</span> {escape(meaning.label)}'
+                     for status, meaning in STATUS_TABLE.items())
     yield (f'<p class="legend">{legend}</p><input type="checkbox" id="only-differ"> '
            '<label for="only-differ">only instances where the verdicts differ</label>'
            f'<table class="matrix" id="matrix"><thead><tr><th>instance</th>{head}</tr></thead><tbody>')

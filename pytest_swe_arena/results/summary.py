@@ -1,280 +1,27 @@
-"""Summaries of a sweep: per-arm results, paired comparisons and warnings.
+"""Summaries of a sweep: per-arm results, paired comparisons and warnings (``summary.json``).
 
-Ledger rows are first reduced to ``CellRecord``s (the few fields a summary
-needs, decoded straight from each ledger line by ``msgspec``, so a 100,000-row
-ledger is read in well under a second); ``summarize`` turns them
-into plain data (``summary.json``) and ``format_summary`` into the terminal
-text. The plugin and the ``swe-arena`` command share these functions, so both
-show the same numbers. A value that cannot be computed is None ("n/a").
-
-Any row the ledger may hold is summarized, whoever wrote it: a usage figure or
-phase that is not a plausible number (NaN, infinite, negative, absurd, a string;
-see ``usage.plausible_usage_json``) is unknown there, with a warning naming
-the line; only a line that is not a cell at all is skipped.
+``summarize`` turns one run's ``CellRecord``s into plain data; ``text.format_summary`` turns
+that into the terminal text. The plugin and the ``swe-arena`` command share these functions,
+so both show the same numbers. A value that cannot be computed is None ("n/a").
 """
 
 from __future__ import annotations
 
-import json
 import math
-import textwrap
-import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from itertools import combinations
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import msgspec
-
-from ..controller.ledger import LEDGER_NAME, finite_json, write_atomic
-from ..outcome import STATUSES, CellOutcome
-from ..spend.budget import BUDGET_FILE, SWEEP
-from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, plausible_usage_json, token_total
+from ..outcome import COUNTED_STATUSES, CellStatus
+from ..spend.budget import SWEEP
+from .records import CellRecord
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
 
-SUMMARY_NAME = "summary.json"
-REPORT_NAME = "report.html"
 SUMMARY_SCHEMA_VERSION = 1
-#: The terminal summary's width.
-TERMINAL_WIDTH = 100
 #: How many example cells a warning lists.
 WARNING_EXAMPLES = 5
-#: The statuses a resolve rate counts (resolved, unresolved, arm errors, timeouts, over budget).
-COUNTED_STATUSES = frozenset(status for status, (_, counted) in STATUSES.items() if counted)
-#: The longest phase a summary believes: a year (a longer one is unknown).
-MAX_PHASE_SECONDS = 365 * 24 * 3600.0
-
-# What a plausible figure is, as msgspec checks it while decoding (the bounds of ``usage``): a row
-# holding anything else takes the slower path of ``cell_record``, which makes that figure unknown.
-Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_CELL_TOKENS)]
-Dollars = Annotated[float, msgspec.Meta(ge=0, le=MAX_CELL_USD)]
-Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_PHASE_SECONDS)]
-
-
-class Usage(msgspec.Struct, frozen=True, gc=False):
-    """The part of a row's ``usage`` a summary reads."""
-
-    input_tokens: Count | None = None
-    output_tokens: Count | None = None
-    reasoning_tokens: Count | None = None
-    cost_usd: Dollars | None = None
-    cost_source: str | None = None
-
-    @property
-    def tokens(self) -> int | None:
-        """Input + output + reasoning tokens; None if any is unknown."""
-        return token_total((self.input_tokens, self.output_tokens, self.reasoning_tokens))
-
-
-NO_USAGE = Usage()
-
-
-def unknown_usage() -> dict[str, Any]:
-    """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
-    from ..spend.usage import Usage as CellUsage
-
-    return CellUsage(cost_source="unknown").to_json()
-
-
-def spend_unknown(usage: Mapping[str, Any] | None, phases: Mapping[str, float]) -> bool:
-    """A cell with no usage whose arm did run (it raised, say): its spend is unknown, not 0."""
-    return not usage and "arm" in phases
-
-
-def with_spend_known(outcome: CellOutcome) -> CellOutcome:
-    """The outcome, its usage marked unknown when its arm ran but reported nothing (see ``spend_unknown``)."""
-    return outcome.replace(usage=unknown_usage()) if spend_unknown(outcome.usage, outcome.phases) else outcome
-
-
-class CellRecord(msgspec.Struct, frozen=True, gc=False):
-    """What the summary and the report read from one ledger row.
-
-    Decoded straight from a ledger line, skipping every other field, so a 100,000-row
-    ledger is read fast and stays small in memory (see ``read_cells``).
-    """
-
-    instance_id: str
-    arm: str
-    status: str
-    run_id: str | None = None
-    trial: int = 1
-    usage: Usage | None = None
-    #: A phase whose seconds are unknown (a refused value) is None: the wall time is then unknown.
-    phases: dict[str, Seconds | None] = {}
-    started_at: str | None = None
-    ended_at: str | None = None
-    patch_file: str | None = None
-    run_dir: str | None = None
-    asked_model: str | None = None
-    served_model: str | None = None
-    model_mismatch: bool = False
-    reused_from: str | None = None
-    error: str | None = None
-
-    @property
-    def ran(self) -> bool:
-        """Whether the arm ran: usage was recorded, or it has an ``arm`` phase (it raised).
-
-        False for a cell whose arm never started (skipped, its setup failed): it spent nothing.
-        """
-        return (self.usage is not None and self.usage != NO_USAGE) or "arm" in self.phases
-
-    @property
-    def cost_usd(self) -> float | None:
-        """Dollars spent; 0 for a cell that never ran, None when not known."""
-        return self.spend()[1]
-
-    @property
-    def tokens(self) -> int | None:
-        """Tokens spent; 0 for a cell that never ran, None when not known."""
-        return self.spend()[2]
-
-    def spend(self) -> tuple[bool, float | None, int | None]:
-        """(ran, USD, tokens) in one pass: what a 100,000-cell report reads twice per cell."""
-        if not self.ran:
-            return False, 0.0, 0
-        usage = self.usage
-        if usage is None:
-            return True, None, None
-        return True, usage.cost_usd, usage.tokens
-
-    @property
-    def wall_seconds(self) -> float | None:
-        """The sum of the cell's phases, else ended minus started; None if neither is known."""
-        if self.phases:
-            phases = self.phases.values()
-            if None in phases:
-                return None
-            return math.fsum(phases)  # type: ignore[arg-type]  # exact: the order of the phases cannot matter
-        try:
-            seconds = (datetime.fromisoformat(self.ended_at or "")
-                       - datetime.fromisoformat(self.started_at or "")).total_seconds()
-        except ValueError:
-            return None
-        return seconds if seconds >= 0 else None
-
-    @property
-    def error_line(self) -> str | None:
-        """The first line of the row's error text."""
-        text = (self.error or "").strip()
-        return text.splitlines()[0] if text else None
-
-    @property
-    def counts(self) -> bool:
-        """Whether the cell counts in its arm's resolve rate."""
-        return self.status in COUNTED_STATUSES
-
-    @property
-    def resolved(self) -> bool:
-        return self.status == "resolved"
-
-
-def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: str | None,
-                    phases: Mapping[str, float] | None = None) -> list[tuple[str, object]]:
-    """A cell's status, spend and patch as pytest ``user_properties`` (for ``--junitxml`` and JSON reports).
-
-    Cost and tokens are None when unknown (also when the arm ran, per ``phases``, but reported
-    nothing); the patch is relative to the out dir, None when not graded.
-    """
-    cell = CellRecord("", "", status, usage=usage_record(usage), phases=dict(phases or {}))
-    return [("arena_status", status), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
-            ("arena_patch", patch_file)]
-
-
-def usage_record(usage: Any) -> Usage:
-    """The summary's view of a ``usage`` mapping; a figure that is not plausible is unknown (None)."""
-    try:
-        return msgspec.convert(usage or {}, Usage)
-    except msgspec.ValidationError:
-        return msgspec.convert(plausible_usage_json(usage)[0], Usage)
-
-
-def plausible_row(row: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``row`` with each usage figure and phase a summary cannot believe set to None (unknown), and why."""
-    fixed, problems = dict(row), []
-    usage = row.get("usage")
-    if usage is not None:
-        fixed["usage"], usage_problems = plausible_usage_json(usage)
-        problems += [f"usage.{problem}" for problem in usage_problems]
-    phases = row.get("phases")
-    if isinstance(phases, Mapping):
-        fixed["phases"] = {}
-        for name, value in phases.items():
-            believed = (not isinstance(value, bool) and isinstance(value, (int, float))
-                        and 0 <= value <= MAX_PHASE_SECONDS)  # NaN fails the comparison too
-            fixed["phases"][str(name)] = value if believed else None
-            if not believed:
-                problems.append(f"phases.{name}: {value!r} is not a number of seconds from 0 to {MAX_PHASE_SECONDS:g}")
-    elif phases is not None:
-        fixed["phases"] = {}
-        problems.append(f"phases: {phases!r} is not an object")
-    return fixed, problems
-
-
-def cell_record(row: Any, where: str) -> CellRecord | None:
-    """The cell of one ledger row, whoever wrote it; None, with a warning, when it is not a cell.
-
-    A figure the summary cannot believe is unknown, with a warning naming ``where`` (file:line).
-    """
-    if isinstance(row, Mapping):
-        try:
-            return msgspec.convert(row, CellRecord)
-        except msgspec.ValidationError:
-            fixed, problems = plausible_row(row)
-            try:
-                cell = msgspec.convert(fixed, CellRecord)
-            except msgspec.ValidationError as error:
-                warnings.warn(f"{where}: skipping a ledger line that is not a cell ({error})", stacklevel=3)
-                return None
-            warnings.warn(f"{where}: {cell.instance_id}[{cell.arm}]: {'; '.join(problems)}; "
-                          "taken as unknown", stacklevel=3)
-            return cell
-    warnings.warn(f"{where}: skipping a ledger line that is not a cell (not a JSON object)", stacklevel=3)
-    return None
-
-
-def cell_records(rows: Iterable[Mapping[str, Any]], where: str = LEDGER_NAME) -> list[CellRecord]:
-    cells = (cell_record(row, f"{where} row {number}") for number, row in enumerate(rows, start=1))
-    return [cell for cell in cells if cell is not None]
-
-
-def read_cells(path: Path) -> Iterator[CellRecord]:
-    """Stream a ledger's cells; a torn, corrupt or malformed line is skipped with a warning naming it.
-
-    Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
-    which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
-    """
-    decoder = msgspec.json.Decoder(CellRecord)
-    with open(path, "rb") as ledger:
-        for number, line in enumerate(ledger, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield decoder.decode(line)
-                continue
-            except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                problem = error
-            try:
-                row = json.loads(line)
-            except ValueError:
-                warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({problem})", stacklevel=2)
-                continue
-            cell = cell_record(row, f"{path}:{number}")
-            if cell is not None:
-                yield cell
-
-
-def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
-    """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming."""
-    from ..controller.ledger import latest_run
-
-    records = read_cells(path)
-    if run_id is None:
-        return latest_run(records, lambda cell: cell.run_id)
-    return [cell for cell in records if cell.run_id == run_id]
 
 
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
@@ -340,7 +87,7 @@ class ArmCells:
                 counted.append(cell)
                 key = (cell.instance_id, cell.trial)
                 keys.add(key)
-                if cell.status == "resolved":
+                if cell.status == CellStatus.RESOLVED:
                     arm.resolved += 1
                     resolved_keys.add(key)
                 wall = cell.wall_seconds
@@ -382,9 +129,9 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "instances": len({instance_id for instance_id, _ in arm.keys}),
         "trials": arm.trials,
         "statuses": statuses,
-        "harness_errors": statuses.get("harness_error", 0),
-        "skipped": statuses.get("skipped_budget", 0),
-        "interrupted": statuses.get("interrupted", 0),
+        "harness_errors": statuses.get(CellStatus.HARNESS_ERROR, 0),
+        "skipped": statuses.get(CellStatus.SKIPPED_BUDGET, 0),
+        "interrupted": statuses.get(CellStatus.INTERRUPTED, 0),
         "reused": arm.reused,
         "model_mismatches": len(arm.mismatched),
         "cost_usd": cost_total,
@@ -453,8 +200,7 @@ def paired_comparisons(names: Sequence[str], arms: Mapping[str, ArmCells]) -> li
 
 
 def _examples(cells: Sequence[CellRecord]) -> list[str]:
-    return [f"{cell.instance_id}[{cell.arm}]" + (f" r{cell.trial}" if cell.trial > 1 else "")
-            for cell in cells[:WARNING_EXAMPLES]]
+    return [cell.name.shown for cell in cells[:WARNING_EXAMPLES]]
 
 
 def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
@@ -463,18 +209,18 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
 
     def warn(kind: str, which: Sequence[CellRecord], message: str) -> None:
         if which:
-            found.append({"kind": kind, "arm": name, "count": len(which), "message": message,
+            found.append({"kind": str(kind), "arm": name, "count": len(which), "message": message,
                           "examples": _examples(which)})
 
-    harness = arm.by_status.get("harness_error", [])
-    warn("harness_error", harness,
+    harness = arm.by_status.get(CellStatus.HARNESS_ERROR, [])
+    warn(CellStatus.HARNESS_ERROR, harness,
          f"{name}: {len(harness)} harness error(s), not counted in the rate (--arena-resume runs them again)")
-    skipped = arm.by_status.get("skipped_budget", [])
+    skipped = arm.by_status.get(CellStatus.SKIPPED_BUDGET, [])
     reasons = sorted({cell.error_line for cell in skipped if cell.error_line})
-    warn("skipped_budget", skipped,
+    warn(CellStatus.SKIPPED_BUDGET, skipped,
          f"{name}: {len(skipped)} cell(s) skipped, budget spent" + (f": {reasons[0]}" if reasons else ""))
-    interrupted = arm.by_status.get("interrupted", [])
-    warn("interrupted", interrupted, f"{name}: {len(interrupted)} cell(s) interrupted, not counted")
+    interrupted = arm.by_status.get(CellStatus.INTERRUPTED, [])
+    warn(CellStatus.INTERRUPTED, interrupted, f"{name}: {len(interrupted)} cell(s) interrupted, not counted")
     if arm.mismatched:
         first = arm.mismatched[0]
         warn("model_mismatch", arm.mismatched,
@@ -517,162 +263,3 @@ def budget_warnings(budget: Mapping[str, Any] | None) -> list[dict[str, Any]]:
                          "message": f"{unknown} cell(s) of unknown USD cost were not counted against --arena-max-usd",
                          "examples": []})
     return found
-
-
-# --- text --------------------------------------------------------------------------------------------------
-
-
-def percent(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def interval_text(interval: Sequence[float] | None) -> str:
-    return "n/a" if interval is None else f"{100 * interval[0]:.1f}-{100 * interval[1]:.1f}%"
-
-
-def usd(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.4f}" if value < 10 else f"{value:,.2f}"
-
-
-def count(value: float | None) -> str:
-    """A token count, exact below 100,000, then in k and M (the JSON keeps it exact)."""
-    if value is None:
-        return "n/a"
-    if value < 100_000:
-        return f"{value:,.0f}"
-    return f"{value / 1000:,.0f}k" if value < 999_500 else f"{value / 1_000_000:,.1f}M"
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.1f}s" if value < 600 else f"{value / 60:.1f}m"
-
-
-def p_value(value: float | None) -> str:
-    if value is None:
-        return "n/a"
-    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A plain text table: the first column left-aligned, the others right-aligned."""
-    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = (cell.ljust(width) if index == 0 else cell.rjust(width)
-                  for index, (cell, width) in enumerate(zip(cells, widths, strict=True)))
-        return "  ".join(padded).rstrip()
-
-    return [line(header), "  ".join("-" * width for width in widths), *(line(row) for row in rows)]
-
-
-def format_budget(budget: Mapping[str, Any]) -> list[str]:
-    """What the sweep spent against its caps, then per model."""
-    limits = (budget.get("limits") or {}).get("sweep") or {}
-    spent = budget.get("spent") or {}
-    usd_cap = "" if limits.get("max_usd") is None else f" of ${limits['max_usd']:g}"
-    token_cap = "" if limits.get("max_tokens") is None else f" of {limits['max_tokens']:,}"
-    unknown = spent.get("unknown_usd_cells") or 0
-    unknown_tokens = spent.get("unknown_token_cells") or 0
-    lines = [f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"]
-    uncounted = ([f"{unknown} cell(s) of unknown USD cost"] if unknown else []) + (
-        [f"{unknown_tokens} cell(s) of unknown tokens"] if unknown_tokens else [])
-    if uncounted:
-        lines.append(f"  + {', '.join(uncounted)} (not in the totals)")
-    for model, model_spend in sorted((budget.get("models") or {}).items()):
-        lines.append(f"  {model}: ${usd(model_spend.get('usd'))}, {count(model_spend.get('tokens'))} tokens "
-                     f"in {model_spend.get('cells')} cell(s)")
-    return lines
-
-
-def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> list[str]:
-    """The terminal summary: per-arm table, pass@k (with repeats), paired comparison, budget, warnings.
-
-    Tables fit in 100 columns for arm names up to 16 characters; warnings wrap at ``width``.
-    """
-    header = ["arm", "resolved", "rate", "95% CI", "USD", "USD/res", "tokens", "tok/res", "wall p50"]
-    body = [
-        [arm["arm"], f"{arm['resolved']}/{arm['cells']}", percent(arm["resolve_rate"]),
-         interval_text(arm["resolve_rate_ci95"]), usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]),
-         count(arm["tokens"]), count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])]
-        for arm in summary["arms"]
-    ]
-    trials = f", {summary['trials']} trials" if summary["trials"] > 1 else ""
-    independent = ", trials as independent" if summary["trials"] > 1 else ""
-    lines = [f"{summary['instances']} instances x {len(summary['arms'])} arms{trials}: {summary['rows']} cells "
-             f"(95% CI: Wilson{independent}; n/a: not computable)", ""]
-    lines += format_table(header, body)
-    most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
-    if most > 1:
-        def at(arm: Mapping[str, Any], k: int, key: str) -> str:
-            entry = next((row for row in arm["pass_at_k"] if row["k"] == k), None)
-            return percent(entry[key]) if entry else "n/a"
-
-        lines.append("")
-        lines += format_table(
-            ["repeats", "trials", "pass@1", f"pass@{most}", f"pass^{most}"],
-            [[arm["arm"], str(arm["trials"]), at(arm, 1, "pass_at_k"), at(arm, most, "pass_at_k"),
-              at(arm, most, "pass_hat_k")] for arm in summary["arms"]],
-        )
-    if summary["pairs"]:
-        lines.append("")
-        lines += format_table(
-            ["paired (A vs B)", "pairs", "both", "only A", "only B", "neither", "McNemar p"],
-            [[f"{pair['arms'][0]} vs {pair['arms'][1]}", str(pair["cells"]), str(pair["both"]),
-              str(pair["only_first"]), str(pair["only_second"]), str(pair["neither"]), p_value(pair["mcnemar_p"])]
-             for pair in summary["pairs"]],
-        )
-    if summary.get("budget"):
-        lines += ["", *format_budget(summary["budget"])]
-    if summary["warnings"]:
-        lines += ["", "warnings:"]
-        for warning in summary["warnings"]:
-            lines += textwrap.wrap(warning["message"], width, initial_indent="  ! ", subsequent_indent="    ",
-                                   break_on_hyphens=False)
-    return lines
-
-
-def written_lines(out: Path, run_id: str | None, paths: Sequence[Path]) -> list[str]:
-    """Where the results went: the out dir, then each file written, relative to it."""
-    names = [str(path.relative_to(out)) if path.is_relative_to(out) else str(path) for path in paths]
-    return [f"out: {out} (run {run_id})", *(f"  {name}" for name in names)]
-
-
-# --- files -------------------------------------------------------------------------------------------------
-
-
-def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
-                  run_id: str | None = None, budget: Mapping[str, Any] | None = None
-                  ) -> tuple[dict[str, Any], list[Path]]:
-    """Write ``summary.json`` and ``report.html`` (each atomically); return the summary and the paths."""
-    from .html import render_report
-
-    summary = summarize(cells, arm_order, run_id, budget)
-    summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
-    write_atomic(summary_path, finite_json(summary, summary_path, indent=2, sort_keys=True) + "\n")
-    write_atomic(report_path, render_report(summary, cells))
-    return summary, [summary_path, report_path]
-
-
-def recorded_budget(out: Path, run_id: str | None) -> dict[str, Any] | None:
-    """The ``budget.json`` the controller wrote for ``run_id`` (None without caps or for another run)."""
-    try:
-        budget = json.loads((out / BUDGET_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return budget if isinstance(budget, dict) and budget.get("run_id") == run_id else None
-
-
-def previous_arm_order(out: Path, run_id: str | None) -> list[str]:
-    """The arm order a run's own ``summary.json`` recorded (the sweep's ``--arena-arms``), if any."""
-    try:
-        summary = json.loads((out / SUMMARY_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    if not isinstance(summary, dict) or summary.get("run_id") != run_id:
-        return []
-    order = summary.get("arm_order")
-    return [str(name) for name in order] if isinstance(order, list) else []

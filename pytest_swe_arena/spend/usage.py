@@ -14,16 +14,14 @@ the reason goes into the row's ``details.accounting_error``.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, NamedTuple
+
+from .prices import price_tokens
 
 COST_SOURCES = ("reported", "priced", "unknown", "none")
-#: The ``models`` key of sessions whose model the store does not name; never a served model.
-UNKNOWN_MODEL = "unknown"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
@@ -133,7 +131,7 @@ class Usage:
     @property
     def total_tokens(self) -> int | None:
         """Input + output + reasoning tokens, or None if any of those is unknown."""
-        return token_total((self.input_tokens, self.output_tokens, self.reasoning_tokens))
+        return token_total(getattr(self, key) for key in TOKEN_PARTS)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,6 +170,29 @@ class Usage:
         return replace(self, cost_usd=None, cost_source="unknown")
 
 
+def row_tokens(usage: Mapping[str, Any]) -> int | None:
+    """The token total of a row's (or a model's) ``usage`` mapping; None when unknown."""
+    return token_total(usage.get(key) for key in TOKEN_PARTS)
+
+
+def unknown_usage() -> dict[str, Any]:
+    """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
+    return Usage(cost_source="unknown").to_json()
+
+
+class Accounting(NamedTuple):
+    """What a run spent, as an arm's accounting found it: the cell's usage, per served model, and details.
+
+    :param served_model: the model that answered (several joined with ``,``), when known.
+    :param details: what the accounting read, and ``accounting_error`` when a figure was refused.
+    """
+
+    usage: Usage = Usage()
+    models: Mapping[str, Usage] = {}
+    served_model: str | None = None
+    details: Mapping[str, Any] = {}
+
+
 def checked_spend(usage: Usage, models: Mapping[str, Usage]) -> tuple[Usage, dict[str, Usage], list[str]]:
     """A cell's usage and usage per model with each implausible figure unknown, and why (``Usage.checked``).
 
@@ -207,254 +228,3 @@ def add_usages(usages: Iterable[Usage]) -> Usage:
     return Usage(**values)
 
 
-def price_tokens(usage: Usage, price: Mapping[str, float]) -> float | None:
-    """USD for ``usage`` at ``price`` (per million input / output / cache_read / cache_write tokens).
-
-    Reasoning tokens are billed as output. None when a token count is unknown,
-    or when tokens of a kind were spent and the table has no price for that kind.
-    """
-    billed = {
-        "input": usage.input_tokens,
-        "output": None if usage.output_tokens is None or usage.reasoning_tokens is None
-        else usage.output_tokens + usage.reasoning_tokens,
-        "cache_read": usage.cache_read_tokens,
-        "cache_write": usage.cache_write_tokens,
-    }
-    total = 0.0
-    for kind, tokens in billed.items():
-        if tokens is None:
-            return None
-        if tokens and kind not in price:
-            return None
-        total += tokens * price.get(kind, 0.0)
-    return round(total / 1_000_000, 9)
-
-
-def price_for(prices: Mapping[str, Mapping[str, float]], model: str | None) -> Mapping[str, float] | None:
-    """The price of ``model`` ("provider/model"), looked up as given, then by its bare model id."""
-    if not model:
-        return None
-    return prices.get(model) or prices.get(model.split("/", 1)[-1])
-
-
-# -- opencode's ``--format json`` event stream --------------------------------------------
-
-
-@dataclass
-class StreamTally:
-    """Running totals of opencode ``step_finish`` events, fed line by line (also while the agent runs).
-
-    Only the run's own session is in the stream: a subagent's steps are in the
-    sqlite store alone (see ``read_sessions``). A figure an event gives that is
-    not plausible (see ``count_problem``, ``cost_problem``) makes that total
-    unknown; ``refused`` says why.
-    """
-
-    steps: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    max_context_tokens: int = 0
-    reported_cost: float = 0.0
-    errors: list[str] = field(default_factory=list)
-    #: usage field -> why the stream's figure for it was refused (the first reason).
-    refused: dict[str, str] = field(default_factory=dict)
-
-    def feed(self, line: str) -> None:
-        """Count one line of the stream; lines that are not events, or events of unknown shape, are ignored."""
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return  # not an event (a wrapper's noise); the stream is otherwise JSON lines
-        if not isinstance(event, dict):
-            return
-        if event.get("type") == "error":
-            self.errors.append(_error_message(event.get("error")))
-        part = json_table(event.get("part"))
-        if event.get("type") != "step_finish" or not part:
-            return
-        tokens = json_table(part.get("tokens"))
-        cache = json_table(tokens.get("cache"))
-        self.steps += 1
-        self.input_tokens += self._count("input_tokens", "tokens.input", tokens.get("input"))
-        self.output_tokens += self._count("output_tokens", "tokens.output", tokens.get("output"))
-        self.reasoning_tokens += self._count("reasoning_tokens", "tokens.reasoning", tokens.get("reasoning"))
-        self.cache_read_tokens += self._count("cache_read_tokens", "tokens.cache.read", cache.get("read"))
-        self.cache_write_tokens += self._count("cache_write_tokens", "tokens.cache.write", cache.get("write"))
-        self.max_context_tokens = max(self.max_context_tokens,
-                                      self._count("max_context_tokens", "tokens.total", tokens.get("total")))
-        cost = part.get("cost")
-        problem = None if cost is None else cost_problem(cost)
-        if problem:
-            self.refused.setdefault("cost_usd", f"step {self.steps}: cost {problem}")
-        elif cost:
-            self.reported_cost += float(cost)
-
-    def _count(self, name: str, key: str, value: Any) -> int:
-        """``value`` as a count to add (0 when absent); a refused one is 0 here and makes ``name`` unknown."""
-        if value is None:
-            return 0
-        problem = count_problem(value)
-        if problem:
-            self.refused.setdefault(name, f"step {self.steps}: {key} {problem}")
-            return 0
-        return int(value)
-
-    def usage(self) -> Usage:
-        """What the stream says, cost as reported (0 when the agent had no price); refused figures unknown."""
-        return self._settled()[0]
-
-    def known_usage(self) -> Usage:
-        """The totals of the figures believed (a refused one counts 0): a lower bound, for the live caps.
-
-        An agent must not switch its cap off by reporting one absurd figure, which makes ``usage()`` unknown.
-        """
-        return Usage(self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cache_read_tokens,
-                     self.cache_write_tokens, self.steps, self.max_context_tokens,
-                     round(self.reported_cost, 9), "reported")
-
-    @property
-    def problems(self) -> list[str]:
-        """Why figures of the stream were refused, one line each."""
-        return self._settled()[1]
-
-    def _settled(self) -> tuple[Usage, list[str]]:
-        usage = self.known_usage()
-        unknown: dict[str, Any] = dict.fromkeys(self.refused)
-        if "cost_usd" in unknown:
-            unknown["cost_source"] = "unknown"
-        usage = replace(usage, **unknown)
-        usage, totals = usage.checked("stream total")  # plausible steps can add up to an absurd total
-        return usage, [f"stream {name}: {reason}" for name, reason in self.refused.items()] + totals
-
-
-def json_table(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
-    return value if isinstance(value, dict) else {}
-
-
-def _error_message(error: Any) -> str:
-    """The text of an ``error`` event's ``error``: an object (``data.message``, ``name``) or a plain string."""
-    if isinstance(error, str) and error:
-        return error
-    table = json_table(error)
-    data = table.get("data")
-    for candidate in (json_table(data).get("message"), data, table.get("message"), table.get("name")):
-        if isinstance(candidate, str) and candidate:
-            return candidate
-    return "unknown error"
-
-
-def json_count(value: Any) -> int:
-    """``value`` if it is a positive JSON integer, else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-class StreamFollower:
-    """Reads the complete lines appended to a stream file since the last call (for live caps)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.tally = StreamTally()
-        self._offset = 0
-
-    def _unread(self) -> bytes:
-        try:
-            with open(self.path, "rb") as stream:
-                stream.seek(self._offset)
-                return stream.read()
-        except OSError:
-            return b""
-
-    def poll(self) -> StreamTally:
-        data = self._unread()
-        end = data.rfind(b"\n") + 1  # a half-written last line waits for the next poll
-        for line in data[:end].splitlines():
-            self.tally.feed(line.decode("utf-8", errors="replace"))
-        self._offset += end
-        return self.tally
-
-    def finish(self) -> StreamTally:
-        """Read what is left once the writer is gone, a last line without a newline included."""
-        self.poll()
-        rest = self._unread()
-        self._offset += len(rest)
-        if rest.strip():
-            self.tally.feed(rest.decode("utf-8", errors="replace"))
-        return self.tally
-
-
-def read_stream(path: Path) -> StreamTally:
-    """Tally a finished stream file (a missing file is an empty stream)."""
-    return StreamFollower(path).finish()
-
-
-# -- opencode's sqlite store -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionSpend:
-    """One row of opencode's ``session`` table: where it ran, which model answered, what it spent."""
-
-    id: str
-    parent_id: str | None
-    directory: str
-    model: str | None
-    usage: Usage
-    #: Why figures of this row were refused (their usage fields are unknown).
-    problems: tuple[str, ...] = ()
-
-
-SESSION_QUERY = (
-    "SELECT id, parent_id, directory, model, cost, tokens_input, tokens_output, tokens_reasoning, "
-    "tokens_cache_read, tokens_cache_write FROM session ORDER BY time_created, id"
-)
-
-
-def read_sessions(db: Path) -> list[SessionSpend] | None:
-    """Every session in an opencode database, or None when the store cannot be read.
-
-    Opened read-only through a URI so the write-ahead log (where opencode keeps
-    its data until a checkpoint) is read as well; the store is never modified.
-    """
-    import sqlite3
-    from urllib.parse import quote
-
-    if not db.is_file():
-        return None
-    try:
-        connection = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = connection.execute(SESSION_QUERY).fetchall()
-        finally:
-            connection.close()
-    except sqlite3.Error:
-        return None
-    sessions = []
-    for sid, parent, directory, model, cost, tin, tout, treason, tread, twrite in rows:
-        # A NULL cost is opencode's "no price" (0, priced later); NULL tokens are unknown.
-        usage, problems = Usage(tin, tout, treason, tread, twrite, None, None, 0.0 if cost is None else cost,
-                                "reported").checked(f"store session {sid}")
-        sessions.append(SessionSpend(sid, parent, directory, _model_name(model), usage, tuple(problems)))
-    return sessions
-
-
-def _model_name(model: str | None) -> str | None:
-    try:
-        data = json.loads(model) if model else None
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not data.get("id"):
-        return None
-    return f"{data['providerID']}/{data['id']}" if data.get("providerID") else str(data["id"])
-
-
-def sessions_by_model(sessions: Iterable[SessionSpend],
-                      prices: Mapping[str, Mapping[str, float]]) -> dict[str, Usage]:
-    """Spend per served model, each priced when opencode reported no cost."""
-    grouped: dict[str, list[Usage]] = {}
-    for session in sessions:
-        grouped.setdefault(session.model or UNKNOWN_MODEL, []).append(session.usage)
-    return {model: add_usages(usages).priced(price_for(prices, model)) for model, usages in grouped.items()}

@@ -16,12 +16,13 @@ import pytest
 if TYPE_CHECKING:
     from _pytest.nodes import Node
 
+from ..files import timestamp
 from ..instances.loading import load_instances, read_rows
 from ..instances.model import InstanceFileError
 from ..instances.specs import with_env_spec
 from ..naming import CellName, file_node_path
-from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY
-from .pipeline import Case, now
+from ..outcome import CellStatus
+from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut
 
 
 def parametrization(params: tuple[str, ...]) -> Any:
@@ -118,25 +119,24 @@ class ArenaItem(pytest.Function):
         case = self.stash[CASE_KEY]
         verdict = state.reuse.get(case.key)
         if verdict is not None:
-            self.stash[SHORTCUT_KEY] = {"reused": verdict}
+            self.stash[SHORTCUT_KEY] = Shortcut(reused=verdict)
             return
         if state.budget_gate is not None:
             reason = state.budget_gate.reason_to_skip(case.arm.spec.name)
             if reason:
-                self.stash[SHORTCUT_KEY] = {"skipped": reason}
+                self.stash[SHORTCUT_KEY] = Shortcut(skipped=reason)
                 # Reported at the instance's line, not at this line of the plugin.
                 raise pytest.skip.Exception(reason, _use_item_location=True)
         # Here, not in a fixture: every fixture may be overridden in a conftest.
-        self.stash[STARTED_KEY] = now()
+        self.stash[STARTED_KEY] = timestamp()
         self.stash[PHASES_KEY] = {}
         super().setup()
 
     def runtest(self) -> None:
-        shortcut = self.stash.get(SHORTCUT_KEY, {})
-        verdict = shortcut.get("reused")
+        verdict = self.stash.get(SHORTCUT_KEY, Shortcut()).reused
         if verdict is None:
             super().runtest()
-        elif verdict["status"] != "resolved":
+        elif verdict["status"] != CellStatus.RESOLVED:
             detail = f": {verdict['error']}" if verdict.get("error") else ""
             pytest.fail(f"{verdict['status']}{detail} (reused from run {verdict['run_id']})", pytrace=False)
 

@@ -17,10 +17,11 @@ import pytest
 from ..arms.base import Arm
 from ..instances.model import Instance
 from ..naming import CellName
-from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY
+from ..outcome import CellStatus
+from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY, Case
 from .cell import CellEnvironment, create_cell_environment
 from .git import WorkspaceError
-from .pipeline import Case, run_cell
+from .pipeline import run_cell
 from .workspace import RepoStore, Workspace, materialize
 
 
@@ -86,5 +87,5 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     node = request.node
     outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY])
     node.stash[OUTCOME_KEY] = outcome
-    if outcome.status != "resolved":
+    if outcome.status != CellStatus.RESOLVED:
         pytest.fail(outcome.short(), pytrace=False)

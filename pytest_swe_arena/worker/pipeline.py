@@ -1,30 +1,25 @@
-"""One cell, after its fixtures: run the arm, extract the patch, verify, decide.
+"""One cell, after its fixtures, in phases: environment -> arm -> patch -> grade.
 
 This is where the line between a failing arm (counts against the arm) and a
-failing harness (not counted, run again on resume) is drawn.
+failing harness (not counted, run again on resume) is drawn; grading itself is
+``grading.verify``'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import socket
 import time
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .. import __version__
-from ..arms.base import Arm, ArmError, ArmResult, ArmStartError, CellRequest
-from ..grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
-from ..instances.model import Instance
-from ..outcome import CellOutcome, cell_key
+from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
+from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.usage import Usage, accounting_errors, checked_spend
+from ..state import Case
 from .cell import CellEnvironment
 from .git import WorkspaceError
 from .patches import commit_environment_setup, extract_patch
@@ -33,50 +28,6 @@ from .workspace import Workspace
 
 #: A run dir file larger than this is cut (head and tail kept) before it travels.
 MAX_LOG_BYTES = 8 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Case:
-    """What one pytest item stands for: an instance, an arm, a trial."""
-
-    instance: Instance
-    arm: Arm
-    trial: int
-    verify_on: str
-    verify_timeout: float
-    #: The xdist worker id ("gw0"...) or "controller" when running in one process.
-    worker: str
-    strict_models: bool = False
-    #: The shared cache (mirrors, resolved environments, uv's packages).
-    cache: Path | None = None
-    #: Container engine for image-backed instances.
-    engine: str = "docker"
-
-    @cached_property
-    def key(self) -> str:
-        return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def base_outcome(case: Case, nodeid: str, status: str, error: str | None = None) -> CellOutcome:
-    """An outcome with the cell's identity filled in; the rest is added by the caller."""
-    return CellOutcome(
-        cell_key=case.key,
-        instance_id=case.instance.instance_id,
-        arm=case.arm.spec.name,
-        trial=case.trial,
-        status=status,
-        nodeid=nodeid,
-        arm_identity=case.arm.spec.identity,
-        error=error,
-        provenance={"plugin_version": __version__},
-        host=socket.gethostname(),
-        worker=case.worker,
-        ended_at=now(),
-    )
 
 
 def run_cell(
@@ -89,7 +40,11 @@ def run_cell(
 ) -> CellOutcome:
     """Run the arm and grade its patch. Never raises for arm or harness failures."""
     timings = dict(phases)
-    outcome = base_outcome(case, nodeid, "harness_error").replace(started_at=started_at)
+    outcome = started(case, nodeid, started_at)
+
+    def finish(outcome: CellOutcome, status: CellStatus, error: str | None) -> CellOutcome:
+        return finished(outcome, status, error, timings, collect_logs(cell.run_dir))
+
     python_env = None
     store = EnvironmentStore(case.cache or cell.root / "cache")
     if case.instance.env is not None and case.instance.source.kind != "image":
@@ -98,7 +53,7 @@ def run_cell(
             python_env, workspace = build_environment(case, cell, workspace, store)
         except (EnvBuildError, WorkspaceError) as error:
             timings["env"] = time.monotonic() - clock
-            return _finish(outcome, cell, timings, status="harness_error", error=f"env: {error}")
+            return finish(outcome, CellStatus.HARNESS_ERROR, f"env: {error}")
         timings["env"] = time.monotonic() - clock
         cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
     request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial)
@@ -107,20 +62,20 @@ def run_cell(
     try:
         result = case.arm.run(request)
     except ArmError as error:
-        result = ArmResult(status="arm_error", error=str(error))
+        result = ArmResult(status=ArmStatus.ARM_ERROR, error=str(error))
     except ArmStartError as error:
         # The agent never started: nothing was spent, and the setup (not the arm) is at fault.
         timings["arm"] = time.monotonic() - clock
-        return _finish(outcome, cell, timings, status="harness_error", error=str(error))
+        return finish(outcome, CellStatus.HARNESS_ERROR, str(error))
     except pytest.fail.Exception as error:
         if not is_pytest_timeout(error):
             raise
-        result = ArmResult(status="timeout", error=f"pytest-timeout fired while the arm ran: {error}")
+        result = ArmResult(status=ArmStatus.TIMEOUT, error=f"pytest-timeout fired while the arm ran: {error}")
     except Exception:
         timings["arm"] = time.monotonic() - clock
         # The arm started and may have spent: what it spent is unknown, never "did not run" ($0).
-        return _finish(outcome.replace(usage=Usage().to_json()), cell, timings, status="harness_error",
-                       error=f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
+        return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
+                      f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
     mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
@@ -134,26 +89,26 @@ def run_cell(
         provenance={**outcome.provenance, **result.provenance},
         details=accounting_errors(result.details, problems),
     )
+    ended = result.status.cell_status
 
     clock = time.monotonic()
     try:
         patch = extract_patch(workspace)
     except WorkspaceError as error:
-        if result.status != "completed":
+        if ended is not None:
             # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.
-            return _finish(outcome, cell, timings, status=result.status,
-                           error=f"{result.error or result.status}; patch extraction also failed: {error}")
-        return _finish(outcome, cell, timings, status="harness_error", error=f"patch extraction: {error}")
+            return finish(outcome, ended, f"{result.error or result.status}; patch extraction also failed: {error}")
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction: {error}")
     timings["patch"] = time.monotonic() - clock
     outcome = outcome.replace(patch=patch)
 
-    if result.status != "completed":
+    if ended is not None:
         # Never scored from partial work: keep the patch for forensics, do not verify it.
-        return _finish(outcome, cell, timings, status=result.status, error=result.error)
+        return finish(outcome, ended, result.error)
     if mismatch and case.strict_models:
-        return _finish(outcome, cell, timings, status="harness_error",
-                       error=f"served model {result.served_model!r} is not the asked {result.asked_model!r} "
-                             "(--arena-strict-models)")
+        return finish(outcome, CellStatus.HARNESS_ERROR,
+                      f"served model {result.served_model!r} is not the asked {result.asked_model!r} "
+                      "(--arena-strict-models)")
 
     clock = time.monotonic()
     try:
@@ -164,24 +119,16 @@ def run_cell(
         )
     except (VerifyInfrastructureError, WorkspaceError, EnvBuildError) as error:
         timings["verify"] = time.monotonic() - clock
-        return _finish(outcome, cell, timings, status="harness_error", error=f"verify: {error}")
-    except pytest.fail.Exception as error:
-        if not is_pytest_timeout(error):
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"verify: {error}")
+    except pytest.fail.Exception as fired:
+        if not is_pytest_timeout(fired):
             raise
         timings["verify"] = time.monotonic() - clock
-        return _finish(outcome.replace(patch_scored=False), cell, timings, status="timeout",
-                       error=f"pytest-timeout fired during verify: {error}")
+        return finish(outcome.replace(patch_scored=False), CellStatus.TIMEOUT,
+                      f"pytest-timeout fired during verify: {fired}")
     timings["verify"] = time.monotonic() - clock
-    verify: dict[str, Any] = {
-        "passed": verdict.passed, "returncode": verdict.returncode,
-        "timed_out": verdict.timed_out, "seconds": round(verdict.seconds, 3), "tests": verdict.tests,
-    }
-    outcome = outcome.replace(verify=verify, patch_scored=True)
-    if not patch.strip():
-        return _finish(outcome, cell, timings, status="unresolved", error="empty patch")
-    if verdict.passed:
-        return _finish(outcome, cell, timings, status="resolved", error=None)
-    return _finish(outcome, cell, timings, status="unresolved", error=verdict.detail)
+    status, why = graded_status(verdict, patch)
+    return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
 
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
@@ -218,17 +165,6 @@ def container_host(case: Case) -> ContainerHost | None:
 def is_pytest_timeout(error: BaseException) -> bool:
     """Whether pytest-timeout's signal method interrupted the cell (it raises ``pytest.fail("Timeout...")``)."""
     return str(error).startswith("Timeout")
-
-
-def _finish(outcome: CellOutcome, cell: CellEnvironment, timings: Mapping[str, float],
-            *, status: str, error: str | None) -> CellOutcome:
-    return outcome.replace(
-        status=status,
-        error=error,
-        phases={name: round(seconds, 3) for name, seconds in timings.items()},
-        ended_at=now(),
-        logs=collect_logs(cell.run_dir),
-    )
 
 
 def collect_logs(run_dir: Path) -> dict[str, str]:

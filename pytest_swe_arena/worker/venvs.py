@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import processes as proc
+from . import processes
 
 #: ``version_info`` of an interpreter, read by running it (shims and symlinks are resolved by the answer).
 _PROBE = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys.executable]))"
@@ -233,7 +233,7 @@ class EnvironmentStore:
         env = {**os.environ, "UV_CACHE_DIR": str(self.uv_cache), "UV_PYTHON_DOWNLOADS": "never"}
         env.pop("VIRTUAL_ENV", None)
         _log(log, "$ uv " + " ".join(args))
-        result = proc.run([uv, *args], cwd=self.root, env=env, stdout=log, timeout=timeout)
+        result = processes.run([uv, *args], cwd=self.root, env=env, stdout=log, timeout=timeout)
         _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
@@ -245,7 +245,7 @@ class EnvironmentStore:
         env = {**cell_env, **environment.variables(cell_env.get("PATH", os.defpath)),
                "UV_CACHE_DIR": str(self.uv_cache)}
         _log(log, f"$ ({what}) {command}")
-        result = proc.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
+        result = processes.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
         _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
