@@ -78,3 +78,19 @@ def test_no_nan_reaches_the_ledger_it_is_null_with_a_warning_naming_the_field(tm
         writer.record(outcome(usage={"cost_usd": float("nan")}))
     assert "NaN" not in writer.path.read_text()
     assert [row["usage"]["cost_usd"] for row in read_ledger(writer.path)] == [None]
+
+
+def test_an_outcome_crosses_to_the_controller_as_plain_types_only() -> None:
+    """xdist's channel serialises builtin types only: a status enum anywhere in the outcome would crash the worker."""
+    from pytest_swe_arena.outcome import TestStatus
+
+    data = outcome(verify={"tests": {"t::a": TestStatus.PASSED}}, details={"status": CellStatus.TIMEOUT}).to_json()
+
+    def types(value: object) -> set[type]:
+        if isinstance(value, dict):
+            return {type(key) for key in value} | {t for item in value.values() for t in types(item)}
+        if isinstance(value, list):
+            return {t for item in value for t in types(item)}
+        return {type(value)}
+
+    assert types(data) <= {str, int, float, bool, type(None)}
