@@ -102,7 +102,7 @@ served = "lab/model-b"
 kind = "tree"
 [tool.swe_arena.arms.SLOW]
 kind = "tree"
-seconds = 60
+seconds = 600
 [tool.swe_arena.arms.CRASH]
 kind = "crash"
 [tool.swe_arena.arms.RAISING]
@@ -233,28 +233,40 @@ def test_a_second_sweep_on_the_same_out_dir_is_refused_then_takes_over_a_dead_ow
 
 
 def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
+    # The heartbeats are written in the past, far from every limit, so that how long a sweep takes to
+    # start on a busy machine cannot move a lock across one: ours is 600 s, the default 90 s.
     arena.instances([arena.calc.row()])
     out = arena.path / "arena-out"
     out.mkdir()
-    fresh = {"pid": 1, "host": "elsewhere", "run_id": "r-remote", "started_at": datetime.now(UTC).isoformat(),
-             "heartbeat_at": datetime.now(UTC).isoformat(), "progress": {}}
-    (out / "arena.lock").write_text(json.dumps(fresh))
-    arena.ini_lines = ["arena_lock_stale = 3", "arena_lock_heartbeat = 1"]
+    arena.ini_lines = ["arena_lock_stale = 600"]
+
+    def lock_beaten(seconds_ago: float, **owner_limits: float) -> None:
+        beat = (datetime.now(UTC) - timedelta(seconds=seconds_ago)).isoformat()
+        (out / "arena.lock").write_text(json.dumps({
+            "pid": 1, "host": "elsewhere", "run_id": "r-remote", "started_at": beat, "heartbeat_at": beat,
+            "progress": {}, **owner_limits}))
+
+    lock_beaten(0)
     refused = arena.run("--arena-arms=GOLD")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*in use by another sweep (pid 1 on elsewhere, run r-remote*"])
 
-    old = dict(fresh, heartbeat_at=(datetime.now(UTC) - timedelta(seconds=10)).isoformat())
+    # 300 s is stale by the default limit: our arena_lock_stale (600 s), not the default, decides.
+    lock_beaten(300)
+    ours = arena.run("--arena-arms=GOLD")
+    assert ours.ret == pytest.ExitCode.USAGE_ERROR
+    ours.stderr.fnmatch_lines(["*in use by another sweep (pid 1 on elsewhere, run r-remote*"])
+
     # The owner beats slowly and said so in its lock: its stale limit, not ours, decides.
-    (out / "arena.lock").write_text(json.dumps(dict(old, heartbeat_seconds=60, stale_seconds=180)))
+    lock_beaten(3000, heartbeat_seconds=600, stale_seconds=7200)
     patient = arena.run("--arena-arms=GOLD")
     assert patient.ret == pytest.ExitCode.USAGE_ERROR
     patient.stderr.fnmatch_lines(["*in use by another sweep (pid 1 on elsewhere, run r-remote*"])
 
-    (out / "arena.lock").write_text(json.dumps(old))
+    lock_beaten(3000)
     taken = arena.run("--arena-arms=GOLD")
     taken.assert_outcomes(passed=1)
-    taken.stdout.fnmatch_lines(["*taking over the lock*run r-remote*its heartbeat is 1? s old*"])
+    taken.stdout.fnmatch_lines(["*taking over the lock*run r-remote*its heartbeat is 3??? s old*"])
 
 
 def test_stale_reason_uses_the_limit_the_owner_recorded():
@@ -411,12 +423,13 @@ def test_the_heartbeat_refreshes_the_lock_with_progress(arena):
         def progress() -> dict:
             return json.loads(lock.read_text())["progress"] if lock.exists() else {}
 
-        # The GOLD cell is done and a SLOW cell (60 s) is running.
-        wait_for(lambda: progress().get("done") == 1 and progress().get("running") == 1, 60, "a finished cell")
+        # The GOLD cell is done and a SLOW cell (600 s) is running.
+        wait_for(lambda: progress().get("done") == 1 and progress().get("running") == 1, 120, "a finished cell")
         first = json.loads(lock.read_text())
-        time.sleep(1.5)
+        # heartbeat_at has whole seconds: a later one means the thread beat again while no cell finished.
+        wait_for(lambda: json.loads(lock.read_text())["heartbeat_at"] > first["heartbeat_at"], 120,
+                 "the heartbeat to refresh the lock")
         later = json.loads(lock.read_text())
-        assert later["heartbeat_at"] > first["heartbeat_at"], "the heartbeat refreshes while no cell finishes"
         assert later["progress"] == {"total": 4, "done": 1, "running": 1, "spent_usd": 0.0, "spent_tokens": 0,
                                      "unknown_usd_cells": 0, "unknown_token_cells": 0}
         assert (later["heartbeat_seconds"], later["stale_seconds"]) == (0.5, 90.0)
