@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 
 import pytest
 from gitrepos import commit, diff_of, git, shapes_swe_bench_row
@@ -261,13 +262,23 @@ def test_an_exception_while_verify_runs_in_a_container_removes_the_container(ima
     def interrupt(signum, frame):
         raise Interrupted
 
+    started, done = tmp_path / "run" / "started", threading.Event()
+
+    def alarm_once_the_container_runs() -> None:
+        while not started.is_file():
+            if done.wait(0.05):
+                return
+        os.kill(os.getpid(), signal.SIGALRM)
+
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.alarm(8)
+    alarm = threading.Thread(target=alarm_once_the_container_runs, daemon=True)
+    alarm.start()
     try:
         with pytest.raises(Interrupted):
             verify_in(image, tmp_path, ": > /arena-run/started; python -c 'import time; time.sleep(120)'")
     finally:
-        signal.alarm(0)
+        done.set()
+        alarm.join()
         signal.signal(signal.SIGALRM, previous)
     assert (tmp_path / "run" / "started").is_file()  # the container was running when interrupted
     left = subprocess.run([engine, "ps", "--all", "--quiet", "--filter", f"ancestor={tag}"], capture_output=True,
