@@ -374,7 +374,7 @@ class ScriptedModel:
                 if r["path"].endswith("/chat/completions") and (kind is None or r["kind"] == kind)
             ]
 
-    def wait_for_requests(self, count: int, kind: str | None = None, timeout: float = 30.0) -> list[dict[str, Any]]:
+    def wait_for_requests(self, count: int, kind: str | None = None, timeout: float = 120.0) -> list[dict[str, Any]]:
         """Block until *count* chat requests (of *kind*) arrived; return them.
 
         Raises TimeoutError with what did arrive when *timeout* passes first.
@@ -654,7 +654,7 @@ class ScriptedModelProcess:
     recorded requests and the usage total over HTTP.
     """
 
-    def __init__(self, script: Any, workdir: str | os.PathLike[str], startup_timeout: float = 20.0):
+    def __init__(self, script: Any, workdir: str | os.PathLike[str], startup_timeout: float = 120.0):
         self.workdir = os.fspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.script_path = os.path.join(self.workdir, "script.json")
@@ -705,14 +705,14 @@ class ScriptedModelProcess:
     def state(self) -> dict[str, Any]:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_scripted/state", timeout=10) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_scripted/state", timeout=60) as resp:
             return json.loads(resp.read())
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=60)
             except Exception:
                 self.proc.kill()
                 self.proc.wait()

@@ -49,7 +49,7 @@ PROVIDER = "scripted"
 MODEL = "scripted-model"
 # $ per million tokens; opencode multiplies these by its token counts
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
-RUN_TIMEOUT = 180
+RUN_TIMEOUT = 600  # a deadline for a busy machine (opencode runs took 180 s at load 16), not a timing
 EVENT_TYPES = {"step_start", "step_finish", "text", "reasoning", "tool_use", "error"}
 
 
@@ -109,7 +109,7 @@ def opencode_version(env: dict[str, str]) -> str:
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
-            timeout=60,
+            timeout=RUN_TIMEOUT,
             env={"PATH": env["PATH"], "HOME": env["HOME"]},
             check=True,
         )

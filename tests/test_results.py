@@ -352,11 +352,11 @@ def test_swe_arena_status_watch_ends_quietly_on_ctrl_c_and_on_a_closed_pipe(tmp_
     watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert watch.stdout is not None and watch.stdout.readline().startswith("sweep r-live in ")
     watch.send_signal(signal.SIGINT)
-    _, errors = watch.communicate(timeout=30)
+    _, errors = watch.communicate(timeout=120)
     assert watch.returncode == 130 and errors == ""
 
     piped = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert piped.stdout is not None and piped.stdout.readline().startswith("sweep r-live in ")
     piped.stdout.close()  # `swe-arena status OUT --watch 1 | head -1`
-    assert piped.wait(timeout=30) == 0
+    assert piped.wait(timeout=120) == 0
     assert piped.stderr is not None and piped.stderr.read() == ""

@@ -275,6 +275,6 @@ def test_separate_process(tmp_path: Path) -> None:
         assert [r["kind"] for r in state["requests"]] == ["turn"]
         assert state["usage_total"]["prompt_tokens"] == 0
         proc = srv.proc
-    assert proc.wait(timeout=10) == 0  # exits cleanly on SIGTERM
+    assert proc.wait(timeout=60) == 0  # exits cleanly on SIGTERM
     recorded = [json.loads(line) for line in (tmp_path / "srv" / "requests.jsonl").open()]
     assert recorded[0]["model"] == "scripted-model"

@@ -160,7 +160,7 @@ def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc,
         patch = extract_patch(workspace)
         assert "checks.py" in patch
         verdicts[fix] = run_verify(workspace, instance, patch, verify_on=verify_on, env=dict(os.environ),
-                                   log=tmp_path / f"run-{fix}" / "verify.log", timeout=60)
+                                   log=tmp_path / f"run-{fix}" / "verify.log", timeout=600)
     # test_patch applied over base's checks.py, not the arm's: graded on it, never a harness error.
     assert not verdicts[False].passed and verdicts[False].detail == "verify exited 1"
     assert verdicts[True].passed
@@ -225,7 +225,7 @@ def image(tmp_path_factory):
     yield from calc_testbed_image(tmp_path_factory, "verify")
 
 
-def verify_in(image, tmp_path, verify, host_image=None, timeout=120):
+def verify_in(image, tmp_path, verify, host_image=None, timeout=600):
     engine, tag, project = image
     instance = build_instance(tmp_path / "i.jsonl", 1, project.row(verify=verify, test_patch=""), None)
     workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / "ws")
