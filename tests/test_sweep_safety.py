@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -272,12 +273,17 @@ def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
 def test_stale_reason_uses_the_limit_the_owner_recorded():
     from pytest_swe_arena.guard import stale_reason
 
-    beat = (datetime.now(UTC) - timedelta(seconds=100)).isoformat()
-    owner = {"pid": 1, "host": "elsewhere", "heartbeat_at": beat}
-    assert stale_reason(owner) == "its heartbeat is 100 s old"
+    # The age is taken from the clock when the lock is judged: bound it by the clock around the calls,
+    # so that a pause of the machine between two lines cannot change the expected text.
+    before = time.time()
+    owner = {"pid": 1, "host": "elsewhere", "heartbeat_at": datetime.fromtimestamp(before - 100, UTC).isoformat()}
+    reasons = [stale_reason(owner), stale_reason(dict(owner, stale_seconds="soon"), stale_after=30)]
+    paused = math.ceil(time.time() - before)
+    for reason in reasons:
+        age = re.fullmatch(r"its heartbeat is (\d+) s old", reason or "")
+        assert age and 100 <= int(age[1]) <= 100 + paused, reason
     assert stale_reason(dict(owner, stale_seconds=600)) is None
     assert stale_reason(dict(owner, stale_seconds=600), stale_after=30) is None, "the owner's limit wins"
-    assert stale_reason(dict(owner, stale_seconds="soon"), stale_after=30) == "its heartbeat is 100 s old"
 
 
 def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
