@@ -515,7 +515,6 @@ def test_sigint_stops_the_sweep_without_orphans_and_resume_runs_the_rest(arena, 
                                         '[tool.swe_arena.arms.TREE]\nkind = "tree"\nseconds = 0')
     resumed = arena.run("--arena-arms=GOLD", "--arena-resume")
     resumed.assert_outcomes(passed=3)
-    assert resumed.stdout.str().count("(reused)") == 0 or True
     rows = arena.ledger()
     last_run = rows[-1]["run_id"]
     this_run = [row for row in rows if row["run_id"] == last_run]
