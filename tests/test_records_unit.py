@@ -30,8 +30,8 @@ def finished(number: int, cost: float | None = 0.25, status: CellStatus = CellSt
                               "cost_usd": cost, "cost_source": "reported"}).to_json()
 
 
-def records(tmp_path: Path, limits: BudgetLimits = BudgetLimits(), **options: Any) -> SweepRecords:
-    made = SweepRecords(tmp_path, "run-1", ["SOLO"], 1, limits, **options)
+def records(tmp_path: Path, limits: BudgetLimits | None = None, **options: Any) -> SweepRecords:
+    made = SweepRecords(tmp_path, "run-1", ["SOLO"], 1, limits or BudgetLimits(), **options)
     made.progress.collected_by_worker([NODE.format(n) for n in range(1, 4)])
     return made
 
