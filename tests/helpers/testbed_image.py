@@ -32,7 +32,7 @@ def answering_engine() -> str | None:
         if shutil.which(engine) is None:
             continue
         try:
-            answered = subprocess.run([engine, "info"], capture_output=True, timeout=30, check=False)
+            answered = subprocess.run([engine, "info"], capture_output=True, timeout=120, check=False)
         except subprocess.TimeoutExpired:
             continue
         if answered.returncode == 0:

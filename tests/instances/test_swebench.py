@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 
 import pytest
 from helpers.arena import XDIST, ledger_validator, write_export
@@ -152,7 +153,7 @@ def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc,
         patch = extract_patch(workspace)
         assert b"checks.py" in patch
         verdicts[fix] = run_verify(workspace, instance, patch, verify_on=verify_on, env=dict(os.environ),
-                                   log=tmp_path / f"run-{fix}" / "verify.log", timeout=60)
+                                   log=tmp_path / f"run-{fix}" / "verify.log", timeout=600)
     # test_patch applied over base's checks.py, not the arm's: graded on it, never a harness error.
     assert not verdicts[False].passed and verdicts[False].detail == "verify exited 1"
     assert verdicts[True].passed
@@ -217,7 +218,7 @@ def image(tmp_path_factory):
     yield from calc_testbed_image(tmp_path_factory, "verify")
 
 
-def verify_in(image, tmp_path, verify, host_image=None, timeout=120):
+def verify_in(image, tmp_path, verify, host_image=None, timeout=600):
     engine, tag, project = image
     instance = build_instance(tmp_path / "i.jsonl", 1, project.row(verify=verify, test_patch=""), None)
     workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / "ws")
@@ -254,13 +255,23 @@ def test_an_exception_while_verify_runs_in_a_container_removes_the_container(ima
     def interrupt(signum, frame):
         raise Interrupted
 
+    started, done = tmp_path / "run" / "started", threading.Event()
+
+    def alarm_once_the_container_runs() -> None:
+        while not started.is_file():
+            if done.wait(0.05):
+                return
+        os.kill(os.getpid(), signal.SIGALRM)
+
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.alarm(8)
+    alarm = threading.Thread(target=alarm_once_the_container_runs, daemon=True)
+    alarm.start()
     try:
         with pytest.raises(Interrupted):
             verify_in(image, tmp_path, ": > /arena-run/started; python -c 'import time; time.sleep(120)'")
     finally:
-        signal.alarm(0)
+        done.set()
+        alarm.join()
         signal.signal(signal.SIGALRM, previous)
     assert (tmp_path / "run" / "started").is_file()  # the container was running when interrupted
     left = subprocess.run([engine, "ps", "--all", "--quiet", "--filter", f"ancestor={tag}"], capture_output=True,

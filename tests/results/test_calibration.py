@@ -58,7 +58,7 @@ def test_calibrated_only_without_a_calibration_is_a_usage_error(suite, calc):
 
 def engine_answers(engine: str) -> bool:
     try:
-        return subprocess.run([engine, "info"], capture_output=True, timeout=30, check=False).returncode == 0
+        return subprocess.run([engine, "info"], capture_output=True, timeout=120, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 

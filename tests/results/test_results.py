@@ -19,7 +19,8 @@ from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 from helpers.browser import Browser
 
 # A real arm kind (registered through the hook) that does real work in the workspace; only what a
-# model would have spent is stated by the arm. ``resolve`` picks the instances it fixes.
+# model would have spent is stated by the arm. ``resolve`` picks the instances it fixes; the ``hold``
+# ones finish only once the file named by $ARENA_TEST_RELEASE exists.
 
 
 PRICED_TOML = """
@@ -32,10 +33,10 @@ kind = "priced"
 cost = 1.5
 tokens = 4000
 resolve = ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
-[tool.swe_arena.arms.SLOW]
+[tool.swe_arena.arms.HELD]
 kind = "priced"
 cost = 0.5
-seconds = 2.5
+hold = ["demo__calc-2"]
 resolve = ["demo__calc-1", "demo__calc-2"]
 """
 
@@ -207,36 +208,40 @@ def test_swe_arena_compare_two_sweeps(priced):
                           "  + demo__calc-2", "  + demo__calc-3", "  - demo__calc-1"]
 
 
-def test_swe_arena_status_follows_a_sweep_running_in_another_process(priced):
+def test_swe_arena_status_follows_a_sweep_running_in_another_process(priced, monkeypatch):
+    release = priced.path / "release"
+    monkeypatch.setenv("ARENA_TEST_RELEASE", str(release))
+    # A fast heartbeat, so that the lock soon says the held cell runs (a finished cell rewrites it at once).
+    priced.ini_lines = ["arena_lock_heartbeat = 0.5"]
     priced.write_config()
     log = open(priced.path / "sweep.log", "w")
-    sweep = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--arena-arms=SLOW"],
+    sweep = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--arena-arms=HELD"],
                              cwd=priced.path, stdout=log, stderr=subprocess.STDOUT)
     out = priced.path / "arena-out"
     progress = re.compile(r"  cells      (?P<done>\d) done, (?P<running>\d) running, (?P<left>\d) left of 3")
     seen = []
     try:
-        deadline = time.monotonic() + 120
+        # demo__calc-1 is done, demo__calc-2 is held until the test releases it, demo__calc-3 waits.
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline and sweep.poll() is None:
             status = swe_arena("status", out)
             seen.append(status.stdout)
             cells = progress.search(status.stdout)
-            if status.returncode == 0 and cells and int(cells["done"]) >= 1:
+            if status.returncode == 0 and cells and cells.groups() == ("1", "1", "1"):
                 break
             time.sleep(0.2)
         else:
-            raise AssertionError(f"never saw the sweep running with a cell done: {seen}")
+            raise AssertionError(f"never saw the sweep running with one cell done and one running: {seen}")
         lines = status.stdout.splitlines()
         assert lines[0].startswith("sweep ") and lines[0].endswith(f"in {out}: running")
         assert f"  owner      pid {sweep.pid} on " in lines[1] and "(this machine)" in lines[1]
         assert lines[3].startswith("  heartbeat  ") and lines[3].endswith("s ago")
-        done, running, left = int(cells["done"]), int(cells["running"]), int(cells["left"])
-        assert done + running + left == 3 and done < 3
-        assert lines[5] == f"  spent      ${0.5 * done:.4f}, {1100 * done:,} tokens"
+        assert lines[5] == "  spent      $0.5000, 1,100 tokens"
         assert "results so far:" in lines
-        assert lines[-1].split()[0] == "SLOW"
+        assert lines[-1].split()[0] == "HELD"
     finally:
-        assert sweep.wait(timeout=120) == pytest.ExitCode.TESTS_FAILED, (priced.path / "sweep.log").read_text()
+        release.touch()
+        assert sweep.wait(timeout=300) == pytest.ExitCode.TESTS_FAILED, (priced.path / "sweep.log").read_text()
         log.close()
     finished = swe_arena("status", out)
     assert finished.returncode == 1
@@ -313,11 +318,11 @@ def test_swe_arena_status_watch_ends_quietly_on_ctrl_c_and_on_a_closed_pipe(tmp_
     watch = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert watch.stdout is not None and watch.stdout.readline().startswith("sweep r-live in ")
     watch.send_signal(signal.SIGINT)
-    _, errors = watch.communicate(timeout=30)
+    _, errors = watch.communicate(timeout=120)
     assert watch.returncode == 130 and errors == ""
 
     piped = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert piped.stdout is not None and piped.stdout.readline().startswith("sweep r-live in ")
     piped.stdout.close()  # `swe-arena status OUT --watch 1 | head -1`
-    assert piped.wait(timeout=30) == 0
+    assert piped.wait(timeout=120) == 0
     assert piped.stderr is not None and piped.stderr.read() == ""

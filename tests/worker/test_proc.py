@@ -12,15 +12,19 @@ import pytest
 
 from pytest_swe_arena.worker import processes as proc
 
-# A tree: the leader forks a child in its group and a grandchild that escapes with setsid;
-# each writes its pid so the test can check every one of them is gone.
+# A tree: the leader forks a child in its group, a grandchild that escapes with setsid and a shell
+# that ignores SIGTERM; it says "started" (and writes its pid) once the escapee has left the group and
+# the shell's trap is set, so that the test acts on the whole tree, however slowly the machine starts it.
 TREE = r"""
 import os, subprocess, sys, time
 pids = sys.argv[1]
+escaped, trapped = pids + ".setsid", pids + ".trap"
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"])
-subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 600 & wait"])
-time.sleep(0.5)
+subprocess.Popen([sys.executable, "-c", "import os, sys, time; os.setsid(); open(sys.argv[1], 'w').close(); "
+                  "time.sleep(600)", escaped])
+subprocess.Popen(["sh", "-c", "trap '' TERM; : > \"$1\"; sleep 600 & wait", "sh", trapped])
+while not (os.path.exists(escaped) and os.path.exists(trapped)):
+    time.sleep(0.01)
 with open(pids, "w") as f:
     f.write(" ".join(str(p) for p in [os.getpid()]))
 print("started", flush=True)
@@ -60,11 +64,17 @@ def tree_processes(tmp_path) -> list[int]:
 
 
 def test_timeout_kills_the_whole_tree_including_escaped_grandchildren(tmp_path):
-    started = time.monotonic()
-    result = run_tree(tmp_path, hold=600, timeout=2, grace=1)
+    log = tmp_path / "out.log"
+
+    def clock() -> float:
+        # Stands still until the whole tree runs, then passes the timeout at once: the timeout falls
+        # while every process of the tree is alive, whatever the machine's speed.
+        return 3600.0 if log.is_file() and "started" in log.read_text() else 0.0
+
+    result = run_tree(tmp_path, hold=600, timeout=60, grace=1, clock=clock)
     assert result.timed_out and result.returncode is None
-    assert time.monotonic() - started < 2 + 1 + 3
-    assert "started" in (tmp_path / "out.log").read_text()
+    assert result.seconds == 3600.0, "measured on the clock it was given"
+    assert "started" in log.read_text()
     assert tree_processes(tmp_path) == []
 
 
