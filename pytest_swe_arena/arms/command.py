@@ -1,7 +1,7 @@
 """The ``command`` kind: any agent CLI, from a command template.
 
 ``command`` is an argv list whose items may hold the placeholders
-``{prompt_file}``, ``{workspace}``, ``{model}`` and ``{run_dir}``; with
+``{prompt_file}``, ``{workspace}``, ``{model}``, ``{run_dir}`` and ``{base_url}``; with
 ``shell = true`` it is one shell string instead (placeholder values are then
 shell-quoted). The agent runs with cwd = the workspace, stdout and stderr to
 files in the run dir, in its own process group, like every agent.
@@ -12,6 +12,12 @@ agent may write at ``$ARENA_USAGE_FILE`` (fields of the ledger's usage, plus
 unknown, with ``details.accounting_error`` saying why); a parser name reads the agent's stdout
 (``"opencode"``: opencode's ``--format json`` stream, which also enables the
 live ``max_usd`` / ``max_tokens`` cap and the cell's opencode store).
+
+Metered (``--arena-meter`` or ``meter = true``), the agent's calls go through
+the harness's proxy: ``upstream`` is the URL they would go to, and the cell's
+route for it is ``{base_url}`` and the value of each variable ``base_url_env``
+names (e.g. ``["OPENAI_BASE_URL"]``); ``max_usd`` / ``max_tokens`` are then
+held at the proxy, whatever the usage source.
 """
 
 from __future__ import annotations
@@ -24,26 +30,29 @@ from typing import Any
 
 import pytest
 
-from ..suite import Suite
-from ..usage import COUNT_FIELDS, Usage, accounting_errors, price_for
+from ..spend.budget import CapWatch
+from ..spend.prices import price_for
+from ..spend.usage import COUNT_FIELDS, Accounting, Usage, accounting_errors
+from ..suite import ArmSpec, Suite
 from .agent import (
-    OPENCODE_QUIET_ENV,
-    CapWatch,
-    OpencodeHome,
+    ENV_NAME,
     check_program,
     check_template,
     find_program,
     read_cap,
     read_env,
-    read_opencode_home,
+    read_metering,
     read_secrets,
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
+from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
-PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
+PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir", "base_url")
+#: the name of a command arm's one upstream (its route is ``route.base_url(MODEL_UPSTREAM)``)
+MODEL_UPSTREAM = "model"
 USAGE_SOURCES = ("file", "opencode")
 USAGE_FILE_VARIABLE = "ARENA_USAGE_FILE"
 
@@ -63,9 +72,10 @@ class CommandArm:
         if isinstance(command, list) and (self.shell or not command or not all(isinstance(c, str) for c in command)):
             raise ArmConfigError(f"{spec.origin}: field 'command': with shell = true give one string; "
                                  "otherwise a non-empty list of strings")
-        self.command: str | list[str] = command
-        used = check_template([command] if isinstance(command, str) else command, PLACEHOLDERS, spec.origin,
-                              "command")
+        assert isinstance(command, (str, list))
+        self.command: str | list[str] = command if isinstance(command, str) else [str(part) for part in command]
+        used = check_template([self.command] if isinstance(self.command, str) else self.command, PLACEHOLDERS,
+                              spec.origin, "command")
         self.model: str | None = reader.string("model")
         if "model" in used and not self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
@@ -85,14 +95,23 @@ class CommandArm:
         self.secrets = read_secrets(reader, suite)
         self.prices = suite.prices
         self.price = price_for(suite.prices, self.model)
-        if self.usage_source == "file" and ("max_usd" in spec.settings or "max_tokens" in spec.settings):
-            raise ArmConfigError(f"{spec.origin}: max_usd / max_tokens need a streamed usage (usage = \"opencode\"); "
-                                 "a usage file is only read at the end")
+        capped = "max_usd" in spec.settings or "max_tokens" in spec.settings
+        if self.usage_source == "file" and capped and spec.settings.get("meter") is not True:
+            raise ArmConfigError(f"{spec.origin}: max_usd / max_tokens need a streamed usage (usage = \"opencode\") "
+                                 "or the meter (meter = true); a usage file is only read at the end")
         self.cap = read_cap(reader, self.price, self.model)
         self.home: OpencodeHome | None = None
         if self.usage_source == "opencode":
             executable = find_program(reader.string("opencode", "opencode"), suite, spec.origin, "opencode")
             self.home = read_opencode_home(reader, executable)
+        self.upstream = reader.string("upstream")
+        self.base_url_env: list[str] = reader.strings("base_url_env", [])
+        bad = [name for name in self.base_url_env if not ENV_NAME.match(name)]
+        if bad:
+            raise ArmConfigError(f"{spec.origin}: field 'base_url_env': {bad[0]!r} is not a variable name")
+        known = self.home.provider_urls() if self.home is not None else {}
+        self.metering = read_metering(reader, self.cap, known,
+                                      MODEL_UPSTREAM if self.home is None else (self.model or "").split("/", 1)[0])
         reader.finish()
         self.spec = spec
 
@@ -107,9 +126,12 @@ class CommandArm:
         usage_file = request.run_dir / "usage.json"
         streamed = self.usage_source != "file"
         stdout = request.run_dir / ("events.jsonl" if streamed else "stdout.log")
+        base_url = self.upstream or ""
+        if request.meter is not None and MODEL_UPSTREAM in request.meter.base_urls:
+            base_url = request.meter.base_url(MODEL_UPSTREAM)
         values = {"prompt_file": str(prompt), "workspace": str(request.workspace.path),
-                  "model": self.model or "", "run_dir": str(request.run_dir)}
-        env = {**self.env, USAGE_FILE_VARIABLE: str(usage_file)}
+                  "model": self.model or "", "run_dir": str(request.run_dir), "base_url": base_url}
+        env = {**self.env, **dict.fromkeys(self.base_url_env, base_url), USAGE_FILE_VARIABLE: str(usage_file)}
         if self.home is not None:
             self.home.install(request)
             env = {**OPENCODE_QUIET_ENV, **env}
@@ -124,25 +146,25 @@ class CommandArm:
         if self.secrets:
             provenance["secrets"] = self.secrets.describe()
         if streamed:
-            outcome, error, usage, models, served, details = settle_opencode_run(
-                request, stdout, outcome, watch, self.cap, self.prices, self.price, f"command {self.spec.name}")
+            outcome, spent = settle_opencode_run(request, stdout, outcome, watch, self.cap, self.prices, self.price,
+                                                 f"command {self.spec.name}")
         else:
-            error = outcome.error
-            usage, models, served, problem = self.account_file(usage_file)
-            details = accounting_errors({}, [problem] if problem else [])
-        details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
-        return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
-                         served_model=served, provenance=provenance, details=details)
+            spent = self.account_file(usage_file)
+        return ArmResult(status=outcome.status, error=outcome.error, usage=spent.usage, models=dict(spent.models),
+                         asked_model=self.model, served_model=spent.served_model, provenance=provenance,
+                         details={**spent.details, "returncode": outcome.returncode,
+                                  "agent_seconds": round(outcome.seconds, 3)})
 
-    def account_file(self, path: Path) -> tuple[Usage, dict[str, Usage], str | None, str | None]:
-        """(usage, per model, served model, problem) from the usage file; never raises once the agent has run."""
+    def account_file(self, path: Path) -> Accounting:
+        """What the usage file says the run spent; never raises once the agent has run."""
         try:
             usage, served, problem = read_usage_file(path)
             usage = usage.priced(price_for(self.prices, served or self.model))
         except Exception as error:  # any failure: the agent ran, its spend is unknown, not lost
-            return Usage(), {}, None, f"accounting failed: {type(error).__name__}: {error}"
+            return Accounting(details=accounting_errors({}, [f"accounting failed: {type(error).__name__}: {error}"]))
         model = served or self.model
-        return usage, ({model: usage} if model else {}), served, problem
+        return Accounting(usage, {model: usage} if model else {}, served,
+                          accounting_errors({}, [problem] if problem else []))
 
 
 def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
