@@ -135,7 +135,8 @@ class CommandArm:
         if self.home is not None:
             self.home.install(request)
             env = {**OPENCODE_QUIET_ENV, **env}
-        watch = CapWatch(self.cap, stdout) if self.cap.is_set else None
+        # a usage file is read at the end: only a stream (or the meter, at its proxy) can hold a cap live
+        watch = CapWatch(self.cap, stdout) if self.cap.is_set and streamed else None
         outcome = run_agent(
             self.argv(values), cwd=request.workspace.path, env=request.cell.env(env),
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,

@@ -77,6 +77,8 @@ MAX_READ_BYTES = 64 * 1024 * 1024
 #: the largest request body the proxy takes (a long conversation with images)
 MAX_REQUEST_BYTES = 1024 * 1024 * 1024
 STARTUP_SECONDS = 60.0
+#: the reply the agent got (or is getting) for a request, once the proxy made one
+RESPONSE_KEY = web.RequestKey("arena_response", web.StreamResponse)
 
 
 def forwarded_request_headers(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
@@ -353,8 +355,8 @@ class MeterProxy:
         finally:
             if counted:
                 self._settle(token, call)
-        response = request.get("arena_response")
-        return response if isinstance(response, web.StreamResponse) else web.Response(status=499)
+        response = request.get(RESPONSE_KEY)
+        return response if response is not None else web.Response(status=499)
 
     async def _relay(self, request: web.Request, target: URL, exchange: Exchange, shape: ModelApi) -> None:
         """Send the request upstream and its reply back, each chunk as it arrives.
@@ -374,14 +376,14 @@ class MeterProxy:
             message = f"arena meter: cannot reach the upstream {exchange.upstream} ({type(error).__name__})"
             status, reply_body = shape.bad_gateway(message)
             response = _json_response(status, reply_body)
-            request["arena_response"] = response
+            request[RESPONSE_KEY] = response
             exchange.status = status
             raise _UpstreamFailed(message, before_reply=True) from None
         async with upstream_reply as reply:
             exchange.replied(reply.status, reply.headers)
             stream = web.StreamResponse(status=reply.status, reason=reply.reason,
                                         headers=forwarded_reply_headers(reply.headers))
-            request["arena_response"] = stream
+            request[RESPONSE_KEY] = stream
             try:
                 await stream.prepare(request)
                 while True:
