@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import sys
 import threading
 import time
 import urllib.error
@@ -14,9 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scripted_model import (  # noqa: E402
+from helpers.scripted_model import (  # noqa: E402
     TITLE_MARKER,
     ScriptedModel,
     ScriptedModelProcess,

@@ -169,7 +169,7 @@ def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: st
     """
     status = str(status)  # a CellStatus is a str, but only a plain one crosses xdist's channel (execnet)
     cell = CellRecord("", "", status, usage=usage_record(usage), phases=dict(phases or {}))
-    return [("arena_status", status), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
+    return [("arena_status", str(status)), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
             ("arena_patch", patch_file)]
 
 
