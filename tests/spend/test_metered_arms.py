@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from agents import ASKED, MODEL, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, summed
-from scripted_model import ScriptedModel
+from helpers.agents import ASKED, MODEL, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, summed
+from helpers.arena import XDIST
+from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV
 
-XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
 FIXED_MUL = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
 needs_opencode = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
 
@@ -159,3 +159,37 @@ def test_a_live_cap_stops_an_agent_that_reports_nothing(suite, calc):
     assert row["details"]["reconciliation"]["status"] == "unreported"
     assert not row["patch_scored"] and row["verify"] is None
     assert Path(suite.path / "arena-out" / row["run_dir"] / "meter-calls.jsonl").is_file()
+
+
+#: A hostile agent that reports nothing and calls its model until it is refused.
+SPENDER = r'''
+import json, os, urllib.error, urllib.request
+while True:
+    body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "more"}]}).encode()
+    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=120).read()
+    except urllib.error.HTTPError as error:
+        raise SystemExit(f"refused: {error.code}")
+'''
+
+
+def test_the_sweep_budget_holds_for_agents_that_report_nothing(suite, calc):
+    """Each call is 10,000 tokens: the first cell is refused once it reaches the 25,000 left; the rest never start."""
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
+    (suite.path / "spender.py").write_text(SPENDER)
+    script = {"fallback": {"content": "ok", "usage": {"prompt_tokens": 9000, "completion_tokens": 1000}}}
+    with ScriptedModel(script) as model:
+        suite.arms_toml = arm_table("SPEND", "command", command=[sys.executable, str(suite.path / "spender.py")],
+                                    model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"]) \
+            + prices_table()
+        result = suite.run("--arena-arms=SPEND", "--arena-meter", "--arena-max-tokens=25000")
+        served = len(model.served)
+    result.assert_outcomes(failed=1, skipped=2)
+    rows = sorted(suite.ledger(), key=lambda row: row["instance_id"])
+    assert [row["status"] for row in rows] == ["over_budget", "skipped_budget", "skipped_budget"]
+    assert served == 3  # 0, 10,000 and 20,000 spent before each: the fourth call is refused
+    assert rows[0]["usage"]["input_tokens"] == 27_000 and rows[0]["usage"]["cost_source"] == "metered"
+    assert "budget left to this cell" in rows[0]["error"]
+    assert rows[0]["details"]["reconciliation"]["status"] == "unreported"

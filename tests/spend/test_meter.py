@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
-from scripted_model import ScriptedModel
+from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.spend.budget import BudgetGate, BudgetLimits, Limit, SpendCap
 from pytest_swe_arena.spend.meter.accounts import CellState, MeterError, Upstream, reconcile
