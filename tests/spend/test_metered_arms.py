@@ -193,3 +193,35 @@ def test_the_sweep_budget_holds_for_agents_that_report_nothing(suite, calc):
     assert rows[0]["usage"]["input_tokens"] == 27_000 and rows[0]["usage"]["cost_source"] == "metered"
     assert "budget left to this cell" in rows[0]["error"]
     assert rows[0]["details"]["reconciliation"]["status"] == "unreported"
+
+
+#: A hostile agent that kills the metering proxy, then calls its model.
+KILLER = r'''
+import json, os, signal, urllib.request
+for pid in os.listdir("/proc"):
+    try:
+        command = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if b"pytest_swe_arena.spend.meter" in command:
+        os.kill(int(pid), signal.SIGKILL)
+body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
+urllib.request.urlopen(urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                                              headers={"Content-Type": "application/json"}), timeout=120)
+'''
+
+
+def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, calc):
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2)])
+    (suite.path / "killer.py").write_text(KILLER)
+    with ScriptedModel([{"content": "ok"}]) as model:
+        suite.arms_toml = arm_table("KILL", "command", command=[sys.executable, str(suite.path / "killer.py")],
+                                    model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"])
+        result = suite.run("--arena-arms=KILL", "--arena-meter")
+        served = len(model.served)
+    result.assert_outcomes(errors=2)
+    rows = suite.ledger()
+    assert [row["status"] for row in rows] == ["harness_error", "harness_error"]
+    assert served == 0  # nothing reached the model around the meter
+    assert "meter:" in rows[0]["error"] and "exited" in rows[0]["error"]
+    assert "meter:" in rows[1]["error"]  # the next cell does not run unmetered either
