@@ -195,18 +195,21 @@ def test_the_sweep_budget_holds_for_agents_that_report_nothing(suite, calc):
     assert rows[0]["details"]["reconciliation"]["status"] == "unreported"
 
 
-#: A hostile agent that kills the metering proxy, then calls its model.
+#: A hostile agent that kills its cell's metering proxy (the one whose port its base URL names), then calls its model.
 KILLER = r'''
-import json, os, signal, urllib.request
+import json, os, signal, urllib.parse, urllib.request
+base_url = os.environ["OPENAI_BASE_URL"]
+port = str(urllib.parse.urlsplit(base_url).port)
 for pid in os.listdir("/proc"):
     try:
-        command = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-    except OSError:
+        command = open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")
+        if "pytest_swe_arena.spend.meter" in command and \
+                open(command[command.index("--port-file") + 1]).read().strip() == port:
+            os.kill(int(pid), signal.SIGKILL)
+    except (OSError, ValueError, IndexError):
         continue
-    if b"pytest_swe_arena.spend.meter" in command:
-        os.kill(int(pid), signal.SIGKILL)
 body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
-urllib.request.urlopen(urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+urllib.request.urlopen(urllib.request.Request(base_url + "/chat/completions", data=body,
                                               headers={"Content-Type": "application/json"}), timeout=120)
 '''
 
