@@ -159,7 +159,7 @@ def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> 
 
 
 def read_metering(reader: SettingsReader, cap: SpendCap, known: Mapping[str, str] | None = None,
-                  upstream_name: str = "model") -> Metering:
+                  upstream_name: str = "model", *, partial: bool = False) -> Metering:
     """``meter`` (true / false; absent: ``--arena-meter`` decides) and ``upstream``, the URL the agent calls.
 
     :param known: upstreams the agent's own config names (opencode's providers' ``baseURL``), by name.
@@ -188,7 +188,7 @@ def read_metering(reader: SettingsReader, cap: SpendCap, known: Mapping[str, str
     problem = "; ".join(problems) or None
     if wanted and problem:
         raise ArmConfigError(f"{problem} (meter = true)")
-    return Metering(wanted, tuple(upstreams), cap, problem)
+    return Metering(wanted, tuple(upstreams), cap, problem, partial)
 
 
 def run_agent(

@@ -189,7 +189,7 @@ class SupervisorArm:
         self.home = read_opencode_home(reader, executable)
         # the workers' calls go where opencode's providers send them; the driver's own are not metered
         self.metering = read_metering(reader, NO_CAP, self.home.provider_urls(),
-                                      self.worker_model.split("/", 1)[0])
+                                      self.worker_model.split("/", 1)[0], partial=True)
         self.prices = suite.prices
         reader.finish()
         self.spec = spec

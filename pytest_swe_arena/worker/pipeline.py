@@ -91,7 +91,8 @@ def run_cell(
     details = accounting_errors(result.details, problems)
     if case.meter is not None and route is not None:
         try:
-            spent = metered_spend(usage, models, case.meter.close(route, cell.run_dir))
+            spent = metered_spend(usage, models, case.meter.close(route, cell.run_dir),
+                                  case.meter.plans[case.arm.spec.name].partial)
         except MeterError as error:
             # The proxy failed, not the agent: what the agent reported is kept, the cell runs again on resume.
             outcome = outcome.replace(usage=usage.to_json(), details=details)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..budget import BudgetGate, BudgetLimits, Limit, SpendCap
 from ..prices import Price
-from ..usage import Usage
+from ..usage import Usage, add_usages
 from .accounts import NO_BUDGET, CellRoute, CellState, MeterError, Upstream, reconcile
 from .client import MeterClient
 from .process import MeterProcess
@@ -38,12 +38,15 @@ class Metering:
     :param upstreams: what the agent would call without the meter, by name (its base URL setting's value).
     :param cap: the cell's ``max_usd`` / ``max_tokens``, held at the proxy.
     :param problem: why this arm cannot be metered as configured (None when it can).
+    :param partial: the meter sees only some of the arm's calls (a supervisor's workers, not its driver):
+        the row keeps the agent's report, and the meter's count is reconciled with the models it saw.
     """
 
     wanted: bool | None
     upstreams: tuple[Upstream, ...]
     cap: SpendCap
     problem: str | None = None
+    partial: bool = False
 
     def is_on(self, sweep_meter: bool) -> bool:
         return self.wanted if self.wanted is not None else sweep_meter
@@ -134,18 +137,30 @@ class MeteredSpend:
     over_budget_reason: str | None
 
 
-def metered_spend(reported: Usage, reported_models: Mapping[str, Usage], state: CellState) -> MeteredSpend:
+def bare_model(name: str) -> str:
+    """``openai/gpt-4o`` -> ``gpt-4o``: a reply names its model without the provider the agent's config adds."""
+    return name.rsplit("/", 1)[-1]
+
+
+def metered_spend(reported: Usage, reported_models: Mapping[str, Usage], state: CellState,
+                  partial: bool = False) -> MeteredSpend:
     """The meter's count as the row's spend, the agent's report reconciled against it.
 
     When the meter read every call, the row's tokens are the metered ones;
     its cost is the metered one when every model had a price (``cost_source``
     "metered"), else the agent's report. When some call could not be read,
-    the agent's report stays the row's spend and the metered figures (a lower
-    bound) are only in ``details.metered``.
+    or the meter sees only part of the arm's calls (``partial``), the agent's
+    report stays the row's spend and the metered figures are in ``details.metered``.
     """
-    reconciliation = reconcile(reported, state)
+    if partial:
+        seen = {bare_model(model) for model in state.models}
+        covered = [usage for model, usage in reported_models.items() if bare_model(model) in seen]
+        reported_part = add_usages(covered) if covered else Usage()
+        reconciliation = reconcile(reported_part, state)
+    else:
+        reconciliation = reconcile(reported, state)
     details = {"metered": state.to_json(with_calls=False), "reconciliation": reconciliation.to_json()}
-    if state.calls_unknown:
+    if state.calls_unknown or partial:
         return MeteredSpend(reported, reported_models, details, state.over_budget_reason)
     metered = replace(state.usage, max_context_tokens=reported.max_context_tokens)
     models = {model: spend.usage for model, spend in state.models.items() if spend.calls}
