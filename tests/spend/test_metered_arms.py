@@ -228,3 +228,17 @@ def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, ca
     assert served == 0  # nothing reached the model around the meter
     assert "meter:" in rows[0]["error"] and "exited" in rows[0]["error"]
     assert "meter:" in rows[1]["error"]  # the next cell does not run unmetered either
+
+
+@pytest.mark.parametrize(("settings", "options", "message"), [
+    ({"meter": True}, (), "*arms.CMD]: the meter needs the URL*set 'upstream' to the provider's base URL*(meter = true)"),
+    ({"upstream": "ftp://models.example"}, (), "*field 'upstream'*is not an http(s) base URL*"),
+    ({}, ("--arena-meter",), "*arm CMD*set 'upstream'*(--arena-meter; or meter = false in its table)*"),
+    ({"max_tokens": 10}, (), "*max_usd / max_tokens need a streamed usage*or the meter (meter = true)*"),
+])
+def test_metering_settings_that_cannot_work_are_usage_errors(suite, calc, settings, options, message):
+    suite.instances([calc.row()])
+    suite.arms_toml = arm_table("CMD", "command", command=[sys.executable, "-c", "pass"], **settings)
+    result = suite.run("--arena-arms=CMD", *options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
