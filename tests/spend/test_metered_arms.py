@@ -231,7 +231,8 @@ def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, ca
 
 
 @pytest.mark.parametrize(("settings", "options", "message"), [
-    ({"meter": True}, (), "*arms.CMD]: the meter needs the URL*set 'upstream' to the provider's base URL*(meter = true)"),
+    ({"meter": True}, (),
+     "*arms.CMD]: the meter needs the URL*set 'upstream' to the provider's base URL*(meter = true)"),
     ({"upstream": "ftp://models.example"}, (), "*field 'upstream'*is not an http(s) base URL*"),
     ({}, ("--arena-meter",), "*arm CMD*set 'upstream'*(--arena-meter; or meter = false in its table)*"),
     ({"max_tokens": 10}, (), "*max_usd / max_tokens need a streamed usage*or the meter (meter = true)*"),
