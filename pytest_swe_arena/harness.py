@@ -74,6 +74,7 @@ def base_outcome(case: Case, nodeid: str, status: str, error: str | None = None)
         host=socket.gethostname(),
         worker=case.worker,
         ended_at=now(),
+        instance=case.instance.card(),
     )
 
 

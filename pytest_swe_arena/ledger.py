@@ -21,6 +21,10 @@ from .outcome import CellOutcome, patch_digest
 
 SCHEMA_VERSION = 1
 LEDGER_NAME = "ledger.jsonl"
+#: Per instance, in runs/<iid>/: the task as the cells saw it (``Instance.card``).
+INSTANCE_CARD = "instance.json"
+#: One line per sweep on the out dir: its run id, command line, project commit, host and versions.
+SWEEPS_NAME = "sweeps.jsonl"
 T = TypeVar("T")
 
 
@@ -65,6 +69,7 @@ class LedgerWriter:
         self.repeat = repeat
         self.path = out / LEDGER_NAME
         self.rows: list[dict[str, Any]] = []
+        self.cards_written: set[str] = set()
 
     def record(self, outcome: CellOutcome) -> dict[str, Any]:
         """Write the cell's files, then append its row; return the row."""
@@ -78,6 +83,10 @@ class LedgerWriter:
             write_atomic(self.out / patch_file, outcome.patch)
         elif outcome.patch:
             write_atomic(self.out / run_dir / "partial.patch", outcome.patch)
+        if outcome.instance is not None and outcome.instance_id not in self.cards_written:
+            card = json.dumps(outcome.instance, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+            write_atomic(self.out / "runs" / outcome.instance_id / INSTANCE_CARD, card)
+            self.cards_written.add(outcome.instance_id)
         row = ledger_row(outcome, self.run_id, patch_file, run_dir if outcome.logs or outcome.patch else None)
         self.append(row)
         return row
@@ -108,6 +117,7 @@ def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_di
     row = outcome.to_json()
     patch = row.pop("patch")
     row.pop("logs")
+    row.pop("instance")
     lines, sha = patch_digest(patch)
     row.update(
         schema_version=SCHEMA_VERSION,
@@ -118,6 +128,24 @@ def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_di
         run_dir=run_dir,
     )
     return row
+
+
+def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:
+    """Append one sweep's record (see ``SWEEPS_NAME``) to the out dir, fsynced."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / SWEEPS_NAME, "ab") as sweeps:
+        sweeps.write((json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode())
+        sweeps.flush()
+        os.fsync(sweeps.fileno())
+
+
+def read_sweep_record(out: Path, run_id: str | None) -> dict[str, Any] | None:
+    """The record of the sweep that wrote run ``run_id`` (None for an out dir from before the file, or a torn line)."""
+    found = None
+    for row in read_ledger(out / SWEEPS_NAME):
+        if row.get("run_id") == run_id:
+            found = row
+    return found
 
 
 def read_ledger(path: Path) -> Iterator[dict[str, Any]]:

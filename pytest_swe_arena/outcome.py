@@ -82,6 +82,8 @@ class CellOutcome:
     ended_at: str = ""
     #: Files of the cell's run dir (name -> text), written to runs/<iid>/<ARM>/.
     logs: Mapping[str, str] = field(default_factory=dict)
+    #: The instance's card (``Instance.card``), written once per instance to runs/<iid>/instance.json.
+    instance: Mapping[str, Any] | None = None
 
     @property
     def pytest_outcome(self) -> str:

@@ -11,8 +11,12 @@ sweep was interrupted.
 from __future__ import annotations
 
 import json
+import platform
 import re
+import socket
+import subprocess
 import uuid
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +28,7 @@ from . import __version__, calibration
 from .budget import BUDGET_FILE, BudgetLimits, BudgetTally, Limit
 from .collect import is_instance_file
 from .guard import SweepLock, forward_interrupt, reap_sweep
-from .ledger import LEDGER_NAME, LedgerWriter, read_ledger, write_atomic, write_predictions
+from .ledger import LEDGER_NAME, LedgerWriter, append_sweep_record, read_ledger, write_atomic, write_predictions
 from .outcome import CellOutcome
 from .report import (
     cell_records,
@@ -43,6 +47,36 @@ NODE_NAME = re.compile(r"::(?P<iid>[^:\[]+)\[(?P<arm>.+?)(?:-r(?P<trial>\d+))?\]
 
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+
+
+def project_commit(root: Path) -> tuple[str | None, bool | None]:
+    """The commit checked out at ``root`` and whether the tree differs from it; (None, None) outside git."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return None, None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return commit.strip(), None if status is None else bool(status.strip())
+
+
+def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str]) -> dict[str, Any]:
+    """What the viewer and ``summary.json`` say about the sweep itself (``sweeps.jsonl``)."""
+    commit, dirty = project_commit(config.rootpath)
+    workers = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
+    return {
+        "run_id": run_id, "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": ["pytest", *config.invocation_params.args], "cwd": str(config.invocation_params.dir),
+        "rootdir": str(config.rootpath), "project_commit": commit, "project_dirty": dirty,
+        "host": socket.gethostname(), "plugin_version": __version__, "python": platform.python_version(),
+        "pytest_version": pytest.__version__, "workers": workers, "arms": list(arms),
+    }
 
 
 class ArenaRecorder:
@@ -93,6 +127,7 @@ class ArenaRecorder:
         takeover = self.lock.acquire()
         if takeover:
             self.note(takeover)
+        append_sweep_record(self.out, sweep_record(self.config, self.writer.run_id, self.arm_order))
         self.prepay_reused()
         if self.tally.limits.is_set:
             self.write_budget()

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from .budget import BUDGET_FILE, SWEEP
-from .ledger import write_atomic
+from .ledger import read_sweep_record, write_atomic
 from .outcome import STATUSES, CellOutcome
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
 from .usage import token_total
@@ -199,11 +199,11 @@ def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
 
 
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
-              budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              budget: Mapping[str, Any] | None = None, sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
 
     Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name. ``budget`` is the
-    sweep's ``budget.json`` (caps and spend) when it had caps.
+    sweep's ``budget.json`` (caps and spend) when it had caps; ``sweep`` its line of ``sweeps.jsonl``.
     """
     by_arm: dict[str, list[CellRecord]] = defaultdict(list)
     for cell in cells:
@@ -224,6 +224,7 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
         + budget_warnings(budget) + repeat_warnings(trials),
+        "sweep": dict(sweep) if sweep else None,
     }
 
 
@@ -568,14 +569,15 @@ def written_lines(out: Path, run_id: str | None, paths: Sequence[Path]) -> list[
 def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
                   run_id: str | None = None, budget: Mapping[str, Any] | None = None
                   ) -> tuple[dict[str, Any], list[Path]]:
-    """Write ``summary.json`` and ``report.html`` (each atomically); return the summary and the paths."""
+    """Write ``summary.json``, ``report.html`` and the viewer (each file atomically); return the summary and paths."""
     from .html_report import render_report
+    from .viewer import write_viewer
 
-    summary = summarize(cells, arm_order, run_id, budget)
+    summary = summarize(cells, arm_order, run_id, budget, read_sweep_record(out, run_id))
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
     write_atomic(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_atomic(report_path, render_report(summary, cells))
-    return summary, [summary_path, report_path]
+    return summary, [summary_path, report_path, write_viewer(out, summary)]
 
 
 def recorded_budget(out: Path, run_id: str | None) -> dict[str, Any] | None:

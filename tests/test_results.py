@@ -199,7 +199,7 @@ def test_swe_arena_report_rebuilds_the_same_summary_and_export_writes_prediction
     assert (out / "report.html").is_file()
     assert "SUP4 3/3 100.0% 43.9-100.0% 4.5000".split() in [line.split()[:5] for line in rebuilt.stdout.splitlines()]
     assert "budget: $5.2500 of $100 and 15,600 tokens spent" in rebuilt.stdout.splitlines()
-    assert rebuilt.stdout.rstrip().splitlines()[-2:] == ["  summary.json", "  report.html"]
+    assert rebuilt.stdout.rstrip().splitlines()[-3:] == ["  summary.json", "  report.html", "  viewer/index.html"]
 
     exported = swe_arena("export", out, "--arm", "SUP4")
     assert exported.returncode == 0, exported.stderr
