@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .ledger import LEDGER_NAME, latest_run_rows, read_ledger, write_predictions
+from .ledger import LEDGER_NAME, latest_run_rows, read_ledger, read_sweep_record, write_predictions
 from .report import (
     CellRecord,
     format_summary,
@@ -113,6 +113,43 @@ def command_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_view(args: argparse.Namespace) -> int:
+    from .report import summarize
+    from .viewer import VIEWER_DIR, write_viewer
+    from .viewer.serve import serve
+
+    index = args.out / VIEWER_DIR / "index.html"
+    if args.build or not index.is_file():
+        _refuse_a_live_sweep(args.out, "view --build" if args.build else "view (no viewer yet)")
+        cells = _latest_cells(args.out)
+        run_id = cells[-1].run_id
+        summary = summarize(cells, previous_arm_order(args.out, run_id), run_id, recorded_budget(args.out, run_id),
+                            read_sweep_record(args.out, run_id))
+        write_viewer(args.out, summary)
+
+    def ready(url: str) -> None:
+        print(f"swe-arena view: serving {args.out} at {url} (Ctrl-C to stop)", flush=True)
+
+    try:
+        serve(args.out, args.port, ready)
+    except OSError as error:
+        raise SystemExit(f"swe-arena view: cannot listen on 127.0.0.1:{args.port}: {error.strerror or error}; "
+                         "try another --port (0 picks a free one)") from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535; 0 picks a free port)")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -151,6 +188,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--arm", action="append", metavar="NAME",
                         help="the arm to export (repeatable; default: every arm)")
     export.set_defaults(run=command_export)
+
+    view = commands.add_parser(
+        "view", help="serve the out dir's viewer on 127.0.0.1 (it also opens from file://, no server needed)",
+        description="Builds the viewer first when the out dir has none (an out dir from before it), or with --build.",
+    )
+    view.add_argument("out", type=Path, help=out_help)
+    view.add_argument("--port", type=_port, default=8000, help="the port on 127.0.0.1 (default 8000; 0: any free one)")
+    view.add_argument("--build", action="store_true", help="rebuild the viewer from the ledger before serving")
+    view.set_defaults(run=command_view)
     return parser
 
 

@@ -133,7 +133,8 @@
       }
     }
     const grid = h("table", { class: "data", id: "tests-table" },
-      h("thead", null, h("tr", null, ["list", "test", before, "after (this cell)"].map((text) => h("th", null, text)))),
+      h("thead", null, h("tr", null, ["list", "test", before, "after (this cell)"].map((text, index) =>
+        h("th", { class: index < 2 ? "left" : null }, text)))),
       h("tbody", null, rows));
     return section("tests", "Tests", verdict, grid, note("FAIL_TO_PASS must pass after the patch, PASS_TO_PASS " +
       "must keep passing. Before: the EMPTY arm's run of the same instance (the untouched base), when the sweep had one."));

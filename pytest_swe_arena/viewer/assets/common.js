@@ -55,10 +55,10 @@ window.arena = (function () {
     return h("span", { class: "st st-" + String(status).replace(/[^a-z_]/g, ""), title: status }, text || status);
   }
   function table(id, header, rows, options) {
-    const head = h("thead", null, h("tr", null, header.map((name) => h("th", null, name))));
+    const left = (index) => (options && options.left && options.left.includes(index) ? "left" : null);
+    const head = h("thead", null, h("tr", null, header.map((name, index) => h("th", { class: left(index) }, name))));
     const body = h("tbody", null, rows.map((cells) => h("tr", null, cells.map((cell, index) =>
-      h("td", { class: options && options.left && options.left.includes(index) ? "left" : null },
-        cell === "n/a" ? na() : cell)))));
+      h("td", { class: left(index) }, cell === "n/a" ? na() : cell)))));
     return h("table", { class: "data", id }, head, body);
   }
   function keyValues(id, pairs) {

@@ -74,7 +74,7 @@
     if (!sweep) pairs.push(["note", "this out dir has no sweeps.jsonl record of the run (written before it existed)"]);
     const identities = table("arm-identities", ["arm", "kind", "agent version", "settings"],
       data.arms.map((arm) => [arm.arm, arm.kind || "n/a", arm.agent_versions.join(", ") || "n/a",
-        h("code", null, JSON.stringify((arm.identity || {}).settings || {}))]), { left: [1, 2, 3] });
+        h("code", { class: "wrap" }, JSON.stringify((arm.identity || {}).settings || {}))]), { left: [1, 2, 3] });
     return h("details", { id: "run-meta", open: true }, h("summary", null, "Run"),
       keyValues("run-facts", pairs), h("h3", null, "Arms' identities"), identities);
   }
@@ -192,7 +192,8 @@
     const apart = rated.filter((arm) => arm[costKey] === null);
     const highest = Math.max(0, ...placed.map((arm) => (arm[intervalKey] ? arm[intervalKey][1] : arm[costKey])));
     const span = highest > 0 ? highest * 1.05 : 1;
-    const band = apart.length ? { start: span * 1.08, end: span * 1.4 } : { start: 0, end: 0 };
+    // The band grows with the arms it holds, so their labels have room.
+    const band = apart.length ? { start: span * 1.08, end: span * (1.2 + 0.14 * apart.length) } : { start: 0, end: 0 };
     const datasets = [];
     placed.forEach((arm) => datasets.push(armPoint(arm, arm[costKey], arm[intervalKey], false, costKey)));
     apart.forEach((arm, index) => {
