@@ -91,14 +91,14 @@ class Browser:
     def open(self, path: Path, fragment: str = "") -> None:
         self.navigate(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
 
-    def navigate(self, url: str) -> None:
+    def navigate(self, url: str, timeout: float = 30) -> None:
         """Go to ``url``; wait for its load event unless only the fragment changed (no new document then)."""
         seen = len(self.events)
         navigation = self.send("Page.navigate", url=url)
         if "errorText" in navigation:
             raise RuntimeError(f"{url}: {navigation['errorText']}")
         if "loaderId" in navigation:
-            self.wait_for("Page.loadEventFired", since=seen)
+            self.wait_for("Page.loadEventFired", timeout=timeout, since=seen)
 
     def wait_until(self, condition: str, timeout: float = 90) -> None:
         """Wait, inside the page, until the JavaScript ``condition`` is true (checked every 20 ms of page time)."""

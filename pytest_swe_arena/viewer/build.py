@@ -20,8 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..ledger import INSTANCE_CARD, write_atomic
-from .cells import OutDir, cell_page
+from ..ledger import write_atomic
+from .cells import OutDir, cell_page, instance_card
 from .overview import overview_data
 from .rows import ViewerRow, full_rows, read_run
 
@@ -30,6 +30,8 @@ INDEX_PAGE = "index.html"
 #: Changes whenever the cell data's shape changes, so every cell page is built again.
 CELL_FORMAT = 1
 MANIFEST = "data/cells.manifest.json"
+#: Readable by all (mkstemp's default is 0600): the folder is meant to be served and shared.
+DERIVED_MODE = 0o644
 #: The arm whose verify is the tests at base: a cell page's "before" column.
 BASE_ARM_KIND = "empty"
 
@@ -47,6 +49,7 @@ def write_derived(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(handle, DERIVED_MODE)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(temp, path)
@@ -75,13 +78,8 @@ def instance_repos(out: OutDir, instance_ids: Sequence[str]) -> dict[str, str | 
     """Each instance's repository, from its card (None for an instance the sweep kept no card of)."""
     repos: dict[str, str | None] = {}
     for iid in instance_ids:
-        path = out.inside(f"runs/{iid}/{INSTANCE_CARD}")
-        text = out.text(path) if path is not None else None
-        try:
-            card = json.loads(text) if text else None
-        except ValueError:
-            card = None
-        repos[iid] = str(card["repo"]) if isinstance(card, dict) and card.get("repo") else None
+        card = instance_card(out, iid)
+        repos[iid] = str(card["repo"]) if card and card.get("repo") else None
     return repos
 
 
@@ -124,7 +122,8 @@ def write_cell_pages(out: OutDir, viewer: Path, rows: Sequence[ViewerRow], arm_o
             if not fresh(row.page):
                 stale[iid] = cells
     built = 0
-    for _, cells in sorted(stale.items()):
+    for iid, cells in sorted(stale.items()):
+        card = instance_card(out, iid)
         whole = dict((row.page, full) for row, full in full_rows(out.root, cells))
         siblings = [{"arm": cell.arm, "trial": cell.trial, "status": cell.status, "page": cell.page} for cell in cells]
         base = next((whole[cell.page] for cell in cells if cell.arm_identity.get("kind") == BASE_ARM_KIND), None)
@@ -134,7 +133,7 @@ def write_cell_pages(out: OutDir, viewer: Path, rows: Sequence[ViewerRow], arm_o
         for cell in cells:
             if fresh(cell.page):
                 continue
-            content = cell_page(out, whole[cell.page], cell.page, siblings, before)
+            content = cell_page(out, whole[cell.page], cell.page, siblings, before, card)
             write_derived(viewer / "data" / f"{cell.page}.js", script_text("cell", content))
             built += 1
     for page in previous.keys() - manifest.keys():

@@ -112,17 +112,21 @@ def _patch(out: OutDir, row: Mapping[str, Any], run_dir: Path | None) -> dict[st
     return None
 
 
-def _problem(out: OutDir, instance_id: str, run_dir: Path | None) -> dict[str, Any] | None:
+def instance_card(out: OutDir, instance_id: str) -> dict[str, Any] | None:
+    """The instance's card (``runs/<iid>/instance.json``), None if the sweep kept none or it is not a JSON object."""
+    path = out.inside(f"runs/{instance_id}/{INSTANCE_CARD}")
+    text = out.text(path, 4 * MAX_PATCH_BYTES) if path is not None else None
+    try:
+        card = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return {"href": out.href(path), **card} if isinstance(card, dict) and path is not None else None
+
+
+def _problem(out: OutDir, card: Mapping[str, Any] | None, run_dir: Path | None) -> dict[str, Any] | None:
     """The task: the instance card if the sweep kept one, else the agent's prompt (which starts with it)."""
-    card_path = out.inside(f"runs/{instance_id}/{INSTANCE_CARD}")
-    card_text = out.text(card_path, 4 * MAX_PATCH_BYTES) if card_path is not None else None
-    if card_text is not None:
-        try:
-            card = json.loads(card_text)
-        except ValueError:
-            card = None
-        if isinstance(card, dict):
-            return {"source": "instance", "href": out.href(card_path) if card_path else None, **card}
+    if card is not None:
+        return {"source": "instance", **card}
     prompt = out.text(run_dir / PROMPT_FILE) if run_dir is not None else None
     if prompt is not None:
         return {"source": "prompt", "problem_statement": prompt}
@@ -146,11 +150,12 @@ def _tests(row: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[str
 
 
 def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence[Mapping[str, Any]],
-              before: Mapping[str, Any] | None) -> dict[str, Any]:
+              before: Mapping[str, Any] | None, card: Mapping[str, Any] | None) -> dict[str, Any]:
     """Everything the cell page shows of one cell.
 
     ``siblings`` are the instance's cells under every arm and trial (``{"arm", "trial", "status",
-    "page"}``); ``before`` the EMPTY arm's verify of the same instance (the tests at base), if any.
+    "page"}``); ``before`` the EMPTY arm's verify of the same instance (the tests at base), if any;
+    ``card`` the instance's card (``instance_card``), if the sweep kept one.
     """
     instance_id, status = str(row.get("instance_id", "")), str(row.get("status", ""))
     run_dir = out.inside(row.get("run_dir"))
@@ -176,7 +181,7 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
         "cell_key": row.get("cell_key"), "started_at": row.get("started_at"), "ended_at": row.get("ended_at"),
         "host": row.get("host"), "worker": row.get("worker"), "sandbox": row.get("sandbox"),
         "run_dir": {"path": row.get("run_dir"), "href": out.href(run_dir) + "/"} if run_dir else None,
-        "problem": _problem(out, instance_id, run_dir),
+        "problem": _problem(out, card, run_dir),
         "patch": _patch(out, row, run_dir),
         "tests": _tests(row, before),
         "transcript": transcript,
