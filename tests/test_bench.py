@@ -24,7 +24,8 @@ SMOKE_RUNS = {
     "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
     "interrupt.py": (["--workers", "2", "--grace", "0.5"], ["stop after SIGINT, -n 2, agents running"]),
     "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
-                        ["viewer overview interactive, 100 cells", "swe-arena report + viewer, first build (100 cell pages)",
+                        ["viewer overview interactive, 100 cells",
+                         "swe-arena report + viewer, first build (100 cell pages)",
                          "swe-arena report + viewer, rebuilt, nothing changed"]),
 }
 
