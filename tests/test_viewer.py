@@ -24,11 +24,15 @@ ADDED = ["CAPPED"]
 SCREENSHOTS_TO = Path(os.environ["SWE_ARENA_SCREENSHOTS_TO"]).resolve() if os.environ.get("SWE_ARENA_SCREENSHOTS_TO") \
     else None
 
-AGENT = '''
-import pathlib, sys, time
+#: What a hostile agent puts in its output and run dir, hoping the viewer runs it or loads something.
+HOSTILE = '<img src="http://127.0.0.1:9/x.png" onerror="window.pwned=1"><script>window.pwned=2</script>'
+AGENT = f'''
+import os, pathlib, sys, time
 prompt = pathlib.Path(sys.argv[1]).read_text()
 print("agent read", len(prompt), "characters", flush=True)
 if sys.argv[2] == "fail":
+    print({HOSTILE!r}, flush=True)
+    pathlib.Path(os.environ["ARENA_USAGE_FILE"]).with_name("notes.html").write_text({HOSTILE!r})
     print("boom", file=sys.stderr)
     sys.exit(3)
 time.sleep(300)
@@ -249,6 +253,16 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert "did not finish within 2 s" in hangs["error"]
         assert hangs["stdout"].startswith("agent read ") and hangs["tests"], "not graded: no test table"
         assert href.endswith("#cells/demo__calc-1/HANGS/1")
+
+        # A hostile agent's markup is shown as text: nothing runs, nothing loads.
+        browser.navigate((viewer / "cell.html").as_uri() + "#cells/demo__calc-2/FAILS/1")
+        browser.wait_until("document.body.dataset.ready === '1' && document.title.includes('FAILS')")
+        hostile = browser.evaluate("""({pwned: window.pwned === undefined ? null : window.pwned,
+            images: document.querySelectorAll('#app img, #app script').length,
+            notes: document.querySelector('#files details[data-file="notes.html"] pre').textContent,
+            said: document.querySelector('#turns .turn.assistant pre').textContent})""")
+        assert hostile["pwned"] is None and hostile["images"] == 0
+        assert hostile["notes"] == HOSTILE and HOSTILE in hostile["said"]
 
         # Flags, a model mismatch, and a cell with no run dir nor instance card.
         browser.navigate((viewer / "cell.html").as_uri() + "#cells/demo__calc-1/CAPPED/1")

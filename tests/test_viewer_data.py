@@ -136,7 +136,7 @@ def test_cell_pages_are_rebuilt_only_when_their_rows_change(tmp_path):
     assert not (out / "viewer/data/cells/demo__calc-1/PRED/1.js").exists()
     page = (out / "viewer/data/cells/demo__calc-1/SOLO/1.js").read_text()
     assert '"status":"unresolved"' in page and '"run_id":"r2"' in page
-    manifest = json.loads((out / "viewer" / MANIFEST).read_text())
+    manifest = json.loads((out / "viewer" / MANIFEST).read_text())["pages"]
     assert len(manifest) == 20 and all("PRED" not in name for name in manifest)
 
 

@@ -4,7 +4,8 @@ One folder that needs no network and no server: the pages load their data with `
 tags (``file://`` allows no ``fetch``), the overview's from ``data/overview.js`` and each cell's
 from ``data/cells/<iid>/<ARM>/<trial>.js`` only when its page is opened. Cell data is rebuilt
 only for the cells whose row (or whose instance's other rows) changed since the last build,
-which ``data/cells.manifest.json`` records, so rebuilding a large run's viewer is cheap.
+which ``data/cells.manifest.json`` records (with each instance card's size and time), so rebuilding
+a large run's viewer reads no run dir it has read before.
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from hashlib import sha256
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..ledger import write_atomic
+from ..ledger import INSTANCE_CARD, write_atomic
 from .cells import OutDir, cell_page, instance_card
 from .overview import overview_data
-from .rows import ViewerRow, full_rows, read_run
+from .rows import SAFE_NAME, ViewerRow, full_rows, read_run
 
 VIEWER_DIR = "viewer"
 INDEX_PAGE = "index.html"
@@ -74,72 +77,104 @@ def copy_assets(viewer: Path) -> None:
                 shutil.copyfile(path, target)
 
 
-def instance_repos(out: OutDir, instance_ids: Sequence[str]) -> dict[str, str | None]:
-    """Each instance's repository, from its card (None for an instance the sweep kept no card of)."""
+@dataclass
+class Manifest:
+    """What the viewer's data was built from (``data/cells.manifest.json``), so a rebuild redoes only what changed.
+
+    ``pages``: each cell page's fingerprint; ``cards``: each instance card's (mtime_ns, size, repository).
+    """
+
+    pages: dict[str, str] = field(default_factory=dict)
+    cards: dict[str, list[Any]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return cls()
+        if not isinstance(data, dict) or not isinstance(data.get("pages"), dict):
+            return cls()
+        cards = data.get("cards")
+        return cls({str(k): str(v) for k, v in data["pages"].items()},
+                   {str(k): v for k, v in (cards if isinstance(cards, dict) else {}).items()
+                    if isinstance(v, list) and len(v) == 3})
+
+    def write(self, path: Path) -> None:
+        write_atomic(path, json.dumps({"format": CELL_FORMAT, "pages": self.pages, "cards": self.cards},
+                                      sort_keys=True))
+
+
+def instance_repos(out: OutDir, instance_ids: Sequence[str], known: Mapping[str, list[Any]]
+                   ) -> tuple[dict[str, str | None], dict[str, list[Any]]]:
+    """Each instance's repository, from its card (None without one); and the cards' (mtime, size, repository).
+
+    A card whose size and time are those ``known`` from the last build is not read again.
+    """
     repos: dict[str, str | None] = {}
+    cards: dict[str, list[Any]] = {}
     for iid in instance_ids:
-        card = instance_card(out, iid)
-        repos[iid] = str(card["repo"]) if card and card.get("repo") else None
-    return repos
+        try:
+            info = os.lstat(f"{out.root}/runs/{iid}/{INSTANCE_CARD}") if SAFE_NAME.fullmatch(iid) else None
+        except OSError:
+            info = None
+        stamp = [info.st_mtime_ns, info.st_size] if info is not None and stat.S_ISREG(info.st_mode) else None
+        cached = known.get(iid)
+        if stamp is not None and cached is not None and cached[:2] == stamp:
+            repos[iid] = cached[2]
+        else:
+            card = instance_card(out, iid)
+            repos[iid] = str(card["repo"]) if card and card.get("repo") else None
+        if stamp is not None:
+            cards[iid] = [*stamp, repos[iid]]
+    return repos, cards
 
 
-def _fingerprint(row: ViewerRow, siblings: Sequence[ViewerRow]) -> str:
-    """What a cell page is built from: its row and its instance's other rows (their statuses, the tests at base)."""
-    material = [CELL_FORMAT, [(cell.run_id, cell.cell_key, cell.arm, cell.trial, cell.status, cell.ended_at,
-                               cell.reused_from, cell.offset) for cell in (row, *siblings)]]
-    return sha256(json.dumps(material).encode()).hexdigest()[:24]
+def _fingerprint(cells: Sequence[ViewerRow]) -> str:
+    """What an instance's cell pages are built from: its rows (statuses, the tests at base, siblings' links)."""
+    material = "\0".join(f"{cell.run_id}|{cell.cell_key}|{cell.arm}|{cell.trial}|{cell.status}|{cell.ended_at}|"
+                          f"{cell.reused_from}|{cell.offset}" for cell in cells)
+    return sha256(f"{CELL_FORMAT}\0{material}".encode()).hexdigest()[:24]
 
 
-def _read_manifest(path: Path) -> dict[str, str]:
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in manifest.items()} if isinstance(manifest, dict) else {}
-
-
-def write_cell_pages(out: OutDir, viewer: Path, rows: Sequence[ViewerRow], arm_order: Sequence[str]) -> int:
+def write_cell_pages(out: OutDir, viewer: Path, rows: Sequence[ViewerRow], arm_order: Sequence[str],
+                     previous: Mapping[str, str]) -> dict[str, str]:
     """Build the data of every cell page whose inputs changed; delete those of cells no longer in the run.
 
-    Returns how many were built.
+    ``previous`` are the fingerprints of the last build; returns this build's.
     """
     rank = {name: index for index, name in enumerate(arm_order)}
     by_instance: dict[str, list[ViewerRow]] = defaultdict(list)
     for row in rows:
         by_instance[row.instance_id].append(row)
-    manifest_path = viewer / MANIFEST
-    previous = _read_manifest(manifest_path)
-    manifest: dict[str, str] = {}
-    stale: dict[str, list[ViewerRow]] = {}
-
-    def fresh(page: str) -> bool:
-        return previous.get(page) == manifest[page] and (viewer / "data" / f"{page}.js").is_file()
-
-    for iid, cells in by_instance.items():
+    data = viewer / "data"
+    pages: dict[str, str] = {}
+    for iid, cells in sorted(by_instance.items()):
         cells.sort(key=lambda cell: (rank.get(cell.arm, len(rank)), cell.arm, cell.trial))
-        for row in cells:
-            manifest[row.page] = _fingerprint(row, [cell for cell in cells if cell is not row])
-            if not fresh(row.page):
-                stale[iid] = cells
-    built = 0
-    for iid, cells in sorted(stale.items()):
-        card = instance_card(out, iid)
-        whole = dict((row.page, full) for row, full in full_rows(out.root, cells))
-        siblings = [{"arm": cell.arm, "trial": cell.trial, "status": cell.status, "page": cell.page} for cell in cells]
-        base = next((whole[cell.page] for cell in cells if cell.arm_identity.get("kind") == BASE_ARM_KIND), None)
-        before: dict[str, Any] | None = None
-        if base is not None and isinstance(base.get("verify"), dict):
-            before = {"arm": base.get("arm"), "tests": base["verify"].get("tests")}
-        for cell in cells:
-            if fresh(cell.page):
-                continue
-            content = cell_page(out, whole[cell.page], cell.page, siblings, before, card)
-            write_derived(viewer / "data" / f"{cell.page}.js", script_text("cell", content))
-            built += 1
-    for page in previous.keys() - manifest.keys():
-        (viewer / "data" / f"{page}.js").unlink(missing_ok=True)
-    write_atomic(manifest_path, json.dumps(manifest, sort_keys=True))
-    return built
+        fingerprint = _fingerprint(cells)
+        pages.update((cell.page, fingerprint) for cell in cells)
+        # One page's data missing (deleted by hand) is enough to build the instance's again.
+        if all(previous.get(cell.page) == fingerprint and os.path.isfile(f"{data}/{cell.page}.js")
+               for cell in cells):
+            continue
+        write_instance_pages(out, data, iid, cells)
+    for page in previous.keys() - pages.keys():
+        (data / f"{page}.js").unlink(missing_ok=True)
+    return pages
+
+
+def write_instance_pages(out: OutDir, data: Path, instance_id: str, cells: Sequence[ViewerRow]) -> None:
+    """The data of every cell page of one instance: they link to each other, and share its card and tests at base."""
+    card = instance_card(out, instance_id)
+    whole = {row.page: full for row, full in full_rows(out.root, cells)}
+    siblings = [{"arm": cell.arm, "trial": cell.trial, "status": cell.status, "page": cell.page} for cell in cells]
+    base = next((whole[cell.page] for cell in cells if cell.arm_identity.get("kind") == BASE_ARM_KIND), None)
+    before: dict[str, Any] | None = None
+    if base is not None and isinstance(base.get("verify"), dict):
+        before = {"arm": base.get("arm"), "tests": base["verify"].get("tests")}
+    for cell in cells:
+        content = cell_page(out, whole[cell.page], cell.page, siblings, before, card)
+        write_derived(data / f"{cell.page}.js", script_text("cell", content))
 
 
 def write_viewer(out: Path, summary: Mapping[str, Any]) -> Path:
@@ -148,7 +183,9 @@ def write_viewer(out: Path, summary: Mapping[str, Any]) -> Path:
     rows = read_run(out, summary["run_id"])
     reader = OutDir(out)
     copy_assets(viewer)
-    repos = instance_repos(reader, sorted({row.instance_id for row in rows}))
+    previous = Manifest.read(viewer / MANIFEST)
+    repos, cards = instance_repos(reader, sorted({row.instance_id for row in rows}), previous.cards)
     write_derived(viewer / "data" / "overview.js", script_text("overview", overview_data(summary, rows, repos)))
-    write_cell_pages(reader, viewer, rows, summary["arm_order"])
+    pages = write_cell_pages(reader, viewer, rows, summary["arm_order"], previous.pages)
+    Manifest(pages, cards).write(viewer / MANIFEST)
     return viewer / INDEX_PAGE

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -42,23 +42,25 @@ class ViewerRow(CellRecord, frozen=True, gc=False):
     provenance: dict[str, Any] = {}
     details: Details = Details()
     sandbox: Any = None
+    #: Set by ``read_run``: where the row's line starts in the ledger, and its cell page (``page_name``).
     offset: int = -1
+    page: str = ""
 
     @property
     def flagged(self) -> bool:
         """Whether the row carries a warning sign: integrity flags, or a model other than the one asked."""
         return bool(self.details.integrity) or self.model_mismatch
 
-    @property
-    def page(self) -> str:
-        """The cell page's data file, relative to the viewer's ``data/`` (``cells/<iid>/<ARM>/<trial>``).
 
-        A name that is not safe as a path part (a hand-edited ledger) is replaced by its hash.
-        """
-        if SAFE_NAME.fullmatch(self.instance_id) and ".." not in self.instance_id and SAFE_NAME.fullmatch(self.arm):
-            return f"cells/{self.instance_id}/{self.arm}/{self.trial}"
-        digest = sha256(f"{self.instance_id}\0{self.arm}".encode()).hexdigest()[:20]
-        return f"cells/_/{digest}/{self.trial}"
+def page_name(instance_id: str, arm: str, trial: int) -> str:
+    """A cell page's data file, relative to the viewer's ``data/`` (``cells/<iid>/<ARM>/<trial>``).
+
+    A name that is not safe as a path part (a hand-edited ledger) is replaced by its hash.
+    """
+    if SAFE_NAME.fullmatch(instance_id) and ".." not in instance_id and SAFE_NAME.fullmatch(arm):
+        return f"cells/{instance_id}/{arm}/{trial}"
+    digest = sha256(f"{instance_id}\0{arm}".encode()).hexdigest()[:20]
+    return f"cells/_/{digest}/{trial}"
 
 
 def read_run(out: Path, run_id: str | None) -> list[ViewerRow]:
@@ -82,11 +84,12 @@ def read_run(out: Path, run_id: str | None) -> list[ViewerRow]:
                 warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({error})", stacklevel=2)
                 continue
             if row.run_id == run_id:
-                rows.append(msgspec.structs.replace(row, offset=start))
+                rows.append(msgspec.structs.replace(row, offset=start,
+                                                    page=page_name(row.instance_id, row.arm, row.trial)))
     return rows
 
 
-def full_rows(out: Path, rows: list[ViewerRow]) -> Iterator[tuple[ViewerRow, dict[str, Any]]]:
+def full_rows(out: Path, rows: Sequence[ViewerRow]) -> Iterator[tuple[ViewerRow, dict[str, Any]]]:
     """Each of ``rows`` with its whole ledger row, read again from its line."""
     with open(out / LEDGER_NAME, "rb") as ledger:
         for row in rows:
