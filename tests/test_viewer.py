@@ -119,6 +119,7 @@ OVERVIEW = """({
         .data.datasets.filter(d => d.arenaArm).map(d => [d.arenaArm, d.arenaApart])),
     unplaced: (document.getElementById('frontier-unplaced') || {}).textContent,
     baseline: document.getElementById('comparison-holder').dataset.baseline,
+    width: document.documentElement.scrollWidth,
     external: [...document.querySelectorAll('script[src], link[href]')]
         .map(e => e.src || e.href).filter(u => u !== 'data:,' && !u.startsWith(location.href.replace(/[^/]*$/, ''))),
 })"""
@@ -177,6 +178,7 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert "NOPROG" in page["unplaced"], "harness errors only: no rate, and the page says so"
         assert page["baseline"] == "SOLO", "the first arm that is not a reference arm"
         assert page["external"] == []
+        assert page["width"] <= 1280, "no horizontal scrolling at 1280 px"
 
         # Paired comparisons against one baseline at a time, not all pairs.
         against_empty = comparison(browser, "EMPTY")
@@ -226,6 +228,7 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
             phases: [...document.querySelectorAll('#phases-table tbody tr')].map(r => r.cells[0].textContent),
             siblings: [...document.querySelectorAll('#siblings a')].map(a => a.dataset.arm),
             logs: [...document.querySelectorAll('#files details')].map(d => d.dataset.file),
+            width: document.documentElement.scrollWidth,
         })""")
         if SCREENSHOTS_TO and not xdist:
             browser.screenshot(SCREENSHOTS_TO / "viewer-cell.png")
@@ -241,6 +244,7 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert {"workspace", "arm", "patch", "verify"} <= set(cell["phases"])
         assert cell["siblings"] == ARMS + ADDED
         assert cell["logs"][0] == "verify.log" and "events.jsonl" in cell["logs"]
+        assert cell["width"] <= 1280, "no horizontal scrolling at 1280 px"
 
         # The same instance under another arm, through the sibling links (the page follows its hash).
         href = browser.evaluate("document.querySelector('#siblings a[data-arm=HANGS]').href")

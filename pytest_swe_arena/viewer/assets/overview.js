@@ -85,23 +85,26 @@
       h("ul", { class: "warnings", id: "warnings" }, data.warnings.map((text) => h("li", null, text))));
   }
 
+  // A value with its interval under it, smaller (the arms table stays narrow).
   function withInterval(value, pair, format) {
     if (value === null || value === undefined) return "n/a";
-    return pair ? `${format(value)} (${format(pair[0])}–${format(pair[1])})` : format(value);
+    return h("span", null, format(value), pair ? h("span", { class: "ci" }, `${format(pair[0])}–${format(pair[1])}`) : null);
   }
 
   function armsSection() {
     const rows = data.arms.map((arm) => [
       arm.arm,
-      arm.kind || "n/a", `${arm.resolved} / ${arm.cells}`, percent(arm.resolve_rate), interval(arm.resolve_rate_ci95),
+      arm.kind || "n/a", `${arm.resolved} / ${arm.cells}`,
+      arm.resolve_rate === null ? "n/a"
+        : h("span", null, percent(arm.resolve_rate), h("span", { class: "ci" }, interval(arm.resolve_rate_ci95))),
       withInterval(arm.cost_per_cell_usd, arm.cost_per_cell_ci95, usd),
       withInterval(arm.cost_per_resolved_usd, arm.cost_per_resolved_ci95, usd),
       usd(arm.cost_usd), count(arm.tokens), seconds(arm.median_wall_seconds), String(arm.harness_errors),
       Object.entries(arm.cost_sources).map(([source, cells]) => `${source} ${cells}`).join(", ") || "n/a",
     ]);
     return h("section", null, h("h2", null, "Arms"),
-      table("arms", ["arm", "kind", "resolved", "rate", "95% CI", "USD / cell (95% CI)", "USD / resolved (95% CI)",
-        "USD", "tokens", "median wall", "harness errors", "cost sources"], rows, { left: [1, 11] }),
+      table("arms", ["arm", "kind", "resolved", "rate (95% CI)", "USD / cell (95% CI)", "USD / resolved (95% CI)",
+        "USD", "tokens", "median wall", "harness errors", "cost sources"], rows, { left: [1, 10] }),
       h("p", { class: "note" }, "Rates count resolved, unresolved, arm errors, timeouts and over-budget cells; " +
         "harness errors, skipped and interrupted cells are left out. Rate CI: Wilson. USD intervals: normal " +
         "approximation of the mean per cell; delta method for the dollars per resolved cell. n/a: not computable."));
