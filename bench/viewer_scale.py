@@ -5,8 +5,9 @@ Writes a realistic out dir (25,000 instances x 4 arms by default): the ledger ro
 a patch. Then, each in a fresh process:
 
 - ``swe-arena report OUT`` with no viewer yet (summary.json, report.html and the whole viewer,
-  every cell page's data), then again with nothing changed (the viewer is brought up to date:
-  no cell page rebuilt); baseline: ``json.loads`` of every ledger line, as in ``report_scale.py``;
+  every cell page's data), then again with nothing changed (the viewer is up to date), then after
+  one more row in the ledger (every row looked at, one instance's pages built); baseline:
+  ``json.loads`` of every ledger line, as in ``report_scale.py``;
 - in a real headless Chromium (``tests/browser.py``), from ``file://``: the overview, from
   navigation start to the page being ready (data parsed, the table and both charts drawn, the
   main thread free), against today's ``report.html`` of the same out dir from navigation start to
@@ -108,6 +109,13 @@ def main() -> int:
         baseline = min(wall([sys.executable, "-c", BASELINE, str(out / "ledger.jsonl")]) for _ in range(args.repeat))
         first_build = wall(command)
         rebuild = statistics.median(wall(command) for _ in range(args.repeat))
+        # One cell more in the run (a resumed sweep's reused row, say): every row is looked at again, only
+        # the pages of that cell's instance are built.
+        with open(out / "ledger.jsonl", "rb") as ledger:
+            last = json.loads(ledger.readlines()[-1])
+        with open(out / "ledger.jsonl", "a", encoding="utf-8") as ledger:
+            ledger.write(json.dumps({**last, "arm": "EXTRA", "cell_key": "extra"}, sort_keys=True) + "\n")
+        one_more = wall(command)
         pages = sum(1 for _ in (out / "viewer" / "data" / "cells").rglob("*.js"))
         viewer_bytes = (out / "viewer" / "data" / "overview.js").stat().st_size
         report_bytes = (out / "report.html").stat().st_size
@@ -143,6 +151,7 @@ def main() -> int:
                "json.loads of every ledger line", baseline),
         Figure("swe-arena report + viewer, rebuilt, nothing changed", rebuild, "s",
                "json.loads of every ledger line", baseline),
+        Figure("swe-arena report + viewer, one row more", one_more, "s", "json.loads of every ledger line", baseline),
     ]
     notes = [f"overview loads (s): {', '.join(f'{s:.2f}' for s in viewer_loads)}; report.html loads (s): "
              f"{', '.join(f'{s:.2f}' for s in report_loads)}",

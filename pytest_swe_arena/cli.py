@@ -125,7 +125,7 @@ def command_view(args: argparse.Namespace) -> int:
         run_id = cells[-1].run_id
         summary = summarize(cells, previous_arm_order(args.out, run_id), run_id, recorded_budget(args.out, run_id),
                             read_sweep_record(args.out, run_id))
-        write_viewer(args.out, summary)
+        write_viewer(args.out, summary, rebuild=args.build)
 
     def ready(url: str) -> None:
         print(f"swe-arena view: serving {args.out} at {url} (Ctrl-C to stop)", flush=True)

@@ -26,7 +26,8 @@ SMOKE_RUNS = {
     "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
                         ["viewer overview interactive, 100 cells",
                          "swe-arena report + viewer, first build (100 cell pages)",
-                         "swe-arena report + viewer, rebuilt, nothing changed"]),
+                         "swe-arena report + viewer, rebuilt, nothing changed",
+                         "swe-arena report + viewer, one row more"]),
 }
 
 

@@ -119,6 +119,15 @@ def test_cell_pages_are_rebuilt_only_when_their_rows_change(tmp_path):
     stamps = {page: page.stat().st_mtime_ns for page in pages}
     write_viewer(out, summary)
     assert {page: page.stat().st_mtime_ns for page in pages} == stamps, "nothing changed: nothing rebuilt"
+    pages[0].unlink()
+    write_viewer(out, summary)
+    assert not pages[0].exists(), "the ledger did not change: the pages are not even looked at"
+    write_viewer(out, summary, rebuild=True)
+    assert pages[0].exists(), "a rebuild looks at every page (swe-arena view --build)"
+    rebuilt = {page for page in pages if page.stat().st_mtime_ns != stamps[page]}
+    assert rebuilt == {page for page in pages if page.parent.parent == pages[0].parent.parent}, \
+        "only the missing page's instance is built again"
+    stamps = {page: page.stat().st_mtime_ns for page in pages}
 
     # One more row of the same run, for demo__calc-1: only that instance's pages change (their siblings did).
     out, summary = out_dir(tmp_path, [*rows, row("demo__calc-1", "NEW", "resolved")])

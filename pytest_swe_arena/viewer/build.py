@@ -23,7 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..ledger import INSTANCE_CARD, write_atomic
+from .. import __version__
+from ..ledger import INSTANCE_CARD, LEDGER_NAME, write_atomic
 from .cells import OutDir, cell_page, instance_card
 from .overview import overview_data
 from .rows import SAFE_NAME, ViewerRow, full_rows, read_run
@@ -81,9 +82,11 @@ def copy_assets(viewer: Path) -> None:
 class Manifest:
     """What the viewer's data was built from (``data/cells.manifest.json``), so a rebuild redoes only what changed.
 
-    ``pages``: each cell page's fingerprint; ``cards``: each instance card's (mtime_ns, size, repository).
+    ``source``: what the whole viewer was built from (``build_source``); ``pages``: each cell page's
+    fingerprint; ``cards``: each instance card's (mtime_ns, size, repository).
     """
 
+    source: str = ""
     pages: dict[str, str] = field(default_factory=dict)
     cards: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -96,13 +99,25 @@ class Manifest:
         if not isinstance(data, dict) or not isinstance(data.get("pages"), dict):
             return cls()
         cards = data.get("cards")
-        return cls({str(k): str(v) for k, v in data["pages"].items()},
+        return cls(str(data.get("source", "")), {str(k): str(v) for k, v in data["pages"].items()},
                    {str(k): v for k, v in (cards if isinstance(cards, dict) else {}).items()
                     if isinstance(v, list) and len(v) == 3})
 
     def write(self, path: Path) -> None:
-        write_atomic(path, json.dumps({"format": CELL_FORMAT, "pages": self.pages, "cards": self.cards},
-                                      sort_keys=True))
+        write_atomic(path, json.dumps({"format": CELL_FORMAT, "source": self.source, "pages": self.pages,
+                                       "cards": self.cards}, sort_keys=True))
+
+
+def build_source(out: Path, summary: Mapping[str, Any]) -> str:
+    """What the whole viewer is built from: the ledger as it is on disk, the summary, the viewer's version.
+
+    The controller writes run dirs and instance cards before the rows that name them, so an
+    unchanged ledger means unchanged inputs.
+    """
+    info = (out / LEDGER_NAME).stat()
+    material = json.dumps([CELL_FORMAT, __version__, info.st_size, info.st_mtime_ns, summary], sort_keys=True,
+                          default=str)
+    return sha256(material.encode()).hexdigest()[:24]
 
 
 def instance_repos(out: OutDir, instance_ids: Sequence[str], known: Mapping[str, list[Any]]
@@ -177,15 +192,22 @@ def write_instance_pages(out: OutDir, data: Path, instance_id: str, cells: Seque
         write_derived(data / f"{cell.page}.js", script_text("cell", content))
 
 
-def write_viewer(out: Path, summary: Mapping[str, Any]) -> Path:
-    """Build (or bring up to date) ``<out>/viewer/`` for the summary's run; return its overview page."""
+def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False) -> Path:
+    """Build (or bring up to date) ``<out>/viewer/`` for the summary's run; return its overview page.
+
+    With the ledger and the summary as they were at the last build, only the assets are checked
+    (``rebuild`` checks every page too, e.g. after deleting some by hand).
+    """
     viewer = out / VIEWER_DIR
-    rows = read_run(out, summary["run_id"])
-    reader = OutDir(out)
     copy_assets(viewer)
     previous = Manifest.read(viewer / MANIFEST)
+    source = build_source(out, summary)
+    if not rebuild and previous.source == source and (viewer / "data" / "overview.js").is_file():
+        return viewer / INDEX_PAGE
+    rows = read_run(out, summary["run_id"])
+    reader = OutDir(out)
     repos, cards = instance_repos(reader, sorted({row.instance_id for row in rows}), previous.cards)
     write_derived(viewer / "data" / "overview.js", script_text("overview", overview_data(summary, rows, repos)))
     pages = write_cell_pages(reader, viewer, rows, summary["arm_order"], previous.pages)
-    Manifest(pages, cards).write(viewer / MANIFEST)
+    Manifest(source, pages, cards).write(viewer / MANIFEST)
     return viewer / INDEX_PAGE
