@@ -109,6 +109,7 @@ def main() -> int:
         baseline = min(wall([sys.executable, "-c", BASELINE, str(out / "ledger.jsonl")]) for _ in range(args.repeat))
         first_build = wall(command)
         rebuild = statistics.median(wall(command) for _ in range(args.repeat))
+        pages = sum(1 for _ in (out / "viewer" / "data" / "cells").rglob("*.js"))
         # One cell more in the run (a resumed sweep's reused row, say): every row is looked at again, only
         # the pages of that cell's instance are built.
         with open(out / "ledger.jsonl", "rb") as ledger:
@@ -116,7 +117,6 @@ def main() -> int:
         with open(out / "ledger.jsonl", "a", encoding="utf-8") as ledger:
             ledger.write(json.dumps({**last, "arm": "EXTRA", "cell_key": "extra"}, sort_keys=True) + "\n")
         one_more = wall(command)
-        pages = sum(1 for _ in (out / "viewer" / "data" / "cells").rglob("*.js"))
         viewer_bytes = (out / "viewer" / "data" / "overview.js").stat().st_size
         report_bytes = (out / "report.html").stat().st_size
 
