@@ -226,6 +226,21 @@ def test_sweep_records_are_kept_per_run(tmp_path):
     assert read_sweep_record(tmp_path / "none", "r1") is None
 
 
+def test_project_commit_and_whether_the_tree_differs(tmp_path):
+    from gitrepos import commit, git
+
+    from pytest_swe_arena.recorder import project_commit
+
+    assert project_commit(tmp_path) == (None, None), "not a git checkout"
+    git(tmp_path, "init", "-q", "-b", "main")
+    head = commit(tmp_path, {"a.py": "x = 1\n"}, "first")
+    assert project_commit(tmp_path) == (head, False)
+    (tmp_path / "untracked.txt").write_text("not part of the project\n")
+    assert project_commit(tmp_path) == (head, False), "untracked files do not make it dirty"
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert project_commit(tmp_path) == (head, True)
+
+
 def test_vendored_libraries_match_their_manifest():
     vendor = resources.files("pytest_swe_arena.viewer").joinpath("assets/vendor")
     manifest = json.loads(vendor.joinpath("manifest.json").read_text())
