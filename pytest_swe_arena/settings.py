@@ -10,8 +10,11 @@ at all), so it imports nothing beyond the standard library and pytest.
 
 from __future__ import annotations
 
+import inspect
+import math
 import os
 import re
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,7 +72,7 @@ def _positive_number(value: str, source: str) -> float:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number > 0:
+    if not 0 < number < math.inf:
         raise pytest.UsageError(f"{source}: {value!r} is not a positive number of seconds")
     return number
 
@@ -99,8 +102,8 @@ def _non_negative_number(value: str, source: str) -> float:
         number = float(value)
     except ValueError:
         number = -1.0
-    if not number >= 0:
-        raise pytest.UsageError(f"{source}: {value!r} is not a non-negative number")
+    if not 0 <= number < math.inf:
+        raise pytest.UsageError(f"{source}: {value!r} is not a finite non-negative number")
     return number
 
 
@@ -251,42 +254,83 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(option.ini_name, option.help, type="string", default=None)
 
 
-def check_rootdir_not_taken_from_values(config: pytest.Config) -> None:
-    """Refuse a rootdir that pytest chose from the value of ``--arena-out DIR`` (with a space).
+def values_given_apart(args: Sequence[str]) -> list[tuple[str, str]]:
+    """``(flag, value)`` for each value of an ``--arena-*`` option given as an argument of its own."""
+    takes_many = {option.flag: option.many for option in OPTIONS if not option.switch}
+    found: list[tuple[str, str]] = []
+    flag: str | None = None
+    for arg in args:
+        if flag is not None and not arg.startswith("-"):
+            found.append((flag, arg))
+            if not takes_many[flag]:
+                flag = None
+            continue
+        flag = arg if arg in takes_many else None
+    return found
 
-    pytest picks its rootdir and ini file before plugins add their options, so it takes the
-    value of an unknown option for a test path; when that path exists outside the project
-    (a second run with the same ``--arena-out /elsewhere``), the project's pyproject is not
-    found and the sweep would silently become a different one. ``--arena-out=DIR`` is safe.
+
+def _as_if_existing(path: Path) -> Path:
+    """The directory pytest would start its ini search from if ``path`` existed (its nearest existing part)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def check_rootdir_not_taken_from_values(config: pytest.Config) -> None:
+    """Refuse an ``--arena-*`` value given with a space that pytest would take for a test path.
+
+    pytest picks its rootdir and ini file before plugins add their options, so it reads the
+    value of ``--arena-out DIR`` as a test path, and an existing one outside the project moves
+    the rootdir away from the project's pyproject: the sweep would silently become another one.
+    Refused whether or not the path exists yet, so a command is not accepted once and refused
+    the next time (the out dir exists after the first run, and before the xdist workers start).
+    ``--arena-out=DIR`` is always safe.
     """
     if hasattr(config, "workerinput"):
-        return  # the controller has checked; workers get its rootdir
-    flags = {option.flag for option in OPTIONS if option.metavar in ("PATH", "FILE", "DIR")}
-    args = [str(arg) for arg in config.invocation_params.args]
-    here = config.invocation_params.dir
-    taken = [(flag, value) for flag, value in zip(args, args[1:], strict=False)
-             if flag in flags and not value.startswith("-") and (here / value).exists()]
-    if not taken:
+        return  # the controller has checked; workers get its rootdir (see sweep.pin_worker_rootdir)
+    given = [(f"{flag} {value} (in PYTEST_ADDOPTS)", flag, value)
+             for flag, value in values_given_apart(shlex.split(os.environ.get("PYTEST_ADDOPTS", "")))]
+    given += [(f"{flag} {value}", flag, value) for flag, value in values_given_apart(config.invocation_params.args)]
+    if not given:
         return
     try:
         from _pytest.config.findpaths import determine_setup
 
         namespace = config.known_args_namespace
-        rootpath, inipath, *_ = determine_setup(
-            inifile=namespace.inifilename, override_ini=namespace.override_ini,
-            args=[str(arg) for arg in namespace.file_or_dir], rootdir_cmd_arg=namespace.rootdir or None,
-            invocation_dir=here,
-        )
+        here = config.invocation_params.dir
+        test_paths = [str(arg) for arg in namespace.file_or_dir]
+        known = {"inifile": namespace.inifilename, "rootdir_cmd_arg": namespace.rootdir or None,
+                 "invocation_dir": here}
+        if "override_ini" in inspect.signature(determine_setup).parameters:  # pytest 9.1 and later
+            known["override_ini"] = namespace.override_ini
+
+        def rootdir_and_ini(args: list[str]) -> tuple[Path, Path | None]:
+            rootpath, inipath, *_ = determine_setup(args=args, **known)
+            return rootpath, inipath
+
+        chosen = rootdir_and_ini(test_paths)
     except (ImportError, TypeError, AttributeError):
         return  # a pytest whose internals moved: nothing to compare against
-    if (rootpath, inipath) == (config.rootpath, config.inipath):
-        return
-    flag, value = taken[0]
-    raise pytest.UsageError(
-        f"{flag} {value}: pytest read {value!r} as a test path when it chose its rootdir "
-        f"({config.rootpath} instead of {rootpath}), because it does that before plugins add their "
-        f"options; write {flag}={value}"
-    )
+    for where, flag, value in given:
+        misread = rootdir_and_ini([*test_paths, str(_as_if_existing(here / os.path.expanduser(value)))])
+        if misread != chosen:
+            raise pytest.UsageError(
+                f"{where}: pytest reads {value!r} as a test path when it chooses its rootdir (before plugins "
+                f"add their options), so once it exists the rootdir would be {misread[0]} "
+                f"({misread[1] or 'no ini file'}) instead of {chosen[0]} ({chosen[1] or 'no ini file'}); "
+                f"write {flag}={value}"
+            )
+
+
+def check_out_dir(out: Path, source: str) -> None:
+    """Refuse an out dir that is, or lies under, something other than a directory."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                what = "is" if path == out else f"lies under {path}, which is"
+                raise pytest.UsageError(f"{source}: {out} {what} a file, not a directory; give a directory for "
+                                        "the sweep's outputs (it is created if missing)")
+            return
 
 
 @dataclass(frozen=True)
@@ -423,6 +467,9 @@ def load_settings(config: pytest.Config) -> Settings:
             f"{raws['lock-stale'].source} ({stale:g} s): a live sweep's lock would look stale "
             "between two heartbeats and be taken over"
         )
+    out = _path(raws["out"], single("out"))
+    if enabled and not hasattr(config, "workerinput"):  # workers write nothing there
+        check_out_dir(out, raws["out"].source)
     arms: tuple[str, ...] = single("arms")
     if single("calibrate"):
         # Calibration is read from the GOLD and EMPTY cells; run them alongside the chosen arms.
@@ -432,7 +479,7 @@ def load_settings(config: pytest.Config) -> Settings:
         arms=arms,
         config_file=config_file,
         arena_table=arena_table,
-        out=_path(raws["out"], single("out")),
+        out=out,
         repos=path_or_none("repos"),
         cache=path_or_none("cache") or _default_cache(),
         verify_on=single("verify-on"),

@@ -26,24 +26,27 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def write_files(root: Path, files: Mapping[str, str | None]) -> None:
+def write_files(root: Path, files: Mapping[str, str | bytes | None]) -> None:
     for name, text in files.items():
         path = root / name
         if text is None:
             path.unlink(missing_ok=True)
+        elif isinstance(text, bytes):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(text)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
 
 
-def commit(repo: Path, files: Mapping[str, str | None], message: str) -> str:
+def commit(repo: Path, files: Mapping[str, str | bytes | None], message: str) -> str:
     write_files(repo, files)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
     return git(repo, "rev-parse", "HEAD").strip()
 
 
-def diff_of(repo: Path, changes: Mapping[str, str | None]) -> str:
+def diff_of(repo: Path, changes: Mapping[str, str | bytes | None]) -> str:
     """The git diff that ``changes`` would make at HEAD (the repo is left untouched)."""
     write_files(repo, changes)
     git(repo, "add", "-A")
@@ -100,6 +103,41 @@ def calc_project(root: Path) -> Project:
     commit(repo, {"README.md": "# calc\n"}, "docs: readme")
     base = commit(repo, CALC_BUG, "ops: simplify mul")
     return Project(repo, base, diff_of(repo, CALC_FIX), diff_of(repo, CALC_TESTS))
+
+
+#: A project whose source is Latin-1, as many older projects' are: the fix adds a byte (0xE9) that is not UTF-8.
+LATIN1_WORDS = b'# -*- coding: latin-1 -*-\n"""Mots fran\xe7ais."""\n\ndef coffee():\n    return "cafe"\n'
+LATIN1_TEST = "from greet.words import coffee\n\n\ndef test_coffee_is_a_word():\n    assert coffee()\n"
+LATIN1_V1: dict[str, str | bytes | None] = {
+    ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n",
+    "greet/__init__.py": "",
+    "greet/words.py": LATIN1_WORDS,
+    "tests/test_words.py": LATIN1_TEST,
+}
+LATIN1_FIX: dict[str, str | bytes | None] = {"greet/words.py": LATIN1_WORDS.replace(b'"cafe"', b'"caf\xe9"')}
+LATIN1_TESTS: dict[str, str | bytes | None] = {
+    "tests/test_words.py": LATIN1_TEST + '\n\ndef test_coffee_is_french():\n    assert coffee() == "caf\u00e9"\n'}
+
+
+def git_bytes(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, check=True,
+                          capture_output=True).stdout
+
+
+def latin1_project(root: Path) -> tuple[Project, bytes]:
+    """A repository whose ``greet/words.py`` is Latin-1, and the fix's ``git diff --binary`` (bytes, not UTF-8).
+
+    The project's ``patch`` (gold, text in JSON) is empty: no text holds this fix byte for byte.
+    """
+    repo = root / "latin1-repo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    base = commit(repo, LATIN1_V1, "greet: coffee")
+    write_files(repo, LATIN1_FIX)
+    git(repo, "add", "-A")
+    fix = git_bytes(repo, "diff", "--cached", "--binary", "HEAD")
+    git(repo, "reset", "-q", "--hard", "HEAD")
+    return Project(repo, base, "", diff_of(repo, LATIN1_TESTS)), fix
 
 
 def bundle(project: Project, dest: Path) -> Path:

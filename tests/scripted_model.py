@@ -1,7 +1,10 @@
-"""A scripted, OpenAI-compatible chat-completions endpoint for tests.
+"""A scripted model endpoint for tests: OpenAI Chat and Responses, Anthropic Messages, Gemini.
 
 The language model is the only test double in this project: real opencode,
-real git, real dotenvx talk to this server on 127.0.0.1. It is stdlib only.
+Claude Code, Codex, Gemini CLI, mini-swe-agent, real git, real dotenvx talk
+to this server on 127.0.0.1. It is stdlib only. One server answers every API
+at once (the request path says which, see ``tests/scripted_apis.py``), from
+one script of turns; each API has its own encoder of the same turn.
 
 In-process use (a background thread, ephemeral port)::
 
@@ -12,10 +15,13 @@ In-process use (a background thread, ephemeral port)::
                    "cached_tokens": 400, "reasoning_tokens": 7}},
         {"content": "Done.", "usage": {"prompt_tokens": 1100, "completion_tokens": 5}},
     ]) as model:
-        model.base_url          # "http://127.0.0.1:PORT/v1"
+        model.base_url          # "http://127.0.0.1:PORT/v1" (OpenAI clients: opencode, Codex, litellm)
+        model.root_url          # "http://127.0.0.1:PORT"    (ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL)
         ...run the agent...
         model.requests          # every request received (see "Recorded requests")
-        model.usage_total       # sum of all usage reported
+        model.served            # every reply sent in full, with the usage it carried
+        model.tokens_total      # the served usage summed, as Tokens (the ledger's split)
+        model.usage_total       # the same, in OpenAI chat usage shape
         model.wait_for_requests(2, kind="turn", timeout=30)
 
 Separate process (for xdist workers / subprocesses), also wrapped by
@@ -25,9 +31,9 @@ Separate process (for xdist workers / subprocesses), also wrapped by
         [--record requests.jsonl] [--host 127.0.0.1] [--port 0]
 
 The port file is written atomically once the server listens; ``GET
-/_scripted/state`` returns the recorded requests and usage totals as JSON,
-``POST /_scripted/script`` replaces the script (body = a script), and the
-process exits on SIGTERM/SIGINT.
+/_scripted/state`` returns the recorded requests, the served replies and the
+usage totals as JSON, ``POST /_scripted/script`` replaces the script (body = a
+script), and the process exits on SIGTERM/SIGINT.
 
 Script format
 -------------
@@ -38,28 +44,39 @@ A script is either a list of turns (the ``main`` conversation) or a dict::
       "by_model": {"model-id": [turn, ...]},  # a queue per requested model id
       "by_marker": {"TEXT": [turn, ...]},     # a queue per conversation whose
                                               # first user message contains TEXT
-      "title": "Short title",               # reply to title requests
+      "aux": {"TEXT": turn},                # the reply to every request whose
+                                              # system prompt contains TEXT (never
+                                              # consumes a turn: an agent's side calls)
+      "title": "Short title",               # reply to opencode's title requests
       "fallback": turn                      # reply when a queue is empty
     }
 
-A turn is a dict:
+A turn is a dict, the same for every API:
 
     content        assistant text (str), optional
-    reasoning      reasoning text, sent as ``delta.reasoning_content``, optional
-    tool_calls     [{"name": str, "arguments": dict | str, "id": str?}], optional
+    reasoning      reasoning text (chat ``delta.reasoning_content``, an Anthropic
+                   ``thinking`` block, a Responses reasoning summary, a Gemini
+                   ``thought`` part), optional
+    tool_calls     [{"name": str, "arguments": dict | str, "id": str?}], optional;
+                   for a Responses tool of type "custom" (Codex's freeform
+                   apply_patch) "arguments" is the raw input text
     usage          {"prompt_tokens", "completion_tokens", "cached_tokens",
-                    "reasoning_tokens"} (the last two may also be given in
-                    OpenAI's nested form: prompt_tokens_details.cached_tokens,
-                    completion_tokens_details.reasoning_tokens)
-    finish_reason  default "tool_calls" when tool_calls else "stop"
+                    "cache_write_tokens", "reasoning_tokens"}: prompt_tokens
+                   counts all input (cache reads and writes included),
+                   completion_tokens all output (reasoning included); each API
+                   carries them in its own fields (tests/scripted_apis.py).
+                   cached_tokens / reasoning_tokens may also be given in
+                   OpenAI's nested form (prompt_tokens_details.cached_tokens,
+                   completion_tokens_details.reasoning_tokens)
+    finish_reason  default "tool_calls" when tool_calls else "stop" (mapped per API)
     mode           "normal" (default) | "hang" (read the request, never answer)
-                   | "stall" (send headers + first chunk, then never finish)
+                   | "stall" (send headers + first event, then never finish)
                    | "slow" (sleep ``delay`` seconds before answering, and
-                   ``chunk_delay`` between chunks) | "error" (HTTP ``status``,
-                   default 500, with an OpenAI-style error body; ``retry_after_ms`` adds a
+                   ``chunk_delay`` between events) | "error" (HTTP ``status``,
+                   default 500, with the API's own error body; ``retry_after_ms`` adds a
                    ``retry-after-ms`` header, which opencode honours between
-                   its retries; ``error_type`` sets error.type, default
-                   "server_error" -- note opencode retries ANY status whose
+                   its retries; ``error_type`` sets the error type, default
+                   "server_error" for OpenAI -- note opencode retries ANY status whose
                    body matches its "server_error"/"overloaded"/... patterns,
                    so use e.g. "invalid_request_error" for a non-retryable 4xx)
     delay, chunk_delay, status, error, error_type, retry_after_ms
@@ -70,34 +87,42 @@ A turn may also be a plain string (= ``{"content": s}``).
 Recorded requests
 -----------------
 ``model.requests`` holds one dict per request, in arrival order: ``seq``,
-``time``, ``method``, ``path``, ``headers`` (lower-cased, Authorization
-dropped), ``authorization`` (bool: was a key sent), ``session`` (opencode's
-``x-session-id`` header), ``body`` (the parsed JSON), and for chat requests
-``kind`` ("title" | "summary" | "turn" | "fallback" | "unauthorized" when
-``api_key=`` is set and the request's bearer key differs), ``queue`` (e.g.
-"turns#0", "marker:SUBTASK#1"), ``model``, ``stream``, ``stream_options``,
-``messages``, ``tool_names``, ``mode``. ``usage_total`` sums the usage of
-every reply that was sent in full (title replies included: 5/3 tokens).
+``time``, ``method``, ``path``, ``headers`` (lower-cased, the key headers
+Authorization / x-api-key / x-goog-api-key dropped), ``authorization`` (bool:
+was a key sent), ``session`` (the agent's session header: opencode's
+``x-session-id``, Claude Code's ``x-claude-code-session-id``, Codex's
+``session-id``), ``body`` (the parsed JSON), and for model requests ``api``
+("chat" | "responses" | "anthropic" | "gemini"), ``kind`` ("turn" |
+"fallback" | "aux" | "title" | "summary" | "count_tokens" | "unauthorized"
+when ``api_key=`` is set and the request's key differs), ``queue`` (e.g.
+"turns#0", "marker:SUBTASK#1", "aux:TEXT"), ``model``, ``stream``,
+``tool_names``, ``mode`` (chat requests also ``messages`` and ``stream_options``).
+Other requests are recorded with kind "probe" (HEAD), "models" (GET .../models)
+or "unknown" (answered 404).
 
-How requests are routed (documented in docs/internals/opencode.md too)
--------------------------------------------------------------------
-opencode 1.18 sends, for one ``opencode run``, the agent's requests (system
-prompt "You are opencode, ...", ``tools`` present) and, in parallel with the
-first one, ONE title request: its system message starts with "You are a title
-generator" and it carries no ``tools`` (none is sent with ``opencode run
---title X``; subagent sessions get none). Routing, in order:
+``model.served`` holds one dict per reply sent in full (recorded just before
+its last event or its JSON body goes out, so a client holding the whole reply
+finds it there; title, summary and aux replies included): ``seq`` (of its
+request), ``api``, ``kind``, ``queue``, ``model``, ``stream``, ``usage`` (the
+usage object exactly as sent, in the API's shape) and ``tokens`` (that usage
+read back as ``Tokens``, the ledger's disjoint split). ``tokens_total`` and
+``usage_total`` sum them.
 
-1. title request (a system message containing "You are a title generator")
-   -> answered with ``script["title"]`` (default "Scripted session"), never
-   consumes a turn; kind "title".
-2. compaction request (a system message containing "You are a context
-   summarization agent") -> a short summary text, never consumes a turn;
-   kind "summary".
+How requests are routed (documented in docs/internals/opencode.md and tests/AGENT_NOTES.md too)
+------------------------------------------------------------------------------------------
+1. opencode's title request (a system message containing "You are a title
+   generator") -> ``script["title"]`` (default "Scripted session"), never
+   consumes a turn; kind "title". Its compaction request ("You are a context
+   summarization agent") -> a short summary; kind "summary".
+2. ``aux`` entry whose text occurs in the request's system prompt -> that
+   turn, every time; kind "aux".
 3. ``by_marker`` queue whose marker occurs in the conversation's first user
-   message, else the ``by_model`` queue for ``body["model"]``, else the main
+   message, else the ``by_model`` queue for the requested model, else the main
    ``turns`` queue; kind "turn".
 4. when the chosen queue is empty -> ``fallback`` (default: content "done",
    usage 10/2); kind "fallback".
+Token counting requests (Anthropic ``count_tokens``, Gemini ``countTokens``)
+get a fixed count (kind "count_tokens") and are no model call.
 """
 
 from __future__ import annotations
@@ -111,8 +136,13 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scripted_apis import API_BY_NAME, ScriptedApi, Tokens, api_for, tokens_from_spec  # noqa: E402
 
 # System-prompt openings of opencode 1.18's auxiliary agents (see docs/internals/opencode.md).
 TITLE_MARKER = "You are a title generator"
@@ -123,49 +153,18 @@ DEFAULT_FALLBACK: dict[str, Any] = {
 }
 TITLE_USAGE = {"prompt_tokens": 5, "completion_tokens": 3}
 MODES = {"normal", "hang", "stall", "slow", "error"}
+CHAT = API_BY_NAME["chat"]
+#: request headers that carry an API key: never recorded
+KEY_HEADERS = ("authorization", "x-api-key", "x-goog-api-key")
+SESSION_HEADERS = ("x-session-id", "x-claude-code-session-id", "session-id")
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _text_of(content: Any) -> str:
-    """Flatten an OpenAI message ``content`` (str or list of parts) to text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        out = []
-        for part in content:
-            if isinstance(part, dict):
-                out.append(str(part.get("text", "")))
-            else:
-                out.append(str(part))
-        return "".join(out)
-    return str(content)
+# --------------------------------------------------------------------------- the script
 
 
 def normalize_usage(usage: dict[str, Any] | None) -> dict[str, Any]:
-    """Turn a turn's usage spec into an OpenAI ``usage`` object."""
-    usage = dict(usage or {})
-    prompt = int(usage.get("prompt_tokens", 0))
-    completion = int(usage.get("completion_tokens", 0))
-    cached = usage.get("cached_tokens")
-    if cached is None:
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-    reasoning = usage.get("reasoning_tokens")
-    if reasoning is None:
-        reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-    out: dict[str, Any] = {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": int(usage.get("total_tokens", prompt + completion)),
-    }
-    if cached is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": int(cached)}
-    if reasoning is not None:
-        out["completion_tokens_details"] = {"reasoning_tokens": int(reasoning)}
-    return out
+    """A turn's usage spec as an OpenAI chat ``usage`` object."""
+    return CHAT.usage(tokens_from_spec(usage))
 
 
 def normalize_turn(turn: Any) -> dict[str, Any]:
@@ -187,6 +186,7 @@ def normalize_turn(turn: Any) -> dict[str, Any]:
         )
     turn["tool_calls"] = calls
     turn.setdefault("finish_reason", "tool_calls" if calls else "stop")
+    turn["tokens"] = tokens_from_spec(turn.get("usage")).to_json()  # also checks that the counts add up
     return turn
 
 
@@ -201,17 +201,15 @@ def normalize_script(script: Any) -> dict[str, Any]:
         "turns": [normalize_turn(t) for t in script.get("turns", [])],
         "by_model": {k: [normalize_turn(t) for t in v] for k, v in (script.get("by_model") or {}).items()},
         "by_marker": {k: [normalize_turn(t) for t in v] for k, v in (script.get("by_marker") or {}).items()},
+        "aux": {k: normalize_turn(v) for k, v in (script.get("aux") or {}).items()},
         "title": script.get("title", "Scripted session"),
         "fallback": normalize_turn(script.get("fallback") or DEFAULT_FALLBACK),
     }
 
 
-def classify(body: dict[str, Any]) -> str:
-    """Return "title", "summary" or "turn" for a chat-completions request body."""
-    messages = body.get("messages") or []
-    system = "\n".join(
-        _text_of(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") == "system"
-    )
+def classify(body: dict[str, Any], api: ScriptedApi = CHAT) -> str:
+    """Return "title", "summary" or "turn" for a request body (opencode's auxiliary requests)."""
+    system = api.system_text(body)
     if TITLE_MARKER in system:
         return "title"
     if SUMMARY_MARKER in system:
@@ -220,10 +218,8 @@ def classify(body: dict[str, Any]) -> str:
 
 
 def first_user_text(body: dict[str, Any]) -> str:
-    for m in body.get("messages") or []:
-        if isinstance(m, dict) and m.get("role") == "user":
-            return _text_of(m.get("content"))
-    return ""
+    """The first user message of a chat-completions body."""
+    return CHAT.first_user_text(body)
 
 
 # --------------------------------------------------------------------------- server
@@ -246,12 +242,10 @@ class ScriptedModel:
         self._script = normalize_script(script)
         self._cursor: dict[str, Any] = {"turns": 0, "by_model": {}, "by_marker": {}}
         self.requests: list[dict[str, Any]] = []
-        self.usage_total = normalize_usage({})
-        self.usage_total["prompt_tokens_details"] = {"cached_tokens": 0}
-        self.usage_total["completion_tokens_details"] = {"reasoning_tokens": 0}
+        self.served: list[dict[str, Any]] = []
         self.record_path = os.fspath(record_path) if record_path else None
-        # when set, chat requests must carry "Authorization: Bearer <api_key>"
-        # (else 401, kind "unauthorized", no turn consumed), like a real provider
+        # when set, model requests must carry this key (Authorization: Bearer, x-api-key,
+        # x-goog-api-key or ?key=), else 401 with the API's error, kind "unauthorized", no turn consumed
         self.api_key = api_key
         self._host, self._port = host, port
         self._server: ThreadingHTTPServer | None = None
@@ -291,9 +285,14 @@ class ScriptedModel:
         return int(self._server.server_address[1])
 
     @property
+    def root_url(self) -> str:
+        """The server root, no path: what ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL take."""
+        return f"http://{self._host}:{self.port}"
+
+    @property
     def base_url(self) -> str:
-        """The OpenAI base URL, ending in /v1 (what opencode's options.baseURL takes)."""
-        return f"http://{self._host}:{self.port}/v1"
+        """The OpenAI base URL, ending in /v1 (opencode's options.baseURL, OPENAI_BASE_URL, litellm's api_base)."""
+        return f"{self.root_url}/v1"
 
     # -- script -------------------------------------------------------------
     def set_script(self, script: Any) -> None:
@@ -310,9 +309,10 @@ class ScriptedModel:
             n += sum(len(v) - c["by_marker"].get(k, 0) for k, v in s["by_marker"].items())
             return n
 
-    def _next_turn(self, body: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
+    def _next_turn(self, api: ScriptedApi, body: dict[str, Any], model: str | None
+                   ) -> tuple[str, dict[str, Any], str | None]:
         """Pick the reply for *body*; return (kind, turn, queue name)."""
-        kind = classify(body)
+        kind = classify(body, api)
         with self._lock:
             s, c = self._script, self._cursor
             if kind == "title":
@@ -323,15 +323,19 @@ class ScriptedModel:
                     normalize_turn({"content": "Summary: scripted conversation.", "usage": TITLE_USAGE}),
                     None,
                 )
-            first = first_user_text(body)
+            system = api.system_text(body)
+            for marker, turn in s["aux"].items():
+                if marker in system:
+                    return "aux", copy.deepcopy(turn), f"aux:{marker}"
+            first = api.first_user_text(body)
             # (queue of turns, the cursor dict holding its position, cursor key, name)
             pick: tuple[list[dict[str, Any]], dict[str, int], str, str] | None = None
             for marker, turns in s["by_marker"].items():
                 if marker in first:
                     pick = (turns, c["by_marker"], marker, f"marker:{marker}")
                     break
-            if pick is None and body.get("model") in s["by_model"]:
-                model = body["model"]
+            if pick is None and model in s["by_model"]:
+                assert model is not None
                 pick = (s["by_model"][model], c["by_model"], model, f"model:{model}")
             if pick is None:
                 pick = (s["turns"], c, "turns", "turns")
@@ -352,59 +356,69 @@ class ScriptedModel:
                 with open(self.record_path, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps(entry) + "\n")
 
-    def _add_usage(self, usage: dict[str, Any]) -> None:
+    def _add_served(self, entry: dict[str, Any], api: ScriptedApi, usage: dict[str, Any]) -> None:
         with self._lock:
-            t = self.usage_total
-            t["prompt_tokens"] += usage.get("prompt_tokens", 0)
-            t["completion_tokens"] += usage.get("completion_tokens", 0)
-            t["total_tokens"] += usage.get("total_tokens", 0)
-            t["prompt_tokens_details"]["cached_tokens"] += (usage.get("prompt_tokens_details") or {}).get(
-                "cached_tokens", 0
-            )
-            t["completion_tokens_details"]["reasoning_tokens"] += (usage.get("completion_tokens_details") or {}).get(
-                "reasoning_tokens", 0
-            )
+            self.served.append({
+                "seq": entry["seq"], "api": api.name, "kind": entry["kind"], "queue": entry["queue"],
+                "model": entry["model"], "stream": entry["stream"], "usage": usage,
+                "tokens": api.read_usage(usage).to_json(),
+            })
+            self._changed.notify_all()
+
+    def served_tokens(self, kind: str | None = None) -> Tokens:
+        """The usage of the replies sent in full (of one request kind), summed."""
+        with self._lock:
+            return sum((Tokens(**s["tokens"]) for s in self.served if kind is None or s["kind"] == kind), Tokens())
+
+    @property
+    def tokens_total(self) -> Tokens:
+        return self.served_tokens()
+
+    @property
+    def usage_total(self) -> dict[str, Any]:
+        """Everything served, in OpenAI chat usage shape (cache writes count as prompt tokens there)."""
+        return CHAT.usage(self.tokens_total)
+
+    def model_requests(self, kind: str | None = None, api: str | None = None) -> list[dict[str, Any]]:
+        """Recorded model requests (any API, or one), optionally only of one kind."""
+        with self._lock:
+            return self._model_requests(kind, api)
+
+    def _model_requests(self, kind: str | None, api: str | None) -> list[dict[str, Any]]:
+        return [r for r in self.requests
+                if "api" in r and (api is None or r["api"] == api) and (kind is None or r["kind"] == kind)]
 
     def chat_requests(self, kind: str | None = None) -> list[dict[str, Any]]:
         """Recorded chat-completions requests, optionally only of one kind."""
-        with self._lock:
-            return [
-                r
-                for r in self.requests
-                if r["path"].endswith("/chat/completions") and (kind is None or r["kind"] == kind)
-            ]
+        return self.model_requests(kind, "chat")
 
-    def wait_for_requests(self, count: int, kind: str | None = None, timeout: float = 30.0) -> list[dict[str, Any]]:
-        """Block until *count* chat requests (of *kind*) arrived; return them.
+    def wait_for_requests(self, count: int, kind: str | None = None, timeout: float = 30.0,
+                          api: str | None = None) -> list[dict[str, Any]]:
+        """Block until *count* model requests (of *kind*, of *api*) arrived; return them.
 
         Raises TimeoutError with what did arrive when *timeout* passes first.
         """
-
-        def matching() -> list[dict[str, Any]]:
-            return [
-                r
-                for r in self.requests
-                if r["path"].endswith("/chat/completions") and (kind is None or r["kind"] == kind)
-            ]
-
         deadline = time.monotonic() + timeout
         with self._changed:
-            while len(matching()) < count:
+            while len(self._model_requests(kind, api)) < count:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    got = [(r["kind"], r.get("queue")) for r in self.requests]
-                    raise TimeoutError(f"wanted {count} {kind or 'chat'} requests, got {got}")
+                    got = [(r.get("api"), r["kind"], r.get("queue")) for r in self.requests]
+                    raise TimeoutError(f"wanted {count} {kind or 'model'} requests, got {got}")
                 self._changed.wait(left)
-            return matching()
+            return self._model_requests(kind, api)
 
     def state(self) -> dict[str, Any]:
         with self._lock:
-            return {"requests": copy.deepcopy(self.requests), "usage_total": copy.deepcopy(self.usage_total)}
+            served = copy.deepcopy(self.served)
+            requests = copy.deepcopy(self.requests)
+        return {"requests": requests, "served": served, "usage_total": self.usage_total,
+                "tokens_total": self.tokens_total.to_json()}
 
 
 class _Handler(BaseHTTPRequestHandler):
     model: ScriptedModel
-    server_version = "ScriptedModel/1"
+    server_version = "ScriptedModel/2"
     protocol_version = "HTTP/1.1"
 
     def log_message(self, fmt: str, *args: Any) -> None:  # keep test output quiet
@@ -412,6 +426,10 @@ class _Handler(BaseHTTPRequestHandler):
             sys.stderr.write("scripted-model: " + (fmt % args) + "\n")
 
     # -- plumbing -----------------------------------------------------------
+    @property
+    def route(self) -> str:
+        return urlsplit(self.path).path.rstrip("/")
+
     def _read_body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
@@ -426,33 +444,48 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _sent_key(self) -> str | None:
+        bearer = self.headers.get("Authorization") or ""
+        if bearer.startswith("Bearer "):
+            return bearer[len("Bearer "):]
+        query = parse_qs(urlsplit(self.path).query).get("key")
+        return self.headers.get("x-api-key") or self.headers.get("x-goog-api-key") or (query[0] if query else None)
+
     def _entry(self, body: Any, raw: bytes) -> dict[str, Any]:
+        session = next((self.headers[h] for h in SESSION_HEADERS if self.headers.get(h)), None)
         return {
             "time": time.time(),
             "method": self.command,
             "path": self.path,
-            "headers": {k.lower(): v for k, v in self.headers.items() if k.lower() not in ("authorization",)},
-            "authorization": bool(self.headers.get("Authorization")),
-            # opencode sends its session id: one conversation = one session
-            "session": self.headers.get("x-session-id"),
+            "headers": {k.lower(): v for k, v in self.headers.items() if k.lower() not in KEY_HEADERS},
+            "authorization": self._sent_key() is not None,
+            "session": session,
             "body": body if body is not None else raw.decode("utf-8", "replace"),
         }
 
     # -- routes -------------------------------------------------------------
+    def do_HEAD(self) -> None:  # noqa: N802
+        # Claude Code probes its base URL (HEAD /api/hello) before the first request.
+        self.model._record({**self._entry(None, b""), "kind": "probe"})
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_GET(self) -> None:  # noqa: N802
-        if self.path.rstrip("/").endswith("/models"):
+        if self.route.endswith("/models"):
             self.model._record({**self._entry(None, b""), "kind": "models"})
-            ids = set(self.model._script["by_model"]) | {"scripted-model"}
-            self._send_json(
-                200,
-                {
-                    "object": "list",
-                    "data": [{"id": i, "object": "model", "created": 0, "owned_by": "scripted"} for i in sorted(ids)],
-                },
-            )
+            ids = sorted(set(self.model._script["by_model"]) | {"scripted-model"})
+            if "/v1beta/" in self.route:
+                self._send_json(200, {"models": [{"name": f"models/{i}", "displayName": i} for i in ids]})
+                return
+            data = [{"id": i, "object": "model", "type": "model", "display_name": i, "created": 0,
+                     "created_at": "2025-01-01T00:00:00Z", "owned_by": "scripted"} for i in ids]
+            self._send_json(200, {"object": "list", "data": data, "has_more": False,
+                                  "first_id": ids[0], "last_id": ids[-1]})
         elif self.path.startswith("/_scripted/state"):
             self._send_json(200, self.model.state())
         else:
+            self.model._record({**self._entry(None, b""), "kind": "unknown"})
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
     def do_POST(self) -> None:  # noqa: N802
@@ -465,44 +498,36 @@ class _Handler(BaseHTTPRequestHandler):
             self.model.set_script(body)
             self._send_json(200, {"ok": True})
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        api = api_for(self.route)
+        if api is None:
             self.model._record({**self._entry(body, raw), "kind": "unknown"})
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         if not isinstance(body, dict):
-            self.model._record({**self._entry(body, raw), "kind": "invalid"})
-            self._send_json(400, {"error": {"message": "body is not a JSON object"}})
+            self.model._record({**self._entry(body, raw), "api": api.name, "kind": "invalid"})
+            self._send_json(400, api.error(400, "body is not a JSON object", "invalid_request_error"))
             return
-
-        if self.model.api_key is not None and (self.headers.get("Authorization") != f"Bearer {self.model.api_key}"):
-            self.model._record({**self._entry(body, raw), "kind": "unauthorized", "model": body.get("model")})
-            self._send_json(
-                401,
-                {
-                    "error": {
-                        "message": "Incorrect API key provided.",
-                        "type": "invalid_request_error",
-                        "code": "invalid_api_key",
-                    }
-                },
-            )
+        model = api.model(self.route, body)
+        if self.model.api_key is not None and self._sent_key() != self.model.api_key:
+            self.model._record({**self._entry(body, raw), "api": api.name, "kind": "unauthorized", "model": model})
+            self._send_json(api.unauthorized_status, api.unauthorized())
             return
-        kind, turn, queue = self.model._next_turn(body)
+        counted = api.auxiliary(self.route)
+        if counted is not None:
+            self.model._record({**self._entry(body, raw), "api": api.name, "kind": "count_tokens", "model": model})
+            self._send_json(200, counted)
+            return
+        kind, turn, queue = self.model._next_turn(api, body, model)
         entry = self._entry(body, raw)
-        entry.update(
-            {
-                "kind": kind,
-                "queue": queue,
-                "model": body.get("model"),
-                "stream": bool(body.get("stream")),
-                "messages": body.get("messages"),
-                "tool_names": [t.get("function", {}).get("name") for t in body.get("tools") or []],
-                "mode": turn["mode"],
-            }
-        )
-        entry["stream_options"] = body.get("stream_options")
+        entry.update({
+            "api": api.name, "kind": kind, "queue": queue, "model": model, "stream": api.stream(self.route, body),
+            "tool_names": api.tool_names(body), "mode": turn["mode"],
+        })
+        if api.name == "chat":
+            entry["messages"] = body.get("messages")
+            entry["stream_options"] = body.get("stream_options")
         self.model._record(entry)
-        self._answer(body, turn)
+        self._answer(api, entry, body, turn)
 
     # -- answering ----------------------------------------------------------
     def _wait_forever(self) -> None:
@@ -510,7 +535,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.model._release.wait()
         self.close_connection = True
 
-    def _answer(self, body: dict[str, Any], turn: dict[str, Any]) -> None:
+    def _answer(self, api: ScriptedApi, entry: dict[str, Any], body: dict[str, Any], turn: dict[str, Any]) -> None:
         mode = turn["mode"]
         if mode == "hang":
             self._wait_forever()
@@ -523,49 +548,26 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {}
             if turn.get("retry_after_ms") is not None:
                 headers["retry-after-ms"] = str(turn["retry_after_ms"])
-            self._send_json(
-                status,
-                {
-                    "error": {
-                        "message": turn.get("error", "scripted server error"),
-                        "type": turn.get("error_type", "server_error"),
-                        "code": status,
-                    }
-                },
-                headers,
-            )
+            self._send_json(status, api.error(status, turn.get("error", "scripted server error"),
+                                              turn.get("error_type")), headers)
             return
-        usage = normalize_usage(turn.get("usage"))
-        model_name = body.get("model") or "scripted-model"
-        cid = f"chatcmpl-{uuid.uuid4().hex[:16]}"
-        created = int(time.time())
-        if body.get("stream"):
-            self._stream(turn, usage, model_name, cid, created, body)
-        else:
-            message: dict[str, Any] = {"role": "assistant", "content": turn.get("content")}
-            if turn.get("reasoning"):
-                message["reasoning_content"] = turn["reasoning"]
-            if turn["tool_calls"]:
-                message["tool_calls"] = [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                    for c in turn["tool_calls"]
-                ]
-            self._send_json(
-                200,
-                {
-                    "id": cid,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": model_name,
-                    "choices": [{"index": 0, "message": message, "finish_reason": turn["finish_reason"]}],
-                    "usage": usage,
-                },
-            )
-            self.model._add_usage(usage)
+        tokens = Tokens(**turn["tokens"])
+        model_name = entry["model"] or "scripted-model"
 
-    def _stream(
-        self, turn: dict[str, Any], usage: dict[str, Any], model_name: str, cid: str, created: int, body: dict[str, Any]
-    ) -> None:
+        # Recorded just before the last bytes go out, so a client holding the whole reply finds it served.
+        def served() -> None:
+            self.model._add_served(entry, api, api.usage(tokens))
+
+        if entry["stream"]:
+            self._stream(api.events(turn, tokens, model_name, body), turn, served)
+        else:
+            reply = api.reply(turn, tokens, model_name, body)
+            served()
+            self._send_json(200, reply)
+
+    def _stream(self, events: list[tuple[str | None, Any]], turn: dict[str, Any],
+                before_last: Callable[[], None]) -> None:
+        """Send server-sent events, calling ``before_last()`` once all but the last one were sent."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -573,74 +575,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         chunk_delay = float(turn.get("chunk_delay", 0)) if turn["mode"] == "slow" else 0.0
-
-        def chunk(
-            delta: dict[str, Any] | None, finish: str | None = None, with_usage: dict[str, Any] | None = None
-        ) -> dict[str, Any]:
-            obj: dict[str, Any] = {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model_name,
-            }
-            obj["choices"] = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-            if with_usage is not None:
-                obj["usage"] = with_usage
-            return obj
-
-        def send(obj: dict[str, Any] | str) -> bool:
-            data = obj if isinstance(obj, str) else json.dumps(obj)
+        for index, (name, data) in enumerate(events):
+            if index == len(events) - 1:
+                before_last()
+            text = data if isinstance(data, str) else json.dumps(data)
+            frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
             try:
-                self.wfile.write(f"data: {data}\n\n".encode())
+                self.wfile.write(frame.encode())
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
-                return False
+                return
+            if index == 0 and turn["mode"] == "stall":
+                self._wait_forever()
+                return
             if chunk_delay and self.model._release.wait(chunk_delay):
-                return False
-            return True
-
-        if not send(chunk({"role": "assistant", "content": ""})):
-            return
-        if turn["mode"] == "stall":
-            self._wait_forever()
-            return
-        if turn.get("reasoning"):
-            for piece in _pieces(turn["reasoning"]):
-                if not send(chunk({"reasoning_content": piece})):
-                    return
-        if turn.get("content"):
-            for piece in _pieces(turn["content"]):
-                if not send(chunk({"content": piece})):
-                    return
-        for i, call in enumerate(turn["tool_calls"]):
-            head = {
-                "tool_calls": [
-                    {
-                        "index": i,
-                        "id": call["id"],
-                        "type": "function",
-                        "function": {"name": call["name"], "arguments": ""},
-                    }
-                ]
-            }
-            if not send(chunk(head)):
                 return
-            for piece in _pieces(call["arguments"], 64):
-                if not send(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})):
-                    return
-        include_usage = (body.get("stream_options") or {}).get("include_usage", True)
-        if not send(chunk({}, turn["finish_reason"])):
-            return
-        if include_usage:
-            # OpenAI's stream_options.include_usage chunk: empty choices + usage.
-            if not send(chunk(None, with_usage=usage)):
-                return
-        send("[DONE]")
-        self.model._add_usage(usage)
 
-
-def _pieces(text: str, size: int = 16) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 # --------------------------------------------------------------------------- separate process
@@ -699,8 +649,12 @@ class ScriptedModelProcess:
         return self
 
     @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.root_url}/v1"
 
     def state(self) -> dict[str, Any]:
         import urllib.request
@@ -734,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record", help="append every request as a JSON line to this file")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--api-key", help="require this bearer key (else 401)")
+    ap.add_argument("--api-key", help="require this API key (else the API's 401)")
     args = ap.parse_args(argv)
 
     script = None

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, over_cap, run_agent
+from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, run_agent
+from pytest_swe_arena.spend.budget import over_cap
 from pytest_swe_arena.arms.base import ArmConfigError, ArmStartError
 from pytest_swe_arena.arms.supervisor import DEFAULT_KNOBS, cancel_grace, read_supervisor_run
-from pytest_swe_arena.usage import StreamFollower, Usage, add_usages, price_tokens, read_sessions, read_stream
+from pytest_swe_arena.spend.opencode import StreamFollower, read_sessions, read_stream
+from pytest_swe_arena.spend.usage import Usage, add_usages, price_tokens
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 
@@ -38,8 +40,9 @@ def test_stream_tally_sums_steps_and_keeps_the_largest_context(tmp_path):
     assert tally.errors == ["boom"]
 
 
-def test_stream_tally_ignores_events_of_unexpected_shape(tmp_path):
-    """Valid JSON of another shape than opencode's is counted as nothing, never a crash."""
+def test_stream_tally_ignores_events_of_unexpected_shape_and_refuses_implausible_figures(tmp_path):
+    """Valid JSON of another shape than opencode's is counted as nothing, never a crash; a figure that is
+    there but is no plausible count or cost makes that total unknown, with the reason."""
     stream = tmp_path / "events.jsonl"
     stream.write_text("\n".join([
         json.dumps({"type": "error", "error": "rate limited"}),
@@ -56,7 +59,37 @@ def test_stream_tally_ignores_events_of_unexpected_shape(tmp_path):
     ]))  # and no newline after the last line: read_stream still counts it
     tally = read_stream(stream)
     assert tally.errors == ["rate limited", "upstream said no", "unknown error", "unknown error"]
-    assert tally.usage() == Usage(10, 2, 0, 0, 0, 3, 0, 0.0, "reported")
+    assert tally.usage() == Usage(None, None, 0, 0, None, 3, None, None, "unknown")
+    assert tally.problems == [
+        "stream cost_usd: step 1: cost '0.1' is not a number",
+        "stream input_tokens: step 3: tokens.input True is not a whole number",
+        "stream output_tokens: step 3: tokens.output -4 is not between 0 and 1,000,000,000,000",
+        "stream cache_write_tokens: step 3: tokens.cache.write '1' is not a whole number",
+        "stream max_context_tokens: step 3: tokens.total 'x' is not a whole number",
+    ]
+
+
+@pytest.mark.parametrize(("cost", "reason"), [
+    (float("nan"), "nan is not a finite number"),
+    (float("inf"), "inf is not a finite number"),
+    (-0.5, "-0.5 is not between 0 and 1,000,000 USD"),
+    (1e308, "1e+308 is not between 0 and 1,000,000 USD"),
+])
+def test_stream_tally_refuses_a_cost_that_is_not_finite_non_negative_and_plausible(tmp_path, cost, reason):
+    stream = tmp_path / "events.jsonl"
+    stream.write_text(step(900, 29, cost=0.25) + "\n" + step(100, 1, cost=cost) + "\n")  # json writes NaN, Infinity
+    tally = read_stream(stream)
+    usage = tally.usage()
+    assert (usage.cost_usd, usage.cost_source, usage.input_tokens) == (None, "unknown", 1000)
+    assert tally.problems == [f"stream cost_usd: step 2: cost {reason}"]
+
+
+def test_stream_totals_that_add_up_to_an_absurd_figure_are_unknown(tmp_path):
+    stream = tmp_path / "events.jsonl"
+    stream.write_text((step(1, 1, cost=600_000.0) + "\n") * 2)
+    tally = read_stream(stream)
+    assert tally.usage().cost_usd is None and tally.usage().input_tokens == 2
+    assert tally.problems == ["stream total.cost_usd: 1200000.0 is not between 0 and 1,000,000 USD"]
 
 
 def test_follower_reads_only_complete_lines(tmp_path):
@@ -112,6 +145,18 @@ def test_spend_cap_prices_a_stream_that_reports_no_cost():
     assert cap.exceeded(Usage(3000, 100, 0, 0, 0, 1, 0, 0.0)) == "spent $0.010500, over max_usd $0.01"
     tokens = SpendCap(max_usd=None, max_tokens=1000, price=None)
     assert tokens.exceeded(Usage(900, 101, 0, 5000, 0)) == "spent 1,001 tokens, over max_tokens 1,000"
+
+
+def test_a_refused_figure_does_not_switch_the_live_cap_off(tmp_path):
+    """An agent that reports one absurd token count (making the total unknown) is still held to its cap."""
+    from pytest_swe_arena.spend.budget import CapWatch
+
+    stream = tmp_path / "events.jsonl"
+    stream.write_text(json.dumps({"type": "step_finish", "part": {"tokens": {"input": -1, "output": 1}}}) + "\n"
+                      + step(800, 300) + "\n")
+    watch = CapWatch(SpendCap(max_usd=None, max_tokens=1000, price=None), stream)
+    assert watch() == "over_budget" and watch.reason == "spent 1,101 tokens, over max_tokens 1,000"
+    assert watch.follower.tally.usage().input_tokens is None  # while the cell's recorded total is unknown
 
 
 def test_the_final_accounting_is_held_to_the_cap_too():
@@ -207,6 +252,25 @@ def test_supervisor_artifacts(tmp_path):
     assert run.worker_cwds == ["/sandboxes/w1"] and run.settled_tokens == 10 and run.other_ids == []
 
 
+@pytest.mark.parametrize(("spent", "reason"), [
+    ("NaN", "nan is not a finite number"),
+    ("Infinity", "inf is not a finite number"),
+    ("-3", "-3 is not between 0 and 1,000,000 USD"),
+    ("1e308", "1e+308 is not between 0 and 1,000,000 USD"),
+    ('"0.5"', "'0.5' is not a number"),
+])
+def test_a_supervisor_spend_that_is_not_plausible_is_unknown_with_the_reason(tmp_path, spent, reason):
+    run_dir = tmp_path / ".loops" / "supervisor" / "sup-1-abc"
+    run_dir.mkdir(parents=True)
+    # The driver (or an agent that rewrote it) writes what it likes; Python's json reads NaN and Infinity.
+    (run_dir / "state.json").write_text(
+        '{"status": "completed", "result": {"spentTokens": -70, "spentUsd": ' + spent + "}}")
+    run = read_supervisor_run(tmp_path)
+    assert (run.status, run.spent_usd, run.spent_tokens) == ("completed", None, None)
+    assert run.problems == ["state.json result.spentTokens: -70 is not between 0 and 1,000,000,000,000",
+                            f"state.json result.spentUsd: {reason}"]
+
+
 def test_the_supervisor_run_read_is_the_one_whose_state_was_written_last(tmp_path):
     root = tmp_path / ".loops" / "supervisor"
     for name, status, mtime in [("sup-9-a", "failed", 1_000), ("sup-10-b", "completed", 2_000)]:
@@ -219,9 +283,9 @@ def test_the_supervisor_run_read_is_the_one_whose_state_was_written_last(tmp_pat
 
 
 def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
-    from pytest_swe_arena.arms.agent import OpencodeHome
+    from pytest_swe_arena.arms.opencode_home import OpencodeHome
     from pytest_swe_arena.arms.base import CellRequest
-    from pytest_swe_arena.cell import create_cell_environment
+    from pytest_swe_arena.worker.cell import create_cell_environment
 
     auth = tmp_path / "auth.json"
     auth.write_text('{"p": {"type": "api", "key": "k"}}')
@@ -261,8 +325,8 @@ def _store(db: Path, cost: object = None) -> None:
 
 def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_never_raises(tmp_path):
     from pytest_swe_arena.arms.base import CellRequest
-    from pytest_swe_arena.arms.opencode import account_opencode
-    from pytest_swe_arena.cell import create_cell_environment
+    from pytest_swe_arena.spend.opencode import account_opencode
+    from pytest_swe_arena.worker.cell import create_cell_environment
 
     streamed = Usage(10, 1, 0, 0, 0, 1, 11, 0.0, "reported")
 
@@ -277,6 +341,12 @@ def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_nev
     assert details["sessions"] == [] and models == {} and served is None
     assert usage.cost_source == "priced" and usage.input_tokens == 10  # the stream stands alone
     assert account("none", store=False)[3]["sessions"] is None
-    usage, models, served, details = account("broken", cost="a lot")
-    assert usage == Usage() and models == {} and served is None
-    assert details["accounting_error"].startswith("ValueError: ")
+    # a cost the harness cannot believe (text, negative, infinite: SQLite stores NaN as NULL) is
+    # unknown, the session's tokens are kept, and the reason names the session and the value
+    for cost, reason in (("a lot", "'a lot' is not a number"), (-2.5, "-2.5 is not between 0 and 1,000,000 USD"),
+                         (float("inf"), "inf is not a finite number")):
+        usage, models, served, details = account(f"broken{reason[:3]}", cost=cost)
+        assert (usage.cost_usd, usage.cost_source, usage.input_tokens) == (None, "unknown", 10)
+        assert models["unknown"].cost_usd is None and served is None
+        assert details["accounting_error"] == f"store session s1.cost_usd: {reason}"
+        assert details["sessions"][0]["cost_usd"] is None

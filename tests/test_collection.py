@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from gitrepos import bundle, read_ledger
+from gitrepos import bundle, read_ledger, write_jsonl
 
 
 def test_node_ids_carry_instance_and_arm_in_sorted_order(suite, calc):
@@ -63,18 +63,105 @@ def test_unknown_kind_and_bad_arm_settings_name_the_table(suite, calc):
     result.stderr.fnmatch_lines(["*[[]tool.swe_arena.arms.X[]]: field 'colour': unknown setting for kind 'gold'*"])
 
 
-def test_out_dir_outside_the_suite_given_with_a_space_is_refused_not_misread(suite, calc, tmp_path_factory):
+XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+
+
+def outside_value(calc, elsewhere, noun: str, exists: bool):
+    """A value for ``--arena-<noun>`` outside the suite: a file or dir the option would accept."""
+    path = elsewhere / {"instances": "lite.jsonl", "config": "arms.toml", "env-specs": "specs.toml"}.get(noun, noun)
+    if exists and noun == "instances":
+        write_jsonl(path, [calc.row()])
+    elif exists and noun in ("config", "env-specs"):
+        path.write_text("[tool.swe_arena]\n" if noun == "config" else "[specs]\n")
+    elif exists:
+        path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("noun,exists", [
+    ("out", False), ("out", True), ("cache", False), ("instances", True), ("config", True), ("repos", True),
+    ("env-specs", True),
+])
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_path_outside_the_suite_given_with_a_space_is_one_usage_error(suite, calc, tmp_path_factory,
+                                                                       xdist, noun, exists):
     # pytest chooses its rootdir before plugin options exist: an existing path given as
-    # "--arena-out DIR" would otherwise make it skip the suite's pyproject without a word.
+    # "--arena-out DIR" would make it skip the suite's pyproject without a word, and the out
+    # dir exists from the first run on (before xdist's workers redo the choice, even).
+    suite.instances([calc.row()])
+    path = outside_value(calc, tmp_path_factory.mktemp("elsewhere"), noun, exists)
+    result = suite.run("--arena-arms", "GOLD", f"--arena-{noun}", str(path), *xdist)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        f"ERROR: --arena-{noun} {path}: pytest reads '{path}' as a test path when it chooses its rootdir "
+        f"(before plugins add their options), so once it exists the rootdir would be {path.parent.parent} "
+        f"(no ini file) instead of {suite.path} ({suite.path / 'pyproject.toml'}); write --arena-{noun}={path}"
+    ]
+    assert not (suite.path / "arena-out").exists()
+
+
+def test_values_given_apart_are_found_for_options_of_one_and_of_many_values():
+    from pytest_swe_arena.settings import values_given_apart
+
+    args = ["--arena-instances", "a.jsonl", "b.jsonl", "-n", "2", "--arena-out", "out", "--arena-resume", "tests",
+            "--arena-arms=GOLD", "--arena-cache", "-x"]
+    assert values_given_apart(args) == [
+        ("--arena-instances", "a.jsonl"), ("--arena-instances", "b.jsonl"), ("--arena-out", "out")]
+
+
+def test_a_value_in_pytest_addopts_is_checked_like_one_on_the_command_line(suite, calc, tmp_path_factory,
+                                                                           monkeypatch):
     suite.instances([calc.row()])
     out = tmp_path_factory.mktemp("elsewhere") / "out"
-    assert suite.run("--arena-arms", "GOLD", "--arena-out", str(out)).ret == pytest.ExitCode.OK
-    result = suite.run("--arena-arms", "GOLD", "--arena-out", str(out))
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"--arena-out {out}")
+    result = suite.run("--arena-arms", "GOLD", "-n", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--arena-out {out}: pytest read *as a test path*; write --arena-out={out}"])
-    result = suite.run("--arena-arms", "GOLD", f"--arena-out={out}")
-    assert result.ret == pytest.ExitCode.OK
+    result.stderr.fnmatch_lines([f"ERROR: --arena-out {out} (in PYTEST_ADDOPTS): pytest reads *"])
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_values_inside_the_suite_or_written_with_equals_are_accepted(suite, calc, tmp_path_factory, xdist):
+    suite.instances([calc.row()])
+    out = tmp_path_factory.mktemp("elsewhere") / "out"
+    assert suite.run("--arena-arms", "GOLD", f"--arena-out={out}", *xdist).ret == pytest.ExitCode.OK
+    assert suite.run("--arena-arms", "GOLD", f"--arena-out={out}", "--arena-resume", *xdist).ret == pytest.ExitCode.OK
     assert len(read_ledger(out)) == 2
+    assert suite.run("--arena-arms", "GOLD", "--arena-out", "inside", *xdist).ret == pytest.ExitCode.OK
+    assert len(read_ledger(suite.path / "inside")) == 1
+
+
+SCRATCH_PLUGIN = """
+import json
+import os
+
+
+def pytest_addoption(parser):
+    parser.addoption("--scratch-dir", help="a directory the controller creates as the session starts")
+
+
+def pytest_configure(config):
+    scratch = config.getoption("scratch_dir")
+    if not hasattr(config, "workerinput"):
+        os.makedirs(scratch)  # it exists when the workers start, as the out dir does
+        return
+    with open(os.path.join(scratch, config.workerinput["workerid"] + ".json"), "w") as out:
+        json.dump({"rootdir": str(config.rootpath), "inifile": str(config.inipath)}, out)
+"""
+
+
+def test_workers_start_with_the_controllers_rootdir_and_ini_file(suite, calc, tmp_path_factory):
+    # Any plugin's path option given with a space is a test path to pytest's rootdir choice;
+    # a worker that redid the choice once the path exists would read another ini file.
+    suite.instances([calc.row()])
+    (suite.path / "scratchplugin.py").write_text(SCRATCH_PLUGIN)
+    scratch = tmp_path_factory.mktemp("elsewhere") / "scratch"
+    result = suite.run("-p", "scratchplugin", "--scratch-dir", str(scratch), "--arena-arms=GOLD", "-n", "2")
+    result.assert_outcomes(passed=1)
+    seen = [json.loads(path.read_text()) for path in sorted(scratch.glob("gw*.json"))]
+    assert seen == [{"rootdir": str(suite.path), "inifile": str(suite.path / "pyproject.toml")}] * 2
+    assert len(suite.ledger()) == 1
 
 
 @pytest.mark.parametrize("option,value,expected", [
@@ -265,7 +352,8 @@ def test_an_arm_kind_from_two_plugins_names_both(suite, calc):
 
 def test_collection_reads_each_instance_file_once_and_compiles_the_schema_once(suite, calc, monkeypatch):
     # Per-item work grows with instances x arms x trials: files and the schema must not be redone per item.
-    from pytest_swe_arena import collect, instances
+    from pytest_swe_arena import instances
+    from pytest_swe_arena.worker import collection as collect
 
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
     suite.instances([calc.row("other__calc-9", repo="other/widgets")], name="instances/other.jsonl")

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_swe_arena.stats import (
+from pytest_swe_arena.results.stats import (
     binomial_sample,
     five_numbers,
     mcnemar_exact_p,

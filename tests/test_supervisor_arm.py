@@ -198,9 +198,9 @@ def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
     """Worker and driver on one model, a session naming no model, workers the store does not know."""
     from pytest_swe_arena.arms.base import ArmSpec, CellRequest
     from pytest_swe_arena.arms.supervisor import SupervisorArm, SupervisorRun
-    from pytest_swe_arena.cell import create_cell_environment
+    from pytest_swe_arena.spend.usage import Usage
     from pytest_swe_arena.suite import Suite
-    from pytest_swe_arena.usage import Usage
+    from pytest_swe_arena.worker.cell import create_cell_environment
 
     repo, _ = loops
     settings = {"loops_repo": str(repo), "shim": str(repo / "driver/run_supervisor.py"), "worker_model": ASKED,
@@ -238,11 +238,14 @@ def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
     usage, models, served, _ = arm.account(request, SupervisorRun(spent_usd=0.5))
     assert (usage.cost_usd, usage.input_tokens, served) == (0.5, 0, None)
 
-    # a store holding what the harness cannot read: unknown spend and the reason, never an exception
+    # a store holding a cost the harness cannot believe: refused with the reason, never an exception;
+    # the worker's tokens are kept and priced, as for a session that reported no cost
     broken = create_cell_environment(tmp_path / "broken", base={"PATH": "/usr/bin"})
     write_store(broken.opencode_db, [("s1", None, "/sb/w1", ASKED, "a lot", 1000)])
     usage, models, served, recovered = arm.account(
         CellRequest(instance=None, workspace=None, cell=broken, trial=1),  # type: ignore[arg-type]
         SupervisorRun(spent_usd=0.5, workers=1, worker_cwds=["/sb/w1"]))
-    assert usage == Usage() and models == {} and served is None
-    assert recovered is not None and recovered["accounting_error"].startswith("ValueError: ")
+    assert (usage.input_tokens, usage.cost_source, served) == (1000, "priced", ASKED)
+    assert usage.cost_usd == pytest.approx((1000 * 1.0 + 100 * 2.0) / 1e6 + 0.5)
+    assert recovered is not None
+    assert recovered["accounting_error"] == "store session s1.cost_usd: 'a lot' is not a number"

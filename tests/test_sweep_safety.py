@@ -19,9 +19,9 @@ from test_sweep import XDIST
 # workspace and real processes; only what a model would have spent is stated by the arm.
 ARMS_CONFTEST = r'''
 import os, sys, time
-from pytest_swe_arena import proc
+from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 
 class PricedArm:
@@ -31,7 +31,7 @@ class PricedArm:
         self.spec = spec
 
     def run(self, request):
-        from pytest_swe_arena.workspace import apply_patch
+        from pytest_swe_arena.worker.patches import apply_patch
         time.sleep(float(self.spec.settings.get("seconds", 0.3)))
         apply_patch(request.workspace, request.instance.patch, "gold")
         usage = Usage(900, 100, 0, 0, 0, 1, 900, 1.0, "reported")
@@ -60,7 +60,7 @@ class TreeArm:
                           grace=2.0)
         if result.timed_out:
             return ArmResult(status="timeout", error="agent timed out", usage=Usage(cost_source="unknown"))
-        from pytest_swe_arena.workspace import apply_patch
+        from pytest_swe_arena.worker.patches import apply_patch
         apply_patch(request.workspace, request.instance.patch, "gold")
         return ArmResult(usage=Usage(cost_source="unknown"))
 
@@ -258,7 +258,7 @@ def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
 
 
 def test_stale_reason_uses_the_limit_the_owner_recorded():
-    from pytest_swe_arena.guard import stale_reason
+    from pytest_swe_arena.controller.lock import stale_reason
 
     beat = (datetime.now(UTC) - timedelta(seconds=100)).isoformat()
     owner = {"pid": 1, "host": "elsewhere", "heartbeat_at": beat}
@@ -271,7 +271,7 @@ def test_stale_reason_uses_the_limit_the_owner_recorded():
 def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
     import shutil
 
-    from pytest_swe_arena.guard import SweepLock
+    from pytest_swe_arena.controller.lock import SweepLock
 
     out = tmp_path / "out"
     lock = SweepLock(out, "r1", dict, heartbeat=0.05)
@@ -289,7 +289,7 @@ def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
 
 
 def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
-    from pytest_swe_arena.guard import InterruptSignals
+    from pytest_swe_arena.interrupts import InterruptSignals
 
     signals = InterruptSignals()
     signals.install()
@@ -305,12 +305,43 @@ def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
                 steps.append("counted")  # the inner block's end does not raise
         assert steps == ["written", "nested", "counted"]
         assert signals.pending is None
-        time.sleep(signals.REPEAT_WINDOW)
+    finally:
+        signals.uninstall()
+    fresh = InterruptSignals()
+    fresh.install()
+    try:
         with pytest.raises(KeyboardInterrupt):  # outside a deferred block a signal raises at once
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(1)
     finally:
+        fresh.uninstall()
+
+
+def test_signals_after_the_first_hurry_the_stop_and_never_raise():
+    from pytest_swe_arena.interrupts import InterruptSignals
+
+    hurried = []
+    signals = InterruptSignals(on_hurry=lambda: hurried.append("killed the agents"), repeat_window=0.0)
+    signals.install()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # raising now would skip the stop's bookkeeping
+            os.kill(os.getpid(), signum)
+            time.sleep(0.2)
+        assert hurried == ["killed the agents"] * 2 and signals.hurried.is_set()
+    finally:
         signals.uninstall()
+    ending = InterruptSignals(on_hurry=lambda: hurried.append("again"))
+    ending.install()
+    try:
+        ending.begin_stop()  # the session's finish has begun: even a first signal only hurries
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        assert hurried[-1] == "again"
+    finally:
+        ending.uninstall()
 
 
 def test_a_usage_error_at_session_start_leaves_no_lock(arena):
@@ -326,10 +357,15 @@ def test_a_usage_error_at_session_start_leaves_no_lock(arena):
 
 def test_a_failure_while_writing_the_results_still_releases_the_lock(arena):
     arena.instances([arena.calc.row()])
-    (arena.path / "arena-out/summary.json").mkdir(parents=True)  # summary.json cannot be replaced
+    summary = arena.path / "arena-out/summary.json"
+    summary.mkdir(parents=True)  # summary.json cannot be replaced
     result = arena.run("--arena-arms=GOLD")
-    assert result.ret != pytest.ExitCode.OK
-    assert "IsADirectoryError" in result.stderr.str() and "summary.json" in result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines([f"error: swe-arena could not write everything to {summary.parent}; *",
+                                 f"  not written: {summary} (Is a directory)",
+                                 f"  free space (or remove the cause), then *`swe-arena report {summary.parent}`"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (arena.path / "arena-out/predictions/GOLD.jsonl").is_file(), "the other outputs are written"
     assert [row["status"] for row in arena.ledger()] == ["resolved"]
     assert not (arena.path / "arena-out/arena.lock").exists()
 

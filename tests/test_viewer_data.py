@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.ledger import append_sweep_record, read_sweep_record
-from pytest_swe_arena.report import cell_records, summarize
-from pytest_swe_arena.viewer import write_viewer
-from pytest_swe_arena.viewer.build import MANIFEST
-from pytest_swe_arena.viewer.cells import OutDir, cell_page, instance_card
-from pytest_swe_arena.viewer.overview import overview_data
-from pytest_swe_arena.viewer.rows import read_run
-from pytest_swe_arena.viewer.transcripts import read_opencode_events
+from pytest_swe_arena.controller.ledger import append_sweep_record
+from pytest_swe_arena.results.records import cell_records, read_sweep_record
+from pytest_swe_arena.results.summary import summarize
+from pytest_swe_arena.results.viewer.build import MANIFEST, write_viewer
+from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card
+from pytest_swe_arena.results.viewer.overview import overview_data
+from pytest_swe_arena.results.viewer.rows import read_run
+from pytest_swe_arena.results.viewer.transcripts import read_opencode_events
 
 DATA = Path(__file__).parent / "data"
 
@@ -229,7 +229,7 @@ def test_sweep_records_are_kept_per_run(tmp_path):
 def test_project_commit_and_whether_the_tree_differs(tmp_path):
     from gitrepos import commit, git
 
-    from pytest_swe_arena.recorder import project_commit
+    from pytest_swe_arena.controller.provenance import project_commit
 
     assert project_commit(tmp_path) == (None, None), "not a git checkout"
     git(tmp_path, "init", "-q", "-b", "main")
@@ -242,7 +242,7 @@ def test_project_commit_and_whether_the_tree_differs(tmp_path):
 
 
 def test_vendored_libraries_match_their_manifest():
-    vendor = resources.files("pytest_swe_arena.viewer").joinpath("assets/vendor")
+    vendor = resources.files("pytest_swe_arena.results.viewer").joinpath("assets/vendor")
     manifest = json.loads(vendor.joinpath("manifest.json").read_text())
     listed = set()
     for package in manifest["packages"]:

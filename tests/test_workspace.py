@@ -9,20 +9,17 @@ from pathlib import Path
 import pytest
 from gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
-from pytest_swe_arena.instances import Source, build_instance
-from pytest_swe_arena.workspace import (
-    WORK_BRANCH,
-    RepoStore,
-    WorkspaceError,
+from pytest_swe_arena.instances.loading import Source, build_instance
+from pytest_swe_arena.worker.git import WorkspaceError
+from pytest_swe_arena.worker.patches import (
     apply_patch,
     commit_environment_setup,
     extract_patch,
     files_touched,
     is_excluded_from_patch,
     is_test_path,
-    materialize,
-    reset_to_base,
 )
+from pytest_swe_arena.worker.workspace import WORK_BRANCH, RepoStore, materialize, reset_to_base
 
 
 def instance_of(project, **extra):
@@ -58,7 +55,7 @@ def test_patch_includes_new_and_committed_files_and_excludes_tests(calc, tmp_pat
     git(ws.path, "add", "calc/new.py")
     git(ws.path, "commit", "-qm", "agent commit")  # committed work counts too
     patch = extract_patch(ws)
-    touched = sorted(line.split(" b/")[1] for line in patch.splitlines() if line.startswith("diff --git"))
+    touched = sorted(line.split(b" b/")[1].decode() for line in patch.splitlines() if line.startswith(b"diff --git"))
     assert touched == ["calc/new.py", "calc/ops.py"]
 
 
@@ -193,8 +190,8 @@ def test_the_users_git_config_does_not_shape_patches_or_commits(calc, tmp_path, 
     (ws.path / "calc/ops.py").write_text("fixed\n")
     patch = extract_patch(ws)
     assert files_touched(patch) == ["calc/new.py", "calc/ops.py"]
-    assert "diff --git a/calc/new.py b/calc/new.py\n" in patch
-    assert "--- a/calc/ops.py\n+++ b/calc/ops.py\n" in patch
+    assert b"diff --git a/calc/new.py b/calc/new.py\n" in patch
+    assert b"--- a/calc/ops.py\n+++ b/calc/ops.py\n" in patch
     reset_to_base(ws)
     apply_patch(ws, patch, "the extracted patch")
     assert (ws.path / "calc/ops.py").read_text() == "fixed\n"

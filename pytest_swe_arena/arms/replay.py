@@ -2,7 +2,9 @@
 
 Settings: ``predictions = "preds.jsonl"`` (JSON Lines or a JSON array of
 ``{instance_id, model_name_or_path, model_patch}``) or ``patches = "dir"``
-holding ``<instance_id>.patch`` files. Exactly one of them.
+holding ``<instance_id>.patch`` files. Exactly one of them. A patch file is
+applied byte for byte (it need not be UTF-8); a ``model_patch`` is text, applied
+as UTF-8.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from ..instances import InstanceFileError, read_rows
-from ..suite import Suite
-from ..usage import Usage
-from ..workspace import PatchApplyError, apply_patch
-from .base import ArmConfigError, ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from ..instances.loading import read_rows
+from ..instances.model import InstanceFileError
+from ..outcome import ArmStatus
+from ..spend.usage import Usage
+from ..suite import ArmSpec, Suite
+from ..worker.patches import PatchApplyError, apply_patch
+from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 
 def load_predictions(path: Path, origin: str) -> dict[str, dict[str, str]]:
@@ -53,15 +57,15 @@ class ReplayArm:
         self.source = str(predictions or self.patches_dir)
         self.spec = spec
 
-    def _patch_for(self, instance_id: str) -> tuple[str | None, str | None]:
+    def _patch_for(self, instance_id: str) -> tuple[bytes | None, str | None]:
         if self.predictions is not None:
             row = self.predictions.get(instance_id)
             if row is None:
                 return None, None
-            return row.get("model_patch") or "", row.get("model_name_or_path")
+            return (row.get("model_patch") or "").encode(), row.get("model_name_or_path")
         assert self.patches_dir is not None
         path = self.patches_dir / f"{instance_id}.patch"
-        return (path.read_text(encoding="utf-8"), None) if path.is_file() else (None, None)
+        return (path.read_bytes(), None) if path.is_file() else (None, None)
 
     def run(self, request: CellRequest) -> ArmResult:
         instance_id = request.instance.instance_id
@@ -69,11 +73,11 @@ class ReplayArm:
         provenance = {"replay_source": self.source, "replayed_model": model}
         if patch is None:
             raise ArmError(f"no recorded patch for {instance_id} in {self.source}")
-        (request.run_dir / "replayed.patch").write_text(patch, encoding="utf-8")
+        (request.run_dir / "replayed.patch").write_bytes(patch)
         try:
             apply_patch(request.workspace, patch, f"the recorded patch for {instance_id}")
         except PatchApplyError as error:
-            return ArmResult(status="arm_error", error=str(error), usage=Usage(cost_source="unknown"),
+            return ArmResult(status=ArmStatus.ARM_ERROR, error=str(error), usage=Usage(cost_source="unknown"),
                              provenance=provenance)
         return ArmResult(usage=Usage(cost_source="unknown"), provenance=provenance)
 

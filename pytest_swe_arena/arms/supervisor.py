@@ -25,29 +25,15 @@ from typing import Any
 
 import pytest
 
-from ..suite import Suite
-from ..usage import (
-    UNKNOWN_MODEL,
-    SessionSpend,
-    Usage,
-    add_usages,
-    json_count,
-    json_table,
-    read_sessions,
-    sessions_by_model,
-)
-from ..workspace import run_git
-from .agent import (
-    OPENCODE_QUIET_ENV,
-    check_program,
-    check_template,
-    find_program,
-    read_env,
-    read_opencode_home,
-    read_secrets,
-    run_agent,
-)
-from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from ..files import json_count, json_table
+from ..outcome import ArmStatus
+from ..spend.opencode import UNKNOWN_MODEL, read_sessions, sessions_by_model, worker_sessions
+from ..spend.usage import Usage, accounting_errors, add_usages, cost_problem, count_problem
+from ..suite import ArmSpec, Suite
+from ..worker.git import run_git
+from .agent import check_program, check_template, find_program, read_env, read_secrets, run_agent
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
+from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
 
 DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
 PLACEHOLDERS = ("shim", "extension", "workspace", "params", "run_dir", "loops_repo")
@@ -84,6 +70,8 @@ class SupervisorRun:
     worker_cwds: list[str] = field(default_factory=list)
     #: input + output tokens the workers' own ``settled`` events report (CLI workers often report none).
     settled_tokens: int = 0
+    #: Why figures of ``state.json`` were refused (they are None above).
+    problems: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,8 +125,12 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
         result = json_table(state.get("result"))
         run.delivered = result.get("delivered") if isinstance(result.get("delivered"), bool) else None
         tokens, usd = result.get("spentTokens"), result.get("spentUsd")
-        run.spent_tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
-        run.spent_usd = float(usd) if isinstance(usd, (int, float)) and not isinstance(usd, bool) else None
+        token_problem = None if tokens is None else count_problem(tokens)
+        usd_problem = None if usd is None else cost_problem(usd)
+        run.spent_tokens = None if token_problem else tokens
+        run.spent_usd = None if usd is None or usd_problem else float(usd)
+        run.problems += [f"state.json result.{key}: {problem}"
+                         for key, problem in (("spentTokens", token_problem), ("spentUsd", usd_problem)) if problem]
     for event in _json_lines(directory / "journal.jsonl"):
         if event.get("kind") == "spawned":
             run.spawned += 1
@@ -156,14 +148,6 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
                 tokens = json_table(json_table(event.get("spend")).get("tokens"))
                 run.settled_tokens += json_count(tokens.get("input")) + json_count(tokens.get("output"))
     return run
-
-
-def worker_sessions(sessions: list[SessionSpend] | None, cwds: list[str]) -> list[SessionSpend] | None:
-    """The sessions that ran in a worker's cwd (subagents share their parent's directory)."""
-    if sessions is None:
-        return None
-    wanted = set(cwds)
-    return [session for session in sessions if session.directory in wanted]
 
 
 class SupervisorArm:
@@ -230,7 +214,7 @@ class SupervisorArm:
         self.home.install(request)
         shutil.rmtree(workspace / ".loops", ignore_errors=True)
         params = request.run_dir / "params.json"
-        params.write_text(json.dumps(self.params(request), indent=1), encoding="utf-8")
+        params.write_text(json.dumps(self.params(request), indent=1, allow_nan=False), encoding="utf-8")
         values = {"shim": str(self.shim), "extension": str(self.extension), "workspace": str(workspace),
                   "params": str(params), "run_dir": str(request.run_dir), "loops_repo": str(self.loops_repo)}
         env = {**OPENCODE_QUIET_ENV, **self.knobs, "LOOPS_BRAIN_LOG": str(request.run_dir / "brain.jsonl")}
@@ -241,11 +225,11 @@ class SupervisorArm:
             what="the supervisor driver",
         )
         run = read_supervisor_run(workspace)
-        status, error = "completed", None
-        if outcome.status != "completed":
-            status, error = "arm_error", f"{outcome.error} (supervisor state {run.status or 'missing'})"
+        status, error = ArmStatus.COMPLETED, None
+        if outcome.status != ArmStatus.COMPLETED:
+            status, error = ArmStatus.ARM_ERROR, f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
-            status, error = "arm_error", f"supervisor state {run.status or 'missing'}; expected completed"
+            status, error = ArmStatus.ARM_ERROR, f"supervisor state {run.status or 'missing'}; expected completed"
         usage, models, served, recovered = self.account(request, run)
         return ArmResult(
             status=status, error=error, usage=usage, models=models,
@@ -253,8 +237,10 @@ class SupervisorArm:
             provenance={**self.home.provenance, "loops_repo": str(self.loops_repo),
                         "loops_commit": self.loops_commit, "env_knobs": self.knobs,
                         **({"secrets": self.secrets.describe()} if self.secrets else {})},
-            details={"supervisor": run.to_json(), "recovered_worker_spend": recovered,
-                     "driver_returncode": outcome.returncode, "driver_seconds": round(outcome.seconds, 3)},
+            details=accounting_errors(
+                {"supervisor": run.to_json(), "recovered_worker_spend": recovered,
+                 "driver_returncode": outcome.returncode, "driver_seconds": round(outcome.seconds, 3)},
+                [*run.problems, (recovered or {}).get("accounting_error", "")]),
         )
 
     def account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage], str | None,
@@ -287,9 +273,10 @@ class SupervisorArm:
         workers = add_usages(models.values())
         output = (None if workers.output_tokens is None or workers.reasoning_tokens is None
                   else workers.output_tokens + workers.reasoning_tokens)
-        recovered = {"sessions": len(sessions), "input_tokens": workers.input_tokens, "output_tokens": output,
-                     "cost_usd": workers.cost_usd, "cost_source": workers.cost_source,
-                     "unmatched_cwds": unmatched}
+        recovered = accounting_errors(
+            {"sessions": len(sessions), "input_tokens": workers.input_tokens, "output_tokens": output,
+             "cost_usd": workers.cost_usd, "cost_source": workers.cost_source, "unmatched_cwds": unmatched},
+            (problem for session in sessions for problem in session.problems))
         served = _served(models)
         models = _with_driver(models, self.driver_model, driver)
         if unmatched or (run.workers and not run.worker_cwds):

@@ -1,0 +1,6 @@
+def test_one():
+    assert True
+
+
+def test_two():
+    assert True
