@@ -122,9 +122,10 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-def predictions_name(arm: str, trial: int) -> str:
-    """The predictions file of an arm's trial, relative to the out dir."""
-    return f"predictions/{arm if trial == 1 else f'{arm}.r{trial}'}.jsonl"
+def predictions_name(arm: str, trial: int, repeated: bool) -> str:
+    """The predictions file of an arm's trial, relative to the out dir: named as its patches are
+    (``ARM.r1``, ``ARM.r2``... when the sweep repeated its cells, ``ARM`` when not)."""
+    return f"predictions/{f'{arm}.r{trial}' if repeated else arm}.jsonl"
 
 
 def is_instance_file(path: Path | str) -> bool:

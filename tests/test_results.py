@@ -226,13 +226,14 @@ def test_swe_arena_compare_two_sweeps(priced):
     lines = result.stdout.splitlines()
     rows = [line.split() for line in lines if line.startswith(("SOLO ", "SUP4 "))]
     assert rows == [
-        # arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
+        # on common cells: cells, rate A, rate B, delta, USD A, USD B, delta, fixed, broken, McNemar p
+        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500", "2", "1", "1.0000"],
+        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000", "0", "0", "1.0000"],
+        # all cells: arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
         ["SOLO", "3", "33.3%", "3", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500"],
         ["SUP4", "3", "100.0%", "3", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000"],
-        # on common cells: cells, rate A, rate B, delta, fixed, broken, McNemar p
-        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "2", "1", "1.0000"],
-        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "0", "0", "1.0000"],
     ]
+    assert "warning:" not in result.stdout, "the same cells on both sides: nothing to warn about"
     assert lines[-4:] == ["SOLO: 2 fixed in B (+), 1 broken in B (-)",
                           "  + demo__calc-2", "  + demo__calc-3", "  - demo__calc-1"]
 

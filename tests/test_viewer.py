@@ -59,7 +59,13 @@ def added_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     over = {**solo, **common, "arm": "CAPPED", "cell_key": "added0over", "status": "over_budget",
             "nodeid": "instances/demo.jsonl::demo__calc-1[CAPPED]", "served_model": "scripted/other-model",
             "model_mismatch": True, "error": "opencode stopped: $0.0123 spent, over max_usd $0.01",
-            "details": {"integrity": {"tests_touched": ["tests/test_ops.py"]}}}
+            # details as the trustworthy-cells and metered-cost work write them: integrity flags, the meter's verdict.
+            "details": {"integrity": [{"kind": "tests_touched", "path": "tests/test_ops.py",
+                                       "detail": "restored from the base commit before grading"}],
+                        "reconciliation": {"status": "differ", "note": "metered - reported: input_tokens +500",
+                                           "reported": {"input_tokens": 2000, "cost_usd": 0.01},
+                                           "metered": {"input_tokens": 2500, "cost_usd": 0.0123},
+                                           "difference": {"input_tokens": 500, "cost_usd": 0.0023}}}}
     skipped = {**over, "instance_id": "demo__calc-2", "cell_key": "added0skip", "status": "skipped_budget",
                "nodeid": "instances/demo.jsonl::demo__calc-2[CAPPED]", "usage": {}, "models": {}, "phases": {},
                "model_mismatch": False, "served_model": None, "details": {},
@@ -120,6 +126,7 @@ OVERVIEW = """({
     unplaced: (document.getElementById('frontier-unplaced') || {}).textContent,
     baseline: document.getElementById('comparison-holder').dataset.baseline,
     width: document.documentElement.scrollWidth,
+    resolved_colour: getComputedStyle(document.querySelector('.st-resolved')).backgroundColor,
     external: [...document.querySelectorAll('script[src], link[href]')]
         .map(e => e.src || e.href).filter(u => u !== 'data:,' && !u.startsWith(location.href.replace(/[^/]*$/, ''))),
 })"""
@@ -178,6 +185,8 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert "NOPROG" in page["unplaced"], "harness errors only: no rate, and the page says so"
         assert page["baseline"] == "SOLO", "the first arm that is not a reference arm"
         assert page["external"] == []
+        assert page["resolved_colour"] == "rgb(209, 244, 217)", "STATUS_TABLE's badge, through statuses.css"
+        assert page["facts"]["meter"].endswith("; report against meter: 1 differ")
         assert page["width"] <= 1280, "no horizontal scrolling at 1280 px"
 
         # Paired comparisons against one baseline at a time, not all pairs.
@@ -271,8 +280,18 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         # Flags, a model mismatch, and a cell with no run dir nor instance card.
         browser.navigate((viewer / "cell.html").as_uri() + "#cells/demo__calc-1/CAPPED/1")
         browser.wait_until("document.body.dataset.ready === '1' && document.title.includes('CAPPED')")
-        capped = browser.evaluate("document.getElementById('integrity').textContent")
-        assert "tests_touched" in capped and "scripted/other-model" in capped
+        capped = browser.evaluate("""({integrity: document.getElementById('integrity').textContent,
+            flags: [...document.querySelectorAll('#integrity-table tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent)),
+            meter: document.querySelector('#reconciliation h3').textContent,
+            metered: [...document.querySelectorAll('#reconciliation-table tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent))})""")
+        assert "scripted/other-model" in capped["integrity"]
+        assert capped["flags"] == [["tests_touched", "tests/test_ops.py",
+                                    "restored from the base commit before grading"]]
+        assert capped["meter"] == "Reported against metered: differ"
+        assert capped["metered"] == [["input_tokens", "2,000", "2,500", "500"],
+                                     ["cost_usd", "0.0100", "0.0123", "0.0023"]]
         browser.navigate((viewer / "cell.html").as_uri() + "#cells/demo__calc-3/CAPPED/1")
         browser.wait_until("document.body.dataset.ready === '1' && document.title.includes('calc-3')")
         assert "no problem statement" in browser.evaluate("document.getElementById('problem').textContent")

@@ -253,3 +253,39 @@ def test_vendored_libraries_match_their_manifest():
             assert vendor.joinpath(entry["license_file"]).read_text().strip(), entry["name"]
             listed.add(entry["license_file"])
     assert {path.name for path in vendor.iterdir()} == listed | {"manifest.json"}, "every file accounted for"
+
+
+def test_what_a_metered_sandboxed_chained_row_carries_is_shown(tmp_path):
+    """Fields the sandbox, meter and ledger-chain work put in rows and sweeps.jsonl reach the pages when present."""
+    reconciliation = {"status": "differ", "note": "metered - reported: input_tokens +50",
+                      "reported": {"input_tokens": 100, "cost_usd": 0.01},
+                      "metered": {"input_tokens": 150, "cost_usd": 0.015},
+                      "difference": {"input_tokens": 50, "cost_usd": 0.005}}
+    flag = {"kind": "run_config", "path": "conftest.py", "detail": "restored from base"}
+    metered = row("a", "SOLO", "resolved", 0.015, chain_sha256="ab" * 32,
+                  details={"reconciliation": reconciliation, "integrity": [flag], "metered": {"calls": 2}})
+    metered["usage"]["cost_source"] = "metered"
+    out, summary = out_dir(tmp_path, [metered, row("a", "SUP4", "unresolved")])
+    summary["sweep"] = {"run_id": "r1", "options": {"sandbox": ["bwrap"], "meter": ["on"], "arms": ["SOLO,SUP4"]}}
+    meta = overview_data(summary, read_run(out, "r1"), {})["meta"]
+    assert (meta["sandbox_option"], meta["meter_option"]) == (["bwrap"], ["on"])
+    assert meta["metered_cells"] == 1 and meta["reconciliations"] == {"differ": 1} and meta["chained_rows"] == 1
+    page = cell_page(OutDir(out), metered, "cells/a/SOLO/1", [], None, None)
+    assert page["reconciliation"] == reconciliation and page["integrity"] == [flag]
+    assert page["metered"] == {"calls": 2} and page["chain_sha256"] == "ab" * 32
+    plain = cell_page(OutDir(out), row("a", "SUP4", "unresolved"), "cells/a/SUP4/1", [], None, None)
+    assert plain["reconciliation"] is None and plain["chain_sha256"] is None
+
+
+def test_status_colours_come_from_the_status_table(tmp_path):
+    from pytest_swe_arena.outcome import STATUS_TABLE
+
+    out, summary = out_dir(tmp_path, ten_instance_sweep())
+    write_viewer(out, summary)
+    css = (out / "viewer/assets/statuses.css").read_text()
+    for status, meaning in STATUS_TABLE.items():
+        assert f".st-{status}{{background:{meaning.badge[0]};color:{meaning.badge[1]}}}" in css
+    assert ".st-" not in (out / "viewer/assets/viewer.css").read_text(), "no second table of status colours"
+    labels = overview_data(summary, read_run(out, "r1"), {})["status_labels"]
+    assert labels == {status.value: {"glyph": meaning.glyph, "label": meaning.label, "counted": meaning.counted}
+                      for status, meaning in STATUS_TABLE.items()}

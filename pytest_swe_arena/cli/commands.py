@@ -69,13 +69,23 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Exit status of ``compare --fail-on`` when B regressed past a limit (or a limit could not be checked).
+REGRESSION = 1
+
+
 def command_compare(args: argparse.Namespace) -> int:
     from ..results.compare import compare_runs, format_comparison
+    from ..results.gate import check, gate_lines
 
     cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
     order = previous_arm_order(args.out_a, cells_a[-1].run_id)
-    print("\n".join(format_comparison(compare_runs(cells_a, cells_b, order), str(args.out_a), str(args.out_b))))
-    return 0
+    comparison = compare_runs(cells_a, cells_b, order)
+    lines = format_comparison(comparison, str(args.out_a), str(args.out_b))
+    checks = check(comparison, args.fail_on or [])
+    if args.fail_on:
+        lines += ["", *gate_lines(comparison, checks)]
+    print("\n".join(lines))
+    return REGRESSION if any(found.failed for found in checks) else 0
 
 
 def command_status(args: argparse.Namespace) -> int:

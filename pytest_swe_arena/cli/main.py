@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ..results.gate import METRICS, Limit, LimitError
 from .commands import command_compare, command_export, command_report, command_status, command_view
 
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
@@ -27,6 +28,13 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
     return value
+
+
+def _limit(text: str) -> Limit:
+    try:
+        return Limit.parse(text)
+    except LimitError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _port(text: str) -> int:
@@ -51,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="two sweeps side by side: per-arm deltas and per-instance flips")
     compare.add_argument("out_a", type=Path, metavar="OUT_A", help="the sweep to compare from")
     compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to")
+    compare.add_argument(
+        "--fail-on", action="append", type=_limit, metavar="METRIC:LIMIT",
+        help="exit 1 when B moved past LIMIT from A on the cells both counted, for any arm (repeatable): "
+             "resolve_rate:-5%% (more than 5%% below A), resolve_rate:-2pp (points), cost_usd:+20%%, "
+             f"tokens:+10000; metrics: {', '.join(METRICS)}")
     compare.set_defaults(run=command_compare)
 
     status = commands.add_parser(

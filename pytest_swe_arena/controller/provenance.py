@@ -1,8 +1,9 @@
 """What a sweep says about itself: its line of ``sweeps.jsonl``.
 
 The controller appends one line when a sweep starts (``controller.ledger.append_sweep_record``):
-the run id, when, the command line, the project's commit and whether its tree was dirty, the
-host, the versions, the workers and the arms. ``summary.json`` and the viewer show it
+the run id, when, the command line and the ``--arena-*`` options given (on it or in ini: the
+sandbox and the meter among them, when given), the project's commit and whether its tree was
+dirty, the host, the versions, the workers and the arms. ``summary.json`` and the viewer show it
 (``results.records.read_sweep_record``), so a result names the code and command that made it.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from .. import __version__
+from ..settings import given_options
 
 
 def project_commit(root: Path) -> tuple[str | None, bool | None]:
@@ -48,4 +50,5 @@ def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str]) -> dic
         "rootdir": str(config.rootpath), "project_commit": commit, "project_dirty": dirty,
         "host": socket.gethostname(), "plugin_version": __version__, "python": platform.python_version(),
         "pytest_version": pytest.__version__, "workers": workers, "arms": list(arms),
+        "options": given_options(config),
     }

@@ -68,7 +68,9 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             warnings.warn(f"{out / LEDGER_NAME}: skipping a row without 'arm' or 'instance_id' "
                           f"(patch_file {row['patch_file']!r})", stacklevel=2)
             continue
-        name = predictions_name(arm, row.get("trial", 1))
+        cell = CellName.of_row(row)
+        # The sweep repeated its cells when its patch files carry the trial (``CellName.patch_file``).
+        name = predictions_name(arm, cell.trial, repeated=row["patch_file"] == cell.patch_file(repeat=2))
         try:
             data = (out / row["patch_file"]).read_bytes()
         except OSError as error:
@@ -79,8 +81,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             patch = data.decode("utf-8")
         except UnicodeDecodeError:
             patch = data.decode("utf-8", errors="replace")
-            cell = CellName.of_row(row).shown
-            warnings.warn(f"{out / LEDGER_NAME}: {cell}: its patch {row['patch_file']} is not UTF-8: "
+            warnings.warn(f"{out / LEDGER_NAME}: {cell.shown}: its patch {row['patch_file']} is not UTF-8: "
                           f"written to {name} with U+FFFD for the bytes that are not, so it will "
                           f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
         by_file.setdefault(name, []).append(
@@ -90,7 +91,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
 
 
 def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path]:
-    """Write ``predictions/<ARM>.jsonl`` (``<ARM>.r2.jsonl`` for a later trial), each atomically; return the paths."""
+    """Write ``predictions/<ARM>.jsonl`` (``<ARM>.r1.jsonl``, ``.r2``... when repeated) atomically; return them."""
     written = []
     for name, entries in sorted(predictions(rows, out).items()):
         path = out / name

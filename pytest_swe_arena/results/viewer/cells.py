@@ -190,6 +190,8 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
         "files": files,
         "usage": usage, "models": row.get("models") or {},
         "metered": row.get("metered") or usage.get("metered") or details.get("metered"),
+        "reconciliation": details.get("reconciliation"),
+        "chain_sha256": row.get("chain_sha256"),
         "phases": row.get("phases") or {},
         "integrity": details.get("integrity"),
         "model": {"asked": row.get("asked_model"), "served": row.get("served_model"),

@@ -130,14 +130,23 @@ def run_metadata(summary: Mapping[str, Any], rows: Sequence[ViewerRow]) -> dict[
     started = min((row.started_at for row in rows if row.started_at), default=None)
     ended = max((row.ended_at for row in rows if row.ended_at), default=None)
     sandboxes = sorted({str(row.sandbox) for row in rows if row.sandbox is not None})
+    reconciliations: dict[str, int] = defaultdict(int)
+    for row in rows:
+        if row.details.reconciliation is not None and row.details.reconciliation.status:
+            reconciliations[row.details.reconciliation.status] += 1
+    sweep = summary.get("sweep") or {}
+    options = sweep.get("options") if isinstance(sweep.get("options"), dict) else {}
     return {
         "sweep": summary.get("sweep"), "run_id": summary["run_id"], "first_cell_started": started,
         "last_cell_ended": ended, "hosts": sorted({row.host for row in rows if row.host}),
         "workers": len({(row.host, row.worker) for row in rows if row.worker}),
         "plugin_versions": sorted({str(row.provenance["plugin_version"]) for row in rows
                                    if row.provenance.get("plugin_version")}),
-        "sandboxes": sandboxes,
+        "sandboxes": sandboxes, "sandbox_option": options.get("sandbox"), "meter_option": options.get("meter"),
+        "options": options,
         "metered_cells": sum(1 for row in rows if row.usage and row.usage.cost_source == "metered"),
+        "reconciliations": dict(sorted(reconciliations.items())),
+        "chained_rows": sum(1 for row in rows if row.chain_sha256),
         "reused_cells": sum(1 for row in rows if row.reused_from), "budget": summary.get("budget"),
         "viewer_version": __version__, "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

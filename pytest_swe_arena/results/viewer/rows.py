@@ -25,10 +25,17 @@ from ..records import CellRecord
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+class Reconciliation(msgspec.Struct, frozen=True, gc=False):
+    """A metered row's ``details.reconciliation``: how the agent's report compares with what was metered."""
+
+    status: str | None = None
+
+
 class Details(msgspec.Struct, frozen=True, gc=False):
-    """The part of a row's ``details`` the overview reads: its integrity flags, when the row has them."""
+    """The part of a row's ``details`` the overview reads, when the row has it: integrity flags, the meter's verdict."""
 
     integrity: Any = None
+    reconciliation: Reconciliation | None = None
 
 
 class ViewerRow(CellRecord, frozen=True, gc=False):
@@ -42,6 +49,8 @@ class ViewerRow(CellRecord, frozen=True, gc=False):
     provenance: dict[str, Any] = {}
     details: Details = Details()
     sandbox: Any = None
+    #: The ledger chain's hash, in a ledger that has one (``controller.chain``, when it lands).
+    chain_sha256: str | None = None
     #: Set by ``read_run``: where the row's line starts in the ledger, and its cell page (``page_name``).
     offset: int = -1
     page: str = ""

@@ -177,6 +177,21 @@
       count(entry.max_context_tokens), usd(entry.cost_usd), entry.cost_source || "n/a"];
   }
 
+  // details.reconciliation (the metered-cost work): the agent's report against the meter, field by field.
+  function reconciliation(found) {
+    if (!found || typeof found !== "object" || !found.reported || !found.metered) return null;
+    const fields = ["input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens",
+      "cost_usd"];
+    const shown = (name, value) => (name === "cost_usd" ? usd(value) : count(value));
+    const rows = fields.filter((name) => name in found.reported || name in found.metered).map((name) => [name,
+      shown(name, found.reported[name]), shown(name, found.metered[name]),
+      found.difference && found.difference[name] !== null && found.difference[name] !== undefined
+        ? String(found.difference[name]) : "n/a"]);
+    return h("div", { id: "reconciliation" }, h("h3", null, `Reported against metered: ${found.status || "n/a"}`),
+      table("reconciliation-table", ["", "reported", "metered", "metered − reported"], rows),
+      found.note ? note(found.note) : null);
+  }
+
   function usage(cell) {
     const header = ["", "input", "output", "reasoning", "cache read", "cache write", "steps", "max context", "USD",
       "source"];
@@ -184,7 +199,8 @@
     if (cell.usage && Object.keys(cell.usage).length) rows.push(usageRow("cell (reported)", cell.usage));
     return section("usage", "Usage", rows.length ? table("usage-table", header, rows, { left: [9] })
       : note("No usage: the arm never ran, so it spent nothing."),
-      cell.metered ? h("div", null, h("h3", null, "Metered"), json(cell.metered))
+      reconciliation(cell.reconciliation),
+      cell.metered ? h("details", { id: "metered" }, h("summary", null, "What the meter recorded"), json(cell.metered))
         : note("No metered usage recorded for this cell (only what the agent reported)."),
       cell.model.asked || cell.model.served ? keyValues("models", [["asked model", cell.model.asked],
         ["served model", cell.model.served]]) : null);
@@ -208,9 +224,14 @@
     const flags = cell.integrity;
     const mismatch = cell.model.mismatch ? h("p", { class: "error-box" },
       `The served model (${cell.model.served}) is not the one asked for (${cell.model.asked}).`) : null;
+    // details.integrity as the grading tree writes it (trustworthy cells): a list of {kind, path, detail}.
+    const listed = Array.isArray(flags) && flags.length && flags.every((flag) => flag && typeof flag === "object");
+    const shown = listed ? table("integrity-table", ["kind", "path", "what was done"],
+      flags.map((flag) => [String(flag.kind ?? "n/a"), h("code", null, String(flag.path ?? "")),
+        String(flag.detail ?? "")]), { left: [1, 2] })
+      : flags && (typeof flags !== "object" || Object.keys(flags).length) ? json(flags) : null;
     return section("integrity", "Integrity", mismatch,
-      flags && (typeof flags !== "object" || Object.keys(flags).length) ? json(flags)
-        : note("No integrity flags recorded for this cell."));
+      shown || note("No integrity flags recorded for this cell."));
   }
 
   function files(cell) {
@@ -227,7 +248,8 @@
     return section("identity", "Arm, provenance and details",
       keyValues("cell-identity", [["node id", cell.nodeid ? h("code", null, cell.nodeid) : null],
         ["cell key", cell.cell_key ? h("code", null, cell.cell_key) : null],
-        ["sandbox", cell.sandbox ? JSON.stringify(cell.sandbox) : "not recorded"]]),
+        ["sandbox", cell.sandbox ? JSON.stringify(cell.sandbox) : "not recorded"],
+        ["ledger chain hash", cell.chain_sha256 ? h("code", null, cell.chain_sha256) : "none (a ledger without a chain)"]]),
       h("h3", null, "Arm identity"), json(cell.arm_identity), h("h3", null, "Provenance"), json(cell.provenance),
       h("h3", null, "Details"), json(cell.details));
   }

@@ -48,6 +48,22 @@
 
   function shellWord(word) { return /^[A-Za-z0-9_./:=@%+,-]+$/.test(word) ? word : "'" + word.replace(/'/g, "'\\''") + "'"; }
 
+  function sandboxText(meta) {
+    const asked = meta.sandbox_option ? `--arena-sandbox=${meta.sandbox_option.join(",")}` : null;
+    const rows = meta.sandboxes.length ? `rows: ${meta.sandboxes.join(", ")}` : null;
+    return [asked, rows].filter(Boolean).join("; ") || "not recorded (no --arena-sandbox given, none in the rows)";
+  }
+
+  function meterText(meta) {
+    const parts = [];
+    if (meta.meter_option) parts.push(`--arena-meter=${meta.meter_option.join(",")}`);
+    parts.push(meta.metered_cells ? `${meta.metered_cells} cells metered`
+      : "no metered cell: costs are as the arms reported or priced them (see cost sources per arm)");
+    const verdicts = Object.entries(meta.reconciliations || {});
+    if (verdicts.length) parts.push("report against meter: " + verdicts.map(([k, n]) => `${n} ${k}`).join(", "));
+    return parts.join("; ");
+  }
+
   function runSection() {
     const meta = data.meta, sweep = meta.sweep;
     const commit = sweep && sweep.project_commit
@@ -65,9 +81,13 @@
       ["python, pytest", sweep ? `${sweep.python}, pytest ${sweep.pytest_version}` : null],
       ["hosts", meta.hosts.join(", ")],
       ["workers", `${meta.workers}` + (sweep && sweep.workers !== null ? ` (-n ${sweep.workers})` : "")],
-      ["sandbox", meta.sandboxes.length ? meta.sandboxes.join(", ") : "not recorded in the rows"],
-      ["meter", meta.metered_cells ? `${meta.metered_cells} cells metered` :
-        "no metered cell: costs are as the arms reported or priced them (see cost sources per arm)"],
+      ["options", Object.keys(meta.options || {}).length ? h("code", { id: "run-options", class: "wrap" },
+        Object.entries(meta.options).map(([noun, values]) => `--arena-${noun}=${values.join(",")}`).join(" "))
+        : null],
+      ["sandbox", sandboxText(meta)],
+      ["meter", meterText(meta)],
+      ["ledger chain", meta.chained_rows ? `${meta.chained_rows} of ${data.summary.rows} rows hashed into the chain`
+        : "no chain hashes in these rows"],
       ["budget", budget],
       ["reused cells", String(meta.reused_cells)],
     ];
