@@ -289,3 +289,27 @@ def test_status_colours_come_from_the_status_table(tmp_path):
     labels = overview_data(summary, read_run(out, "r1"), {})["status_labels"]
     assert labels == {status.value: {"glyph": meaning.glyph, "label": meaning.label, "counted": meaning.counted}
                       for status, meaning in STATUS_TABLE.items()}
+
+
+def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
+    """The real transcripts captured from Claude Code 2.1.332 and mini-swe-agent 2.4.6 (tests/data/agents)."""
+    from pytest_swe_arena.results.viewer.transcripts import read_claude_transcript, read_mini_trajectory
+
+    claude = read_claude_transcript((DATA / "agents/claude/transcript.jsonl").read_text().splitlines() + ["{torn"])
+    assert [(turn["kind"], turn.get("tool")) for turn in claude] == [
+        ("text", None), ("tool", "Read"), ("tool", "Edit"), ("tool", "Bash"), ("reasoning", None), ("text", None)]
+    assert claude[0] == {"role": "assistant", "kind": "text", "text": "Reading the file."}
+    read = claude[1]
+    assert json.loads(read["input"]) == {"file_path": "/CELL/repo/a.txt"}
+    assert read["output"] == "1\thello\n2\t" and read["status"] == "completed"
+    assert claude[-1]["text"] == "All done." and claude[-2]["text"] == "The edit is in place."
+
+    mini = read_mini_trajectory((DATA / "agents/mini/trajectory.json").read_text().splitlines())
+    assert [(turn["kind"], turn.get("tool")) for turn in mini] == [
+        ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"),
+        ("event", None)]
+    assert json.loads(mini[1]["input"]) == {"command": "sed -i s/hello/bye/ a.txt"}
+    assert json.loads(mini[1]["output"]) == {"returncode": 0, "output": ""}
+    assert mini[-1]["text"] == "exit: Submitted"
+    assert read_mini_trajectory(["{not json"]) == [
+        {"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]

@@ -135,7 +135,8 @@ def run_metadata(summary: Mapping[str, Any], rows: Sequence[ViewerRow]) -> dict[
         if row.details.reconciliation is not None and row.details.reconciliation.status:
             reconciliations[row.details.reconciliation.status] += 1
     sweep = summary.get("sweep") or {}
-    options = sweep.get("options") if isinstance(sweep.get("options"), dict) else {}
+    given = sweep.get("options")
+    options: dict[str, Any] = given if isinstance(given, dict) else {}
     return {
         "sweep": summary.get("sweep"), "run_id": summary["run_id"], "first_cell_started": started,
         "last_cell_ended": ended, "hosts": sorted({row.host for row in rows if row.host}),

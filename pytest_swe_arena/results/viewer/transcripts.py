@@ -94,10 +94,103 @@ def read_opencode_events(lines: Iterable[str]) -> list[Turn]:
     return turns
 
 
-#: (file in the run dir, format, reader): the first file present is the cell's transcript.
-#: Claude Code, Codex and mini-swe-agent transcripts are added here when their arms keep them.
+def _tool_turn(tool: str, arguments: Any, call_id: str | None) -> Turn:
+    return {"role": "tool", "kind": "tool", "tool": tool or "?", "title": "", "status": "", "id": call_id,
+            "input": clip(_json_text(arguments)), "output": "", "error": ""}
+
+
+def _answer(turns: list[Turn], call_id: Any, output: Any, failed: bool = False) -> None:
+    """Put a tool's result on the turn that called it (by id), or on its own turn when none did."""
+    text = clip(_json_text(output))
+    for turn in reversed(turns):
+        if turn.get("kind") == "tool" and call_id is not None and turn.get("id") == call_id:
+            turn["status"] = "error" if failed else "completed"
+            turn["error" if failed else "output"] = text
+            return
+    turns.append({"role": "meta", "kind": "event", "text": text})
+
+
+def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
+    """Claude Code's session transcript (``~/.claude/projects/<project>/<session>.jsonl``), one record a line.
+
+    ``user`` and ``assistant`` records carry the conversation; content blocks are ``text``,
+    ``thinking``, ``tool_use`` and (in user records) ``tool_result``. The first user record is
+    the prompt, which the run dir's prompt.txt already shows. Other records (queue operations,
+    API requests) are bookkeeping and skipped.
+    """
+    turns: list[Turn] = []
+    prompt_seen = False
+    for line in lines:
+        try:
+            record = mapping(json.loads(line))
+        except ValueError:
+            continue
+        if record.get("type") not in ("user", "assistant"):
+            continue
+        content = mapping(record.get("message")).get("content")
+        if isinstance(content, str):
+            if record["type"] == "user" and not prompt_seen:
+                prompt_seen = True
+                continue
+            turns.append({"role": record["type"], "kind": "text", "text": clip(content)})
+            continue
+        for block in content if isinstance(content, list) else []:
+            block = mapping(block)
+            kind = block.get("type")
+            if kind == "text":
+                turns.append({"role": record["type"], "kind": "text", "text": clip(str(block.get("text") or ""))})
+            elif kind == "thinking":
+                turns.append({"role": "assistant", "kind": "reasoning", "text": clip(str(block.get("thinking") or ""))})
+            elif kind == "tool_use":
+                turns.append(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")))
+            elif kind == "tool_result":
+                _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+    return turns
+
+
+def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
+    """mini-swe-agent's trajectory (``--output``: one JSON document, ``messages`` in the chat format).
+
+    The system message and the first user message (the task, as prompt.txt shows it) are skipped;
+    assistant messages give their text and ``tool_calls``, tool messages their output, and the
+    final ``exit`` message the exit status.
+    """
+    try:
+        document = mapping(json.loads("\n".join(lines)))
+    except ValueError:
+        return [{"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
+    turns: list[Turn] = []
+    users = 0
+    messages = document.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        message = mapping(message)
+        role, content = message.get("role"), message.get("content")
+        if role == "user":
+            users += 1
+            if users > 1:
+                turns.append({"role": "user", "kind": "text", "text": clip(_json_text(content))})
+        elif role == "assistant":
+            if content:
+                turns.append({"role": "assistant", "kind": "text", "text": clip(_json_text(content))})
+            for call in message.get("tool_calls") or []:
+                call = mapping(call)
+                function = mapping(call.get("function"))
+                turns.append(_tool_turn(str(function.get("name") or ""), function.get("arguments"), call.get("id")))
+        elif role == "tool":
+            _answer(turns, message.get("tool_call_id"), content)
+        elif role == "exit":
+            status = mapping(message.get("extra")).get("exit_status")
+            turns.append({"role": "meta", "kind": "event", "text": f"exit: {status}"})
+    return turns
+
+
+#: (file in the run dir, format, reader): the first file present is the cell's transcript. An arm
+#: keeps its agent's transcript under the name given here (Codex's rollout and Gemini CLI's chat
+#: are not read yet: their cells show the agent's output).
 TRANSCRIPT_READERS: list[tuple[str, str, TranscriptReader]] = [
     ("events.jsonl", "opencode", read_opencode_events),
+    ("claude-transcript.jsonl", "claude-code", read_claude_transcript),
+    ("mini-trajectory.json", "mini-swe-agent", read_mini_trajectory),
 ]
 #: Plain agent output, shown whole when no transcript reader applies.
 FALLBACK_OUTPUTS = ("stdout.log", "driver.log")
