@@ -34,7 +34,7 @@ from benchlib import BENCH_DIR, Figure, parser, report, scratch
 from report_scale import ARMS, BASELINE, ledger_row
 
 sys.path.insert(0, str(BENCH_DIR.parent / "tests"))
-from browser import Browser  # noqa: E402  (the tests' DevTools driver: one way to drive Chromium)
+from helpers.browser import Browser  # noqa: E402  (the tests' DevTools driver: one way to drive Chromium)
 
 RUN_ID = "20261130T120000Z-bench0"
 VERIFY_LOG = ("============================= test session starts ==============================\n"

@@ -270,7 +270,7 @@ class CellOutcome:
         """Plain JSON types only: the status as its text, the patch as ``patch_base64``."""
         data = asdict(self)
         logs, patch = data.pop("logs"), data.pop("patch")
-        data = plain_json(data)
+        data = dict(plain_json(data))
         data["logs"] = logs
         data["patch_base64"] = base64.b64encode(patch).decode("ascii")
         return data
