@@ -253,6 +253,8 @@ class CellOutcome:
     ended_at: str = ""
     #: Files of the cell's run dir (name -> text), written to runs/<iid>/<ARM>/.
     logs: Mapping[str, str] = field(default_factory=dict)
+    #: The instance's card (``Instance.card``), written once per instance to runs/<iid>/instance.json.
+    instance: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CellStatus(self.status))
@@ -302,6 +304,7 @@ def _of_case(case: Case, nodeid: str, status: CellStatus, error: str | None) -> 
         host=socket.gethostname(),
         worker=case.worker,
         ended_at=timestamp(),
+        instance=case.instance.card(),
     )
 
 

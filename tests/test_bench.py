@@ -26,6 +26,11 @@ SMOKE_RUNS = {
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
                  ["JSON call through the meter", "SSE call through the meter",
                   "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
+    "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
+                        ["viewer overview interactive, 100 cells",
+                         "swe-arena report + viewer, first build (100 cell pages)",
+                         "swe-arena report + viewer, rebuilt, nothing changed",
+                         "swe-arena report + viewer, one row more"]),
 }
 
 

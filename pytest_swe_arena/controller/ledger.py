@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import append_line, finite_json, read_json_lines, write_atomic
-from ..naming import LEDGER_NAME, PARTIAL_PATCH_NAME, CellName
+from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
 
 SCHEMA_VERSION = 1
@@ -37,6 +37,7 @@ def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_di
     row = outcome.to_json()
     row.pop("patch_base64")
     row.pop("logs")
+    row.pop("instance")
     lines, sha = patch_digest(outcome.patch)
     row.update(
         schema_version=SCHEMA_VERSION,
@@ -66,6 +67,8 @@ class LedgerWriter:
         self.repeat = repeat
         self.path = out / LEDGER_NAME
         self.rows: list[dict[str, Any]] = []
+        #: The instances whose card (``runs/<iid>/instance.json``) this sweep has written.
+        self.cards_written: set[str] = set()
 
     def record(self, outcome: CellOutcome) -> dict[str, Any]:
         """Write the cell's files, then append its row; return the row.
@@ -83,6 +86,10 @@ class LedgerWriter:
                 write_atomic(self.out / patch_file, outcome.patch)
             elif outcome.patch:
                 write_atomic(self.out / run_dir / PARTIAL_PATCH_NAME, outcome.patch)
+            if outcome.instance is not None and outcome.instance_id not in self.cards_written:
+                card = finite_json(outcome.instance, INSTANCE_CARD_NAME, indent=1, sort_keys=True, ensure_ascii=False)
+                write_atomic(self.out / "runs" / outcome.instance_id / INSTANCE_CARD_NAME, card + "\n")
+                self.cards_written.add(outcome.instance_id)
         except OSError as error:
             raise RowNotWritten(row, error) from None
         self.append(row)
@@ -107,6 +114,12 @@ class LedgerWriter:
         except OSError as error:
             raise RowNotWritten(row, error) from None
         self.rows.append(dict(row))
+
+
+def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:
+    """Append one sweep's line to ``sweeps.jsonl`` (whole or absent, fsynced: ``files.append_line``)."""
+    path = out / SWEEPS_NAME
+    append_line(path, (finite_json(record, path, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
 def read_ledger(path: Path) -> Iterator[dict[str, Any]]:

@@ -28,8 +28,10 @@ from ..results.text import (
 )
 from ..spend.budget import budget_sources, check_budgets_have_local_workers, sweep_limits
 from ..state import CASE_KEY, ArenaState, hand_to_worker
+from .forecasts import sweep_forecast
 from .ledger import read_ledger
 from .lock import SweepLock
+from .provenance import sweep_record
 from .records import SweepRecords
 from .resume import reusable_rows, verdicts
 from .workers import pin_worker_rootdir
@@ -91,6 +93,7 @@ class ControllerPlugin:
         takeover = self.lock.acquire()
         if takeover:
             self.note(takeover)
+        self.records.record_sweep(sweep_record(self.config, self.records.run_id, self.records.arm_order))
         self.records.prepay_reused()
 
     def progress(self) -> Mapping[str, Any]:
@@ -175,7 +178,10 @@ class ControllerPlugin:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
         if not cases:
             return []
-        return [cells_line(len(cases), sum(1 for case in cases if case.key in self.state.reuse))]
+        lines = [cells_line(len(cases), sum(1 for case in cases if case.key in self.state.reuse))]
+        if self.state.settings.forecast:
+            lines += sweep_forecast(config, self.state.settings, cases, self.state.reuse.keys())
+        return lines
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.records.progress.start(nodeid)

@@ -25,11 +25,11 @@ WARNING_EXAMPLES = 5
 
 
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
-              budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              budget: Mapping[str, Any] | None = None, sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
 
     Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name. ``budget`` is the
-    sweep's ``budget.json`` (caps and spend) when it had caps.
+    sweep's ``budget.json`` (caps and spend) when it had caps; ``sweep`` its line of ``sweeps.jsonl``.
     """
     by_arm: dict[str, list[CellRecord]] = defaultdict(list)
     for cell in cells:
@@ -50,6 +50,7 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
         + budget_warnings(budget) + repeat_warnings(trials),
+        "sweep": dict(sweep) if sweep else None,
     }
 
 

@@ -602,7 +602,9 @@ def test_repeat_gives_a_row_and_patch_per_trial(arena):
     assert len({r["cell_key"] for r in rows}) == 12
     out = arena.path / "arena-out"
     assert (out / "patches/demo__calc-1.gold.r3.patch").read_text() == arena.calc.patch
-    assert (out / "predictions/GOLD.r2.jsonl").is_file()
+    # Predictions are named as the patches are: every trial with its .rK (trial 1 too).
+    assert sorted(path.name for path in (out / "predictions").iterdir()) == [
+        f"{arm}.r{trial}.jsonl" for arm in ("EMPTY", "GOLD") for trial in (1, 2, 3)]
     # pass@k from the rows: n = 3 trials, c = resolved trials per instance.
     for arm, expected in (("GOLD", 3), ("EMPTY", 0)):
         for iid in ("demo__calc-1", "demo__calc-2"):

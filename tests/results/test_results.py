@@ -170,7 +170,7 @@ def test_swe_arena_report_rebuilds_the_same_summary_and_export_writes_prediction
     assert (out / "report.html").is_file()
     assert "SUP4 3/3 100.0% 43.9-100.0% 4.5000".split() in [line.split()[:5] for line in rebuilt.stdout.splitlines()]
     assert "budget: $5.2500 of $100 and 15,600 tokens spent" in rebuilt.stdout.splitlines()
-    assert rebuilt.stdout.rstrip().splitlines()[-2:] == ["  summary.json", "  report.html"]
+    assert rebuilt.stdout.rstrip().splitlines()[-3:] == ["  summary.json", "  report.html", "  viewer/index.html"]
 
     exported = swe_arena("export", out, "--arm", "SUP4")
     assert exported.returncode == 0, exported.stderr
@@ -197,13 +197,14 @@ def test_swe_arena_compare_two_sweeps(priced):
     lines = result.stdout.splitlines()
     rows = [line.split() for line in lines if line.startswith(("SOLO ", "SUP4 "))]
     assert rows == [
-        # arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
+        # on common cells: cells, rate A, rate B, delta, USD A, USD B, delta, fixed, broken, McNemar p
+        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500", "2", "1", "1.0000"],
+        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000", "0", "0", "1.0000"],
+        # all cells: arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
         ["SOLO", "3", "33.3%", "3", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500"],
         ["SUP4", "3", "100.0%", "3", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000"],
-        # on common cells: cells, rate A, rate B, delta, fixed, broken, McNemar p
-        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "2", "1", "1.0000"],
-        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "0", "0", "1.0000"],
     ]
+    assert "warning:" not in result.stdout, "the same cells on both sides: nothing to warn about"
     assert lines[-4:] == ["SOLO: 2 fixed in B (+), 1 broken in B (-)",
                           "  + demo__calc-2", "  + demo__calc-3", "  - demo__calc-1"]
 
