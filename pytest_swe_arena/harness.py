@@ -25,7 +25,7 @@ from .cell import CellEnvironment
 from .environments import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .instances import Instance
 from .outcome import CellOutcome, cell_key
-from .usage import Usage, accounting_errors, checked_spend
+from .usage import Usage, accounting_errors, checked_spend, same_model
 from .verify import ContainerHost, VerifyInfrastructureError, run_verify
 from .workspace import Workspace, WorkspaceError, commit_environment_setup, extract_patch
 
@@ -120,7 +120,9 @@ def run_cell(
         return _finish(outcome.replace(usage=Usage().to_json()), cell, timings, status="harness_error",
                        error=f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
-    mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
+    # Compared as the price table compares them: mini's served "gpt-4o" is the asked "openai/gpt-4o".
+    mismatch = bool(result.asked_model and result.served_model
+                    and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
     outcome = outcome.replace(

@@ -10,6 +10,7 @@ sweep was interrupted.
 
 from __future__ import annotations
 
+import queue
 import uuid
 from collections.abc import Generator
 from contextlib import AbstractContextManager, nullcontext
@@ -147,6 +148,7 @@ class ArenaRecorder:
             if exitstatus == pytest.ExitCode.INTERRUPTED:
                 self.interrupted = True
             if self.interrupted:
+                self.record_late_reports(session)
                 self.record_unfinished()
             if self.state.sweep_token:
                 interrupts = self.state.interrupts
@@ -373,6 +375,21 @@ class ArenaRecorder:
                        nodeid=nodeid)
         self.writer.append(earlier)
         return earlier
+
+    def record_late_reports(self, session: pytest.Session) -> None:
+        """Cell reports xdist's workers sent while the sweep was stopping, which xdist no longer reads.
+
+        An agent arm stopped by Ctrl-C still reports its cell (``interrupted``, with what the agent
+        spent and its transcript): that report must not lose to the pending row's unknown spend.
+        """
+        events = getattr(session.config.pluginmanager.get_plugin("dsession"), "queue", None)
+        while events is not None:
+            try:
+                name, arguments = events.get_nowait()
+            except queue.Empty:
+                return
+            if name == "testreport":
+                self.pytest_runtest_logreport(arguments["rep"])
 
     def record_unfinished(self) -> None:
         """Cells that started but never finished: recorded as ``interrupted`` (not final)."""

@@ -17,6 +17,7 @@ import re
 import shutil
 import string
 import subprocess
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -248,13 +249,20 @@ def run_agent(
 
     Its failures are statuses, not exceptions; only an agent that cannot be
     started at all raises ``ArmStartError`` (a harness error: re-run on resume).
+    Ctrl-C or SIGTERM (``KeyboardInterrupt``) stops the agent's tree and is the
+    status ``interrupted``, so the arm still reads what the agent spent and keeps
+    its transcript; the harness then stops the sweep after this cell.
     """
     command, directory = (secrets.wrap(argv, cwd) if secrets else (list(argv), cwd))
     # opencode (Bun) takes its working directory from PWD when set: it must be the agent's cwd.
     env = {**env, "PWD": str(cwd)}
+    started = time.monotonic()
     try:
         result = proc.run(command, cwd=directory, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
                           timeout=timeout, grace=grace, should_stop=should_stop)
+    except KeyboardInterrupt as interrupt:  # proc.run has stopped the agent's whole tree
+        return AgentOutcome("interrupted", f"{what} was interrupted ({interrupt or 'KeyboardInterrupt'})", None,
+                            time.monotonic() - started)
     except OSError as error:
         # error.filename is whatever was missing: the program, its cwd, or a file given as stdin.
         culprit = error.filename if error.filename is not None else command[0]

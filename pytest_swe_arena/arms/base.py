@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from ..suite import Suite
     from ..workspace import Workspace
 
-#: ArmResult.status values; anything but "completed" is never scored.
-ARM_STATUSES = ("completed", "arm_error", "timeout", "over_budget")
+#: ArmResult.status values; anything but "completed" is never scored. "interrupted": Ctrl-C or
+#: SIGTERM stopped the agent (its spend read all the same); the harness then stops the sweep.
+ARM_STATUSES = ("completed", "arm_error", "timeout", "over_budget", "interrupted")
 
 
 class ArmConfigError(Exception):

@@ -252,7 +252,8 @@ class SupervisorArm:
         run = read_supervisor_run(workspace)
         status, error = "completed", None
         if outcome.status != "completed":
-            status, error = "arm_error", f"{outcome.error} (supervisor state {run.status or 'missing'})"
+            status = "interrupted" if outcome.status == "interrupted" else "arm_error"
+            error = f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
             status, error = "arm_error", f"supervisor state {run.status or 'missing'}; expected completed"
         usage, models, served, recovered = self.account(request, run)
