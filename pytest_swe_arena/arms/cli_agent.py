@@ -24,9 +24,12 @@ the rest the same way for all of them:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,7 +40,6 @@ from ..usage import Usage, accounting_errors, add_usages, cost_problem, count_pr
 from .agent import (
     AgentOutcome,
     SpendCap,
-    agent_version,
     find_program,
     over_cap,
     read_cap,
@@ -285,7 +287,12 @@ class CliAgentArm:
         """Read the kind's own settings."""
 
     def agent_version(self) -> str:
-        return agent_version(self.executable, self.spec.origin)
+        """``EXECUTABLE --version``, asked with its config dir (and HOME) in a throwaway directory.
+
+        Some CLIs create their state dirs even for ``--version`` (Gemini's ``.gemini``, Codex's ``tmp``):
+        not in the user's.
+        """
+        return quiet_version(self.executable, self.private_variables, self.spec.origin)
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         """Write the agent's config files into ``home`` and say how to run it."""
@@ -359,6 +366,22 @@ class CliAgentArm:
             provenance["auth"] = str(self.auth)
         return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
                          served_model=spend.served_model, provenance=provenance, details=details)
+
+
+@functools.lru_cache
+def quiet_version(executable: str, variables: tuple[str, ...], origin: str) -> str:
+    """Asked once per process (every arm is built on the controller and on each xdist worker)."""
+    with tempfile.TemporaryDirectory(prefix="arena-version-") as scratch:
+        env = {**os.environ, "HOME": scratch, **dict.fromkeys(variables, scratch)}
+        try:
+            done = subprocess.run([executable, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=120, check=True, env=env, cwd=scratch)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise ArmConfigError(f"{origin}: cannot run {executable} --version: {error}") from None
+        except subprocess.CalledProcessError as error:
+            raise ArmConfigError(f"{origin}: {executable} --version exited with {error.returncode}: "
+                                 f"{error.stderr[-300:]}") from None
+    return done.stdout.strip()
 
 
 def copy_transcripts(files: Iterable[tuple[Path, str]], destination: Path) -> list[str]:

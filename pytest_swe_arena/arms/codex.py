@@ -78,6 +78,31 @@ def rollout_model(entries: list[dict[str, Any]]) -> str | None:
     return None
 
 
+PROVIDER_KEYS = ("base_url", "env_key", "wire_api", "name")
+
+
+def provider_overrides(reader: SettingsReader) -> dict[str, Any]:
+    """``provider = {base_url, env_key, wire_api, name}``: a model provider named ``arena``, and chosen.
+
+    ``env_key`` names the variable that holds the API key (default ``OPENAI_API_KEY``, from
+    ``secrets``); Codex sends it as a Bearer token to ``{base_url}/responses``.
+    """
+    provider = reader.table("provider")
+    if provider is None:
+        return {}
+    origin = f"{reader.spec.origin}: field 'provider'"
+    unknown = sorted(set(provider) - set(PROVIDER_KEYS))
+    if unknown:
+        raise ArmConfigError(f"{origin}: unknown key {unknown[0]!r}; known: {', '.join(PROVIDER_KEYS)}")
+    values = {"name": "arena", "env_key": "OPENAI_API_KEY", "wire_api": "responses", **provider}
+    if not isinstance(values.get("base_url"), str) or not values["base_url"]:
+        raise ArmConfigError(f"{origin}: 'base_url' is required (the provider's URL, e.g. https://api.openai.com/v1)")
+    bad = next((key for key in PROVIDER_KEYS if not isinstance(values[key], str)), None)
+    if bad:
+        raise ArmConfigError(f"{origin}: {bad} = {values[bad]!r} is not a string")
+    return {"model_provider": "arena", **{f"model_providers.arena.{key}": values[key] for key in PROVIDER_KEYS}}
+
+
 class Rollouts(LiveUsage):
     """The rollouts' ``token_usage_record`` lines, one per response id."""
 
@@ -123,7 +148,7 @@ class CodexArm(CliAgentArm):
             if isinstance(value, (dict, list)) or value is None:
                 raise ArmConfigError(f"{reader.spec.origin}: field 'overrides': {key} = {value!r} is not a "
                                      "string, number or boolean (a dotted key names a nested setting)")
-        self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **overrides}
+        self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **provider_overrides(reader), **overrides}
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         write_private(home / "config.toml", self.config_text)
