@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..suite import Suite
-from ..usage import COUNT_FIELDS, Usage, accounting_errors, price_for
+from ..usage import COUNT_FIELDS, Usage, accounting_errors, add_usages, price_for, price_for_served
 from .agent import (
     OPENCODE_QUIET_ENV,
     CapWatch,
@@ -135,38 +136,91 @@ class CommandArm:
                          served_model=served, provenance=provenance, details=details)
 
     def account_file(self, path: Path) -> tuple[Usage, dict[str, Usage], str | None, str | None]:
-        """(usage, per model, served model, problem) from the usage file; never raises once the agent has run."""
+        """(usage, per model, served model, problem) from the usage file; never raises once the agent has run.
+
+        Each model is priced by its own name, then by the asked model's.
+        """
         try:
-            usage, served, problem = read_usage_file(path)
-            usage = usage.priced(price_for(self.prices, served or self.model))
+            report = read_usage_report(path)
+            model = report.served or self.model
+            named = report.models or ({model: report.usage} if model else {})
+            models = {name: usage.priced(price_for_served(self.prices, name, self.model))
+                      for name, usage in named.items()}
+            usage = (add_usages(models.values()) if models and report.models
+                     else report.usage.priced(price_for_served(self.prices, report.served, self.model)))
         except Exception as error:  # any failure: the agent ran, its spend is unknown, not lost
             return Usage(), {}, None, f"accounting failed: {type(error).__name__}: {error}"
-        model = served or self.model
-        return usage, ({model: usage} if model else {}), served, problem
+        return usage, models, report.served, "; ".join(report.problems) or None
 
 
-def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
-    """(usage, served model, problem) from the agent's usage file; no file means unknown usage.
+#: Fields of the usage file that count as 0 when absent: an agent that has no cache or no reasoning
+#: tokens need not say so. A missing input_tokens or output_tokens is unknown.
+ZERO_WHEN_ABSENT = ("reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
 
+
+@dataclass(frozen=True)
+class UsageReport:
+    """What a usage file says: its usage, its ``models`` map (if any), the served model, and what was refused."""
+
+    usage: Usage
+    models: dict[str, Usage]
+    served: str | None
+    problems: list[str]
+
+
+def read_usage_report(path: Path) -> UsageReport:
+    """The usage file: the ledger's usage fields, ``model`` (the served model), and optionally ``models``.
+
+    ``models`` maps each model an agent used to the same fields, for agents that use several;
+    the cell's usage is then their sum, and ``model`` (else the only model) is the served one.
     A field whose value is not plausible (see ``usage.count_problem``, ``usage.cost_problem``:
-    NaN, infinite, negative, absurd, not a number) is unknown, and the problem says why.
+    NaN, infinite, negative, absurd, not a number) is unknown, and a problem says why.
+    No file means unknown usage.
     """
     if not path.is_file():
-        return Usage(), None, None
+        return UsageReport(Usage(), {}, None, [])
     try:
         # Python's json reads NaN and Infinity: the checks below refuse them.
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        return Usage(), None, f"{path.name}: not JSON: {error}"
+        return UsageReport(Usage(), {}, None, [f"{path.name}: not JSON: {error}"])
     if not isinstance(data, dict):
-        return Usage(), None, f"{path.name}: expected a JSON object"
-    values = {name: data.get(name) for name in COUNT_FIELDS}
-    cost = data.get("cost_usd")
-    usage, problems = Usage(**values, cost_usd=cost,
-                            cost_source="reported" if cost is not None else "unknown").checked(path.name)
+        return UsageReport(Usage(), {}, None, [f"{path.name}: expected a JSON object"])
+    problems: list[str] = []
+    models: dict[str, Usage] = {}
+    table = data.get("models")
+    if table is not None and not isinstance(table, dict):
+        problems.append(f"{path.name}.models: expected an object of model names")
+    for name, figures in (table if isinstance(table, dict) else {}).items():
+        if not isinstance(figures, dict):
+            problems.append(f"{path.name}.models[{name}]: expected an object")
+            models[name] = Usage()
+            continue
+        models[name], refused = usage_of(figures, f"{path.name}.models[{name}]")
+        problems += refused
+    usage, refused = usage_of(data, path.name)
+    if models:
+        usage = add_usages(models.values())
+        given = {name for name in COUNT_FIELDS + ("cost_usd",) if data.get(name) is not None}
+        if given:
+            problems.append(f"{path.name}: {', '.join(sorted(given))} given beside 'models': the models' sum is used")
+    else:
+        problems += refused
     model = data.get("model")
-    served = model if isinstance(model, str) and model else None
-    return usage, served, "; ".join(problems) or None
+    served = model if isinstance(model, str) and model else (next(iter(models)) if len(models) == 1 else None)
+    return UsageReport(usage, models, served, problems)
+
+
+def usage_of(figures: Mapping[str, Any], where: str) -> tuple[Usage, list[str]]:
+    values = {name: figures.get(name, 0 if name in ZERO_WHEN_ABSENT else None) for name in COUNT_FIELDS}
+    cost = figures.get("cost_usd")
+    return Usage(**values, cost_usd=cost, cost_source="reported" if cost is not None else "unknown").checked(where)
+
+
+def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
+    """(usage, served model, problem) from the agent's usage file (``read_usage_report`` in short)."""
+    report = read_usage_report(path)
+    return report.usage, report.served, "; ".join(report.problems) or None
 
 
 @pytest.hookimpl
