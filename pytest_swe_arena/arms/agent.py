@@ -89,15 +89,17 @@ def check_template(parts: Iterable[str], placeholders: Sequence[str], origin: st
     return used
 
 
-def check_program(argv: Sequence[str], suite: Suite, origin: str, key: str) -> None:
+def check_program(argv: Sequence[str], suite: Suite, origin: str, key: str) -> str | None:
     """Refuse, at configuration, an argv whose program cannot be found (a placeholder in it is checked in the cell).
 
-    A relative path is left to the cell: it is relative to the agent's cwd.
+    Returns the program found (a bare name found only in the suite's ``node_modules/.bin``
+    is not on the agent's PATH: run it by this path). A relative path is left to the cell:
+    it is relative to the agent's cwd.
     """
     program = argv[0] if argv else ""
     if not program or "{" in program or (os.sep in program and not os.path.isabs(program)):
-        return
-    find_program(program, suite, origin, key)
+        return None
+    return find_program(program, suite, origin, key)
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,8 @@ class CommandArm:
         if "model" in used and not self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
         if isinstance(command, list):
-            check_program(command, suite, spec.origin, "command")
+            found = check_program(command, suite, spec.origin, "command")
+            self.command = [found, *command[1:]] if found else command
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
