@@ -34,7 +34,6 @@ from .cli_agent import (
     JsonLinesFollower,
     LiveUsage,
     call_usage,
-    difference,
     json_lines,
     table,
     text,
@@ -59,7 +58,7 @@ def anthropic_call(usage: Any, where: str, reader: FigureReader | None = None) -
     output = reader.count(usage, "output_tokens", None)
     cache_read = reader.count(usage, "cache_read_input_tokens")
     cache_write = reader.count(usage, "cache_creation_input_tokens")
-    return call_usage(reader.count(usage, "input_tokens", None), difference(output, thinking), thinking,
+    return call_usage(reader.count(usage, "input_tokens", None), reader.rest(output, thinking), thinking,
                       cache_read, cache_write)
 
 
@@ -87,7 +86,7 @@ def model_usage(report: Mapping[str, Any], reader: FigureReader) -> dict[str, Us
         thinking = reader.count(figures, "thinkingTokens")
         output = reader.count(figures, "outputTokens", None)
         models[model] = Usage(
-            reader.count(figures, "inputTokens", None), difference(output, thinking), thinking,
+            reader.count(figures, "inputTokens", None), reader.rest(output, thinking), thinking,
             reader.count(figures, "cacheReadInputTokens"), reader.count(figures, "cacheCreationInputTokens"),
             None, None, reader.cost(figures, "costUSD"), "reported")
     return models

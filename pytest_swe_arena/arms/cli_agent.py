@@ -81,6 +81,20 @@ class FigureReader:
             return None
         return int(value)
 
+    def rest(self, total: int | None, *parts: int | None) -> int | None:
+        """``total`` minus the ``parts`` a format counts inside it (cached inside input, say).
+
+        Unknown (None) when a figure is unknown, or when the parts are more than the total
+        (a report that does not add up is not believed; ``problems`` says so).
+        """
+        if total is None or any(part is None for part in parts):
+            return None
+        rest = total - sum(part for part in parts if part is not None)
+        if rest < 0:
+            self.problems.append(f"{self.where}: a total of {total} is less than its parts {list(parts)}")
+            return None
+        return rest
+
     def cost(self, table: Any, key: str) -> float | None:
         value = table.get(key) if isinstance(table, Mapping) else None
         if value is None:
@@ -90,14 +104,6 @@ class FigureReader:
             self.problems.append(f"{self.where}: {key} {problem}")
             return None
         return float(value)
-
-
-def difference(total: int | None, *parts: int | None) -> int | None:
-    """``total`` minus ``parts`` (what a format counts inside another field); None if unknown or negative."""
-    if total is None or any(part is None for part in parts):
-        return None
-    rest = total - sum(part for part in parts if part is not None)
-    return rest if rest >= 0 else None
 
 
 def call_usage(input_tokens: int | None, output_tokens: int | None, reasoning_tokens: int | None,

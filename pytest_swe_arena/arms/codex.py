@@ -35,7 +35,6 @@ from .cli_agent import (
     JsonLinesFollower,
     LiveUsage,
     call_usage,
-    difference,
     json_lines,
     table,
     text,
@@ -62,8 +61,8 @@ def codex_call(usage: Any, where: str, reader: FigureReader | None = None) -> Us
     cached = reader.count(usage, "cached_input_tokens")
     written = reader.count(usage, "cache_write_input_tokens")
     reasoning = reader.count(usage, "reasoning_output_tokens")
-    return call_usage(difference(reader.count(usage, "input_tokens", None), cached, written),
-                      difference(reader.count(usage, "output_tokens", None), reasoning), reasoning, cached, written)
+    return call_usage(reader.rest(reader.count(usage, "input_tokens", None), cached, written),
+                      reader.rest(reader.count(usage, "output_tokens", None), reasoning), reasoning, cached, written)
 
 
 def rollout_model(entries: list[dict[str, Any]]) -> str | None:

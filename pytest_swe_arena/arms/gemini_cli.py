@@ -35,7 +35,6 @@ from .cli_agent import (
     JsonLinesFollower,
     LiveUsage,
     call_usage,
-    difference,
     read_json_file,
     table,
     text,
@@ -57,7 +56,7 @@ def gemini_tokens(tokens: Any, reader: FigureReader, *, prompt_key: str) -> Usag
     cached = reader.count(tokens, "cached")
     tool = reader.count(tokens, "tool")  # tool-use prompt tokens, billed as input
     prompt = reader.count(tokens, prompt_key, None)
-    input_tokens = difference(prompt, cached)
+    input_tokens = reader.rest(prompt, cached)
     return call_usage(None if input_tokens is None or tool is None else input_tokens + tool,
                       reader.count(tokens, "candidates" if prompt_key == "prompt" else "output", None),
                       reader.count(tokens, "thoughts"), cached, 0)
@@ -148,12 +147,14 @@ def _main_model(models: Mapping[str, Usage]) -> str | None:
 def read_error(stderr: Path) -> str | None:
     """The error object Gemini CLI prints to stderr in JSON mode (``{"error": {"message": ...}}``)."""
     try:
-        lines = stderr.read_text(encoding="utf-8", errors="replace").splitlines()
+        output = stderr.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    for line in reversed(lines):
+    start = output.find("{")
+    # One object, on one line or pretty-printed, after its warnings.
+    for candidate in [output[start:] if start >= 0 else "", *reversed(output.splitlines())]:
         try:
-            entry = json.loads(line)
+            entry = json.loads(candidate)
         except ValueError:
             continue
         message = text(table(table(entry).get("error")).get("message"))

@@ -38,7 +38,6 @@ from .cli_agent import (
     FigureReader,
     LiveUsage,
     call_usage,
-    difference,
     read_json_file,
     table,
     text,
@@ -56,9 +55,9 @@ def chat_call(usage: Any, where: str, cost: float | None, reader: FigureReader) 
     cached = reader.count(table(usage.get("prompt_tokens_details")), "cached_tokens")
     written = reader.count(usage, "cache_creation_input_tokens")  # what litellm passes on from Anthropic
     reasoning = reader.count(table(usage.get("completion_tokens_details")), "reasoning_tokens")
-    return call_usage(difference(reader.count(usage, "prompt_tokens", None), cached, written),
-                      difference(reader.count(usage, "completion_tokens", None), reasoning), reasoning, cached, written,
-                      cost)
+    output = reader.rest(reader.count(usage, "completion_tokens", None), reasoning)
+    return call_usage(reader.rest(reader.count(usage, "prompt_tokens", None), cached, written), output, reasoning,
+                      cached, written, cost)
 
 
 def read_trajectory(data: Any, asked: str | None) -> tuple[dict[str, Usage], list[str], dict[str, Any]]:
