@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from scripted_apis import Tokens
 
-from pytest_swe_arena.arms.claude_code import StreamAndSubagents, model_usage, read_transcripts
-from pytest_swe_arena.arms.cli_agent import FigureReader, JsonLinesFollower, json_lines
-from pytest_swe_arena.arms.codex import Rollouts, codex_call
-from pytest_swe_arena.arms.gemini_cli import Chats, gemini_tokens, read_error
-from pytest_swe_arena.arms.mini_swe_agent import Trajectory, read_trajectory
-from pytest_swe_arena.usage import Usage, add_usages
+from pytest_swe_arena.files import LineFollower, json_objects
+from pytest_swe_arena.spend.agent_reports import FigureReader
+from pytest_swe_arena.spend.claude import StreamAndSubagents, model_usage, read_transcripts
+from pytest_swe_arena.spend.codex import Rollouts, codex_call
+from pytest_swe_arena.spend.gemini import Chats, gemini_tokens, read_error
+from pytest_swe_arena.spend.mini_swe_agent import Trajectory, read_trajectory
+from pytest_swe_arena.spend.usage import Usage, add_usages
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "agents"
 
@@ -38,7 +39,7 @@ def tokens(usages: Mapping[str, Usage] | Usage) -> Tokens:
 
 
 def test_claude_model_usage_includes_the_sub_agent_and_its_cost():
-    lines = json_lines(SAMPLES / "claude" / "subagent-stream.jsonl")
+    lines = json_objects(SAMPLES / "claude" / "subagent-stream.jsonl")
     result = next(line for line in lines if line["type"] == "result")
     reader = FigureReader("result")
     models = model_usage(result, reader)
@@ -63,7 +64,7 @@ def test_claude_live_usage_is_the_stream_plus_the_sub_agents_transcripts(tmp_pat
 
 
 def test_codex_turn_completed_and_rollout_are_what_was_served(tmp_path):
-    events = json_lines(SAMPLES / "codex" / "events.jsonl")
+    events = json_objects(SAMPLES / "codex" / "events.jsonl")
     (turn,) = [event for event in events if event["type"] == "turn.completed"]
     assert tokens(codex_call(turn["usage"], "turn.completed")) == served("codex")
     rollout = tmp_path / "sessions" / "2026" / "12" / "01" / "rollout-x.jsonl"
@@ -95,9 +96,9 @@ def test_gemini_error_object_is_read_from_stderr(tmp_path):
 
 def test_mini_trajectory_usage_and_cost(tmp_path):
     data = json.loads((SAMPLES / "mini" / "trajectory.json").read_text())
-    models, problems, details = read_trajectory(data, "openai/gpt-4o")
-    assert list(models) == ["gpt-4o"] and tokens(models) == served("mini") and not problems
-    assert models["gpt-4o"].cost_usd == pytest.approx(details["reported_cost_usd"])
+    spend = read_trajectory(data, "openai/gpt-4o")
+    assert list(spend.models) == ["gpt-4o"] and tokens(spend.models) == served("mini") and not spend.problems
+    assert spend.models["gpt-4o"].cost_usd == pytest.approx(spend.details["reported_cost_usd"])
     half = tmp_path / "trajectory.json"
     live = Trajectory(half, "openai/gpt-4o")
     half.write_text(json.dumps(data))
@@ -117,8 +118,8 @@ def test_figures_an_agent_gives_wrongly_are_unknown_and_said(tmp_path):
 def test_the_follower_waits_for_a_whole_line(tmp_path):
     path = tmp_path / "lines.jsonl"
     path.write_text('{"a": 1}\n{"b":')
-    follower = JsonLinesFollower()
-    assert [entry for _, entry in follower.poll([path])] == [{"a": 1}]
+    follower = LineFollower()
+    assert [entry for _, entry in follower.objects([path])] == [{"a": 1}]
     with open(path, "a") as handle:
         handle.write(' 2}\nnot json\n')
-    assert [entry for _, entry in follower.poll([path])] == [{"b": 2}]
+    assert [entry for _, entry in follower.objects([path])] == [{"b": 2}]

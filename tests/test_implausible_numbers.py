@@ -13,9 +13,10 @@ from agents import arm_table
 from test_results import PRICED_CONFTEST, swe_arena
 from test_sweep import XDIST
 
-from pytest_swe_arena.arms.command import read_usage_file
-from pytest_swe_arena.budget import BudgetLimits, BudgetTally, Limit
-from pytest_swe_arena.report import cell_records, read_cells, summarize
+from pytest_swe_arena.results.records import cell_records, read_cells
+from pytest_swe_arena.results.summary import summarize
+from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit
+from pytest_swe_arena.spend.usage_file import read_usage_report
 
 #: An agent that fixes calc and writes its usage file as given on its command line: raw JSON text,
 #: so it can hold what Python's json writes and reads but JSON has not (NaN, Infinity).
@@ -96,7 +97,8 @@ def test_the_usage_file_reader_refuses_each_implausible_figure(tmp_path):
     usage_file = tmp_path / "usage.json"
     usage_file.write_text('{"input_tokens": 10, "output_tokens": 2.5, "reasoning_tokens": true, '
                           '"steps": 10000000000000, "cache_read_tokens": "7", "cost_usd": -Infinity, "model": "lab/m"}')
-    usage, served, problem = read_usage_file(usage_file)
+    report = read_usage_report(usage_file)
+    usage, served, problem = report.usage, report.served, "; ".join(report.problems)
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.steps) == (10, None, None, None)
     assert (usage.cache_read_tokens, usage.cost_usd, usage.cost_source, served) == (None, None, "unknown", "lab/m")
     assert problem == ("usage.json.output_tokens: 2.5 is not a whole number; "
@@ -296,7 +298,7 @@ def test_nan_and_inf_in_the_configuration_are_usage_errors(suite, calc, args, to
 def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
     from importlib import resources
 
-    from pytest_swe_arena.usage import MAX_CELL_TOKENS, MAX_CELL_USD
+    from pytest_swe_arena.spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD
 
     schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
     assert schema["$defs"]["count"]["maximum"] == MAX_CELL_TOKENS
@@ -305,7 +307,7 @@ def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
 
 def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tmp_path):
     """What a plugin's arm kind may put in its details: the ledger line is still whole, and JSON."""
-    from pytest_swe_arena.ledger import LedgerWriter, finite_json
+    from pytest_swe_arena.controller.ledger import LedgerWriter, finite_json
 
     assert finite_json({"a": [1.5, 2]}, "here", sort_keys=True) == '{"a": [1.5, 2]}'
     with pytest.warns(UserWarning, match=r"^here: details.score = nan, details.runs\[1\] = -inf: not a finite "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_swe_arena.arms.command import read_usage_report
-from pytest_swe_arena.usage import model_key, price_for, price_for_served, same_model
+from pytest_swe_arena.spend.prices import model_key, price_for, price_for_served, same_model
+from pytest_swe_arena.spend.usage_file import read_usage_report
 
 GPT4O = {"input": 2.5, "output": 10.0}
 AZURE = {"input": 2.75, "output": 11.0}

@@ -5,12 +5,9 @@ prompt.txt`` with ``CODEX_HOME`` in the cell. Its ``config.toml`` there is the
 arm's ``config`` file (model providers, say) or empty; the offline switches go
 on the command line as overrides (``analytics.enabled=false``: no analytics;
 ``features.plugins=false``: no plugin marketplace sync over git), so they hold
-whatever the file says. ``turn.completed`` in the ``--json`` stream carries
-the usage (input with cached and cache-write tokens inside it, output with
-reasoning inside it), once, at the end; the live cap and a run that never
-finished are read from the rollout's ``token_usage_record`` lines, one per
-model response, written as soon as it is in. Codex reports no cost: the
-suite's price table prices it.
+whatever the file says. Its usage is read in ``spend.codex``: ``turn.completed``
+in the ``--json`` stream, and the rollouts' per-response records live and for a
+run that never finished. Codex reports no cost: the suite's price table prices it.
 """
 
 from __future__ import annotations
@@ -22,25 +19,12 @@ from typing import Any
 
 import pytest
 
+from ..files import write_atomic
+from ..spend.agent_reports import AgentSpend, CallFollower
+from ..spend.codex import Rollouts, read_codex_spend
 from ..suite import Suite
-from ..usage import Usage, add_usages
-from .agent import AgentOutcome
 from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
-from .cli_agent import (
-    AgentCall,
-    AgentSpend,
-    CallTally,
-    CliAgentArm,
-    FigureReader,
-    JsonLinesFollower,
-    LiveUsage,
-    call_usage,
-    json_lines,
-    table,
-    text,
-    under,
-    write_private,
-)
+from .cli_agent import AgentCall, CliAgentArm, under
 
 #: Codex's own sandbox for its commands: "workspace-write" lets them write the workspace (and TMPDIR);
 #: inside an outer sandbox that gives no writable /tmp, its bwrap cannot start: use "bypass" there.
@@ -53,28 +37,6 @@ OFFLINE_OVERRIDES = {"analytics.enabled": False, "features.plugins": False}
 def toml_value(value: Any) -> str:
     """A ``-c key=value`` value: Codex parses it as TOML (JSON's strings, numbers and booleans are TOML's)."""
     return json.dumps(value)
-
-
-def codex_call(usage: Any, where: str, reader: FigureReader | None = None) -> Usage:
-    """Codex's usage (``turn.completed``, a rollout record): input includes cache reads and writes."""
-    reader = reader or FigureReader(where)
-    cached = reader.count(usage, "cached_input_tokens")
-    written = reader.count(usage, "cache_write_input_tokens")
-    reasoning = reader.count(usage, "reasoning_output_tokens")
-    return call_usage(reader.rest(reader.count(usage, "input_tokens", None), cached, written),
-                      reader.rest(reader.count(usage, "output_tokens", None), reasoning), reasoning, cached, written)
-
-
-def rollout_model(entries: list[dict[str, Any]]) -> str | None:
-    """The model the thread ran on, as the rollout records it (its settings, or a turn's context)."""
-    for entry in entries:
-        payload = table(entry.get("payload"))
-        settings = table(payload.get("thread_settings"))
-        model = text(settings.get("model")) or (text(payload.get("model")) if entry.get("type") == "turn_context"
-                                                else None)
-        if model:
-            return model
-    return None
 
 
 PROVIDER_KEYS = ("base_url", "env_key", "wire_api", "name")
@@ -100,28 +62,6 @@ def provider_overrides(reader: SettingsReader) -> dict[str, Any]:
     if bad:
         raise ArmConfigError(f"{origin}: {bad} = {values[bad]!r} is not a string")
     return {"model_provider": "arena", **{f"model_providers.arena.{key}": values[key] for key in PROVIDER_KEYS}}
-
-
-class Rollouts(LiveUsage):
-    """The rollouts' ``token_usage_record`` lines, one per response id."""
-
-    def __init__(self, home: Path, model: str | None):
-        self.home = home
-        self.model = model
-        self.follower = JsonLinesFollower()
-        self.tally = CallTally()
-        self.problems: list[str] = []
-
-    def poll(self, final: bool = False) -> Mapping[str, Usage]:
-        for _, entry in self.follower.poll((self.home / "sessions").rglob("rollout-*.jsonl"), final=final):
-            payload = table(entry.get("payload"))
-            self.model = self.model or rollout_model([entry])
-            if entry.get("type") == "token_usage_record" and table(payload.get("usage")):
-                key = text(payload.get("response_id")) or f"record-{len(self.tally.calls)}"
-                reader = FigureReader(f"rollout {key}")
-                self.tally.add(key, self.model or "unknown", codex_call(payload["usage"], key, reader))
-                self.problems += reader.problems
-        return self.tally.by_model()
 
 
 class CodexArm(CliAgentArm):
@@ -150,42 +90,20 @@ class CodexArm(CliAgentArm):
         self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **provider_overrides(reader), **overrides}
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
-        write_private(home / "config.toml", self.config_text)
+        write_atomic(home / "config.toml", self.config_text)
         overrides = [arg for key, value in self.overrides.items() for arg in ("-c", f"{key}={toml_value(value)}")]
         argv = [self.executable, "exec", "--json", *SANDBOXES[self.sandbox],
                 *(["-m", self.model] if self.model else []), *overrides, *self.args, "-"]
         return AgentCall(argv, {"CODEX_HOME": str(home)}, request.run_dir / "events.jsonl", stdin=prompt)
 
-    def live_usage(self, request: CellRequest, home: Path, call: AgentCall) -> LiveUsage:
+    def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
         return Rollouts(home, self.model)
 
     def transcripts(self, request: CellRequest, home: Path) -> list[tuple[Path, str]]:
         return under(home / "sessions", "**/rollout-*.jsonl")
 
-    def read_spend(self, request: CellRequest, home: Path, call: AgentCall, outcome: AgentOutcome) -> AgentSpend:
-        events = json_lines(call.stdout)
-        rollout_entries = [entry for path, _ in self.transcripts(request, home) for entry in json_lines(path)]
-        served = rollout_model(rollout_entries) or self.model
-        rollouts = Rollouts(home, served)
-        per_call = rollouts.poll(final=True)
-        failed = [text(table(event.get("error")).get("message")) for event in events
-                  if event.get("type") == "turn.failed"]
-        errors = [text(event.get("message")) for event in events if event.get("type") == "error"]
-        error = next((message for message in [*failed, *reversed(errors)] if message), None)
-        turns = [table(event.get("usage")) for event in events if event.get("type") == "turn.completed"]
-        if not turns:
-            return AgentSpend(per_call, served if per_call else None, "transcript" if per_call else "none",
-                              rollouts.problems, error)
-        reader = FigureReader("turn.completed")
-        usage = add_usages([codex_call(turn, "turn.completed", reader) for turn in turns])
-        model = served or "unknown"
-        if model in per_call:  # steps and context size are the rollout's, per response
-            usage = Usage(**{**usage.to_json(), "steps": per_call[model].steps,
-                             "max_context_tokens": per_call[model].max_context_tokens})
-        else:
-            usage = Usage(**{**usage.to_json(), "steps": None, "max_context_tokens": None})
-        return AgentSpend({model: usage}, served, "report", [*reader.problems, *rollouts.problems], error,
-                          {"turns": len(turns)})
+    def read_spend(self, request: CellRequest, home: Path, call: AgentCall) -> AgentSpend:
+        return read_codex_spend(call.stdout, home, (path for path, _ in self.transcripts(request, home)), self.model)
 
 
 @pytest.hookimpl

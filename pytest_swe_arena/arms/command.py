@@ -7,42 +7,42 @@ shell-quoted). The agent runs with cwd = the workspace, stdout and stderr to
 files in the run dir, in its own process group, like every agent.
 
 Usage comes from ``usage``: ``"file"`` (default) reads the JSON object the
-agent may write at ``$ARENA_USAGE_FILE`` (fields of the ledger's usage, plus
-``model`` for the served model; a value that is not a plausible number is
-unknown, with ``details.accounting_error`` saying why); a parser name reads the agent's stdout
+agent may write at ``$ARENA_USAGE_FILE`` (``spend.usage_file``: fields of the
+ledger's usage, ``model`` for the served model, ``models`` for several; a value
+that is not a plausible number is unknown, with ``details.accounting_error``
+saying why); a parser name reads the agent's stdout
 (``"opencode"``: opencode's ``--format json`` stream, which also enables the
 live ``max_usd`` / ``max_tokens`` cap and the cell's opencode store).
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..suite import Suite
-from ..usage import COUNT_FIELDS, Usage, accounting_errors, add_usages, price_for, price_for_served
+from ..spend.budget import CapWatch
+from ..spend.opencode import StreamFollower
+from ..spend.prices import price_for
+from ..spend.usage import Accounting
+from ..spend.usage_file import account_usage_file
+from ..suite import ArmSpec, Suite
 from .agent import (
-    OPENCODE_QUIET_ENV,
-    CapWatch,
-    OpencodeHome,
     check_program,
     check_template,
     find_program,
     read_cap,
     read_env,
-    read_opencode_home,
     read_secrets,
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
+from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
 USAGE_SOURCES = ("file", "opencode")
@@ -64,15 +64,16 @@ class CommandArm:
         if isinstance(command, list) and (self.shell or not command or not all(isinstance(c, str) for c in command)):
             raise ArmConfigError(f"{spec.origin}: field 'command': with shell = true give one string; "
                                  "otherwise a non-empty list of strings")
-        self.command: str | list[str] = command
-        used = check_template([command] if isinstance(command, str) else command, PLACEHOLDERS, spec.origin,
-                              "command")
+        assert isinstance(command, (str, list))
+        self.command: str | list[str] = command if isinstance(command, str) else [str(part) for part in command]
+        used = check_template([self.command] if isinstance(self.command, str) else self.command, PLACEHOLDERS,
+                              spec.origin, "command")
         self.model: str | None = reader.string("model")
         if "model" in used and not self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
         if isinstance(command, list):
             found = check_program(command, suite, spec.origin, "command")
-            self.command = [found, *command[1:]] if found else command
+            self.command = [found, *self.command[1:]] if found else self.command
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
@@ -115,7 +116,7 @@ class CommandArm:
         if self.home is not None:
             self.home.install(request)
             env = {**OPENCODE_QUIET_ENV, **env}
-        watch = CapWatch(self.cap, stdout) if self.cap.is_set else None
+        watch = CapWatch(self.cap, StreamFollower(stdout)) if self.cap.is_set else None
         outcome = run_agent(
             self.argv(values), cwd=request.workspace.path, env=request.cell.env(env),
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,
@@ -126,102 +127,18 @@ class CommandArm:
         if self.secrets:
             provenance["secrets"] = self.secrets.describe()
         if streamed:
-            outcome, error, usage, models, served, details = settle_opencode_run(
-                request, stdout, outcome, watch, self.cap, self.prices, self.price, f"command {self.spec.name}")
+            outcome, spent = settle_opencode_run(request, stdout, outcome, watch, self.cap, self.prices, self.price,
+                                                 f"command {self.spec.name}")
         else:
-            error = outcome.error
-            usage, models, served, problem = self.account_file(usage_file)
-            details = accounting_errors({}, [problem] if problem else [])
-        details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
-        return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
-                         served_model=served, provenance=provenance, details=details)
+            spent = self.account_file(usage_file)
+        return ArmResult(status=outcome.status, error=outcome.error, usage=spent.usage, models=dict(spent.models),
+                         asked_model=self.model, served_model=spent.served_model, provenance=provenance,
+                         details={**spent.details, "returncode": outcome.returncode,
+                                  "agent_seconds": round(outcome.seconds, 3)})
 
-    def account_file(self, path: Path) -> tuple[Usage, dict[str, Usage], str | None, str | None]:
-        """(usage, per model, served model, problem) from the usage file; never raises once the agent has run.
-
-        Each model is priced by its own name, then by the asked model's.
-        """
-        try:
-            report = read_usage_report(path)
-            model = report.served or self.model
-            named = report.models or ({model: report.usage} if model else {})
-            models = {name: usage.priced(price_for_served(self.prices, name, self.model))
-                      for name, usage in named.items()}
-            usage = (add_usages(models.values()) if models and report.models
-                     else report.usage.priced(price_for_served(self.prices, report.served, self.model)))
-        except Exception as error:  # any failure: the agent ran, its spend is unknown, not lost
-            return Usage(), {}, None, f"accounting failed: {type(error).__name__}: {error}"
-        return usage, models, report.served, "; ".join(report.problems) or None
-
-
-#: Fields of the usage file that count as 0 when absent: an agent that has no cache or no reasoning
-#: tokens need not say so. A missing input_tokens or output_tokens is unknown.
-ZERO_WHEN_ABSENT = ("reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
-
-
-@dataclass(frozen=True)
-class UsageReport:
-    """What a usage file says: its usage, its ``models`` map (if any), the served model, and what was refused."""
-
-    usage: Usage
-    models: dict[str, Usage]
-    served: str | None
-    problems: list[str]
-
-
-def read_usage_report(path: Path) -> UsageReport:
-    """The usage file: the ledger's usage fields, ``model`` (the served model), and optionally ``models``.
-
-    ``models`` maps each model an agent used to the same fields, for agents that use several;
-    the cell's usage is then their sum, and ``model`` (else the only model) is the served one.
-    A field whose value is not plausible (see ``usage.count_problem``, ``usage.cost_problem``:
-    NaN, infinite, negative, absurd, not a number) is unknown, and a problem says why.
-    No file means unknown usage.
-    """
-    if not path.is_file():
-        return UsageReport(Usage(), {}, None, [])
-    try:
-        # Python's json reads NaN and Infinity: the checks below refuse them.
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        return UsageReport(Usage(), {}, None, [f"{path.name}: not JSON: {error}"])
-    if not isinstance(data, dict):
-        return UsageReport(Usage(), {}, None, [f"{path.name}: expected a JSON object"])
-    problems: list[str] = []
-    models: dict[str, Usage] = {}
-    table = data.get("models")
-    if table is not None and not isinstance(table, dict):
-        problems.append(f"{path.name}.models: expected an object of model names")
-    for name, figures in (table if isinstance(table, dict) else {}).items():
-        if not isinstance(figures, dict):
-            problems.append(f"{path.name}.models[{name}]: expected an object")
-            models[name] = Usage()
-            continue
-        models[name], refused = usage_of(figures, f"{path.name}.models[{name}]")
-        problems += refused
-    usage, refused = usage_of(data, path.name)
-    if models:
-        usage = add_usages(models.values())
-        given = {name for name in COUNT_FIELDS + ("cost_usd",) if data.get(name) is not None}
-        if given:
-            problems.append(f"{path.name}: {', '.join(sorted(given))} given beside 'models': the models' sum is used")
-    else:
-        problems += refused
-    model = data.get("model")
-    served = model if isinstance(model, str) and model else (next(iter(models)) if len(models) == 1 else None)
-    return UsageReport(usage, models, served, problems)
-
-
-def usage_of(figures: Mapping[str, Any], where: str) -> tuple[Usage, list[str]]:
-    values = {name: figures.get(name, 0 if name in ZERO_WHEN_ABSENT else None) for name in COUNT_FIELDS}
-    cost = figures.get("cost_usd")
-    return Usage(**values, cost_usd=cost, cost_source="reported" if cost is not None else "unknown").checked(where)
-
-
-def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
-    """(usage, served model, problem) from the agent's usage file (``read_usage_report`` in short)."""
-    report = read_usage_report(path)
-    return report.usage, report.served, "; ".join(report.problems) or None
+    def account_file(self, path: Path) -> Accounting:
+        """What the usage file says the run spent; never raises once the agent has run."""
+        return account_usage_file(path, self.prices, self.model)
 
 
 @pytest.hookimpl
