@@ -3,7 +3,8 @@
 Each kind's documented example (the first TOML block of docs/arms/<kind>.md,
 run as written; only Codex's provider URL is swapped for the endpoint's) runs
 the real CLI against the scripted endpoint of the API it speaks on 127.0.0.1,
-on the calc project: the cells resolve; the ledger's tokens equal what the
+on two of the bundled instances (instances/suite.jsonl), where the model has the
+agent apply the instance's gold patch with its shell tool: the cells resolve; the ledger's tokens equal what the
 endpoint served, its cost what the agent reported (or the documented price,
 for agents that report none); two cells at once under ``-n 2`` keep to their
 own config dirs, whatever the user's own variable says; a live cap stops the
@@ -13,6 +14,7 @@ and the transcript.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -27,11 +29,14 @@ from typing import Any
 
 import pytest
 from agent_clis import API_KEY, CLAUDE, CODEX, GEMINI, MINI, MINI_SUBMIT, usage
-from agents import DOTENVX, REPO_ROOT, toml_value
+from agents import DOTENVX, REPO_ROOT, arm_table, toml_value
 from scripted_apis import Tokens
 from scripted_model import ScriptedModel
 from test_sweep_safety import marked_processes, start_sweep, wait_for
 
+INSTANCES = REPO_ROOT / "instances"
+#: Two bundled instances, each with a text of its problem statement that routes its conversation.
+BUNDLED = {"arena__dateranges-41": "split_by_month()", "arena__slugkit-112": "max_length=N"}
 FIXED = "def add(a, b):\\n    return a + b\\n\\n\\ndef mul(a, b):\\n    return a * b\\n"
 #: A shell command that fixes calc's mul (the same for every agent's shell tool).
 FIX = f"python3 -c 'open(\"calc/ops.py\", \"w\").write(\"{FIXED}\")'"
@@ -89,6 +94,15 @@ KINDS = {
 }
 
 
+def gold_fix(instance_id: str) -> str:
+    """A shell command that applies a bundled instance's gold patch (what a model that solved it would do)."""
+    rows = [json.loads(line) for line in (INSTANCES / "suite.jsonl").read_text().splitlines()]
+    (row,) = [row for row in rows if row["instance_id"] == instance_id]
+    patch = base64.b64encode(row["patch"].encode()).decode()
+    return (f"python3 -c 'import base64, subprocess; subprocess.run([\"git\", \"apply\"], "
+            f"input=base64.b64decode(\"{patch}\"), check=True)'")
+
+
 def kind_params() -> list[Any]:
     missing = "not installed (npm install; pip install -e .[test])"
     return [pytest.param(kind, id=name, marks=pytest.mark.skipif(kind.cli is None or DOTENVX is None,
@@ -115,9 +129,13 @@ def documented_example(kind: Kind) -> tuple[str, str, str]:
     return toml, arm.group(1), env_file.group(1)
 
 
-def set_up(suite: Any, kind: Kind, model: ScriptedModel, extra: dict[str, Any] | None = None) -> str:
-    """The documented example as the suite's arm (with ``extra`` settings), its secrets pointing at ``model``."""
+def set_up(suite: Any, kind: Kind, model: ScriptedModel, extra: dict[str, Any] | None = None,
+           price: str = "") -> str:
+    """The documented example as the suite's arm (with ``extra`` settings and a ``price`` table added when the
+    example has none), its secrets pointing at ``model``."""
     toml, arm, env_file = documented_example(kind)
+    if price and "[tool.swe_arena.prices." not in toml:
+        toml += price
     toml = toml.replace("https://api.openai.com/v1", model.base_url)
     if extra:
         header = f"[tool.swe_arena.arms.{arm}]\n"
@@ -138,6 +156,10 @@ def turn(base: dict[str, Any], prompt: int, completion: int, *, kind: Kind, cach
 def served(model: ScriptedModel, marker: str | None = None) -> Tokens:
     return sum((Tokens(**s["tokens"]) for s in model.served
                 if marker is None or (s["queue"] or "").startswith(f"marker:{marker}#")), Tokens())
+
+
+def row_total(row: dict[str, Any]) -> int:
+    return sum(row["usage"][name] for name in TOKEN_FIELDS)
 
 
 def tokens_of(row: dict[str, Any]) -> Tokens:
@@ -174,22 +196,22 @@ def cell_files(run_dir: Path) -> str:
 
 
 @pytest.mark.parametrize("kind", kind_params())
-def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite, calc, kind, tmp_path, monkeypatch):
+def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite, kind, tmp_path, monkeypatch,
+                                                                          record_property):
     # The user's own config dir variable points at one shared dir: no cell may write there.
     shared = tmp_path / "users-own-config-dir"
     shared.mkdir()
     monkeypatch.setenv(kind.config_variable, str(shared))
-    markers = ["CELL-ONE", "CELL-TWO"]
+    markers = list(BUNDLED.values())
     script = {"turns": [], "by_marker": {marker: [
-        turn(kind.shell(FIX), 1000, 50, kind=kind, cached=600, cache_write=100, reasoning=20),
+        turn(kind.shell(gold_fix(instance)), 1000, 50, kind=kind, cached=600, cache_write=100, reasoning=20),
         turn(kind.finish, 1200, 30, kind=kind, cached=900, reasoning=5),
-    ] for marker in markers}}
-    rows = [calc.row(f"demo__calc-{n}", problem_statement=f"calc.mul(3, 4) returns 7, expected 12. [{marker}]")
-            for n, marker in enumerate(markers, 1)]
-    suite.instances(rows)
+    ] for instance, marker in BUNDLED.items()}}
+    rows = [{"instance_id": instance} for instance in BUNDLED]
     with ScriptedModel(script, api_key=API_KEY) as model:
         arm = set_up(suite, kind, model)
-        result = suite.run(f"--arena-arms={arm}", "-n", "2")
+        result = suite.run(f"--arena-instances={INSTANCES}", f"--arena-arms={arm}", "-n", "2",
+                           "-k", " or ".join(BUNDLED))
     out = suite.path / "arena-out"
     ledger = {row["instance_id"]: row for row in suite.ledger()}
     assert [ledger[r["instance_id"]]["status"] for r in rows] == ["resolved", "resolved"], result.stdout.str()[-3000:]
@@ -200,6 +222,13 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
     for instance, marker in zip(rows, markers, strict=True):
         row = ledger[instance["instance_id"]]
         run_dir = out / row["run_dir"]
+        # The figures of the issue's closing table (pytest --junitxml shows them): asserted below.
+        record_property(f"{marker} agent_version", row["provenance"]["agent_version"])
+        endpoint = sum(served(model, marker).to_json().values())
+        record_property(f"{marker} tokens ledger/endpoint", f"{row_total(row)}/{endpoint}")
+        record_property(f"{marker} cost ledger/agent", f"{row['usage']['cost_usd']}/"
+                        f"{reported_cost(kind, run_dir) if kind.reports_cost else 'none (priced)'}")
+        record_property(f"{marker} seconds arm/cell", f"{row['phases']['arm']:.1f}/{sum(row['phases'].values()):.1f}")
         assert tokens_of(row) == served(model, marker)  # exactly what the endpoint served this cell
         assert row["usage"]["steps"] == 2
         if kind.reports_cost:
@@ -218,20 +247,39 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
         assert marker in record and other not in record, sorted(p.name for p in run_dir.rglob("*"))
 
 
+#: Prices for the kinds whose documented example has none (the live dollar cap needs one); Claude's dated
+#: model id is priced by its undated key.
+EXTRA_PRICES = {"claude-code": "anthropic/claude-sonnet-4-5", "mini-swe-agent": "openai/gpt-4o"}
+#: How each stop is asked for, and what the row then says.
+STOPS = {"max_tokens": ({"max_tokens": 3000, "timeout": 500}, "over_budget", "over max_tokens 3,000"),
+         "max_usd": ({"max_usd": 0.001, "timeout": 500}, "over_budget", "over max_usd $0.001"),
+         "timeout": ({"timeout": 120}, "timeout", "did not finish within 120 s")}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
 @pytest.mark.parametrize("kind", kind_params())
-def test_a_live_token_cap_stops_the_agent(suite, calc, kind):
-    # The second call never answers: only the live cap, watching the first one's usage, can end the cell.
-    script = [turn(kind.shell("true"), 5000, 50, kind=kind, cached=1000), {"mode": "hang"}]
+def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, calc, kind, stop, record_property):
+    # No call after the first is ever answered (Gemini CLI gives up on one after a minute and retries):
+    # only the live cap, watching the first call's usage, or the arm's timeout can end the cell; either
+    # way the first call's spend and the transcript are in the row.
+    settings, status, error = STOPS[stop]
+    script = [turn(kind.shell("true"), 5000, 50, kind=kind, cached=1000), *[{"mode": "hang"}] * 20]
     suite.instances([calc.row()])
+    price = (f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n'
+             "input = 1.0\noutput = 1.0\ncache_read = 1.0\ncache_write = 1.0\n" if kind.name in EXTRA_PRICES else "")
     with ScriptedModel(script, api_key=API_KEY) as model:
-        arm = set_up(suite, kind, model, {"max_tokens": 3000, "timeout": 500})
+        arm = set_up(suite, kind, model, settings, price)
         result = suite.run(f"--arena-arms={arm}")
     (row,) = suite.ledger()
-    assert row["status"] == "over_budget", result.stdout.str()[-3000:]
-    assert "over max_tokens 3,000" in row["error"]
+    record_property("status, error", f"{row['status']}: {row['error']}")
+    record_property("tokens ledger/endpoint", f"{row_total(row)}/{sum(served(model).to_json().values())}")
+    assert row["status"] == status, result.stdout.str()[-3000:]
+    assert error in row["error"]
     assert tokens_of(row) == served(model)
-    # The second call hangs, so the agent never exits by itself: only the live watch ended it (else: timeout).
-    assert len(model.model_requests()) <= 2
+    assert row["usage"]["cost_usd"] is not None and row["usage"]["cost_usd"] > 0
+    # Only the first call was answered, so the agent never exits by itself: the watch or the timeout ended it.
+    assert len(model.served) == 1
+    assert "calc.mul(3, 4)" in cell_files(suite.path / "arena-out" / row["run_dir"])
 
 
 @pytest.mark.parametrize("xdist", [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")])
@@ -311,3 +359,22 @@ def test_the_command_pages_claude_example_resolves(suite, calc):
     (row,) = suite.ledger()
     assert row["status"] == "resolved", result.stdout.str()[-3000:]
     assert row["usage"]["input_tokens"] is None  # nothing wrote a usage file: unknown, not 0
+
+
+@pytest.mark.skipif(MINI is None, reason="mini-swe-agent not installed (pip install -e .[test])")
+def test_a_login_file_is_the_agents_auth_in_each_cell(suite, calc):
+    """``auth``: the user's login file (mini's ``.env``) copied into the cell's config dir: no secrets needed."""
+    kind = KINDS["mini-swe-agent"]
+    script = [turn(kind.shell(FIX), 1000, 50, kind=kind), turn(kind.finish, 1200, 30, kind=kind)]
+    suite.instances([calc.row()])
+    login = suite.path / "mini-login.env"
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        login.write_text("".join(f"{name}={value}\n" for name, value in kind.env_file(model).items()))
+        suite.arms_toml = arm_table("MINI", "mini-swe-agent", model="openai/gpt-4o", auth="mini-login.env")
+        result = suite.run("--arena-arms=MINI")
+    (row,) = suite.ledger()
+    assert row["status"] == "resolved", result.stdout.str()[-3000:]
+    assert model.model_requests() and all(request["authorization"] for request in model.model_requests())
+    assert row["provenance"]["auth"] == str(login) and "secrets" not in row["provenance"]
+    assert API_KEY not in json.dumps(row)
+    assert tokens_of(row) == served(model)
