@@ -145,6 +145,8 @@ class ArmStatus(StrEnum):
     ARM_ERROR = "arm_error"
     TIMEOUT = "timeout"
     OVER_BUDGET = "over_budget"
+    #: Ctrl-C or SIGTERM stopped the agent; its spend is read all the same, then the sweep stops.
+    INTERRUPTED = "interrupted"
 
     @property
     def cell_status(self) -> CellStatus | None:

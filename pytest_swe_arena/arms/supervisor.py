@@ -231,7 +231,8 @@ class SupervisorArm:
         run = read_supervisor_run(workspace)
         status, error = ArmStatus.COMPLETED, None
         if outcome.status != ArmStatus.COMPLETED:
-            status, error = ArmStatus.ARM_ERROR, f"{outcome.error} (supervisor state {run.status or 'missing'})"
+            status = ArmStatus.INTERRUPTED if outcome.status == ArmStatus.INTERRUPTED else ArmStatus.ARM_ERROR
+            error = f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
             status, error = ArmStatus.ARM_ERROR, f"supervisor state {run.status or 'missing'}; expected completed"
         spent = self.account(request, run)

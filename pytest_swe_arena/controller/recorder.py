@@ -34,7 +34,7 @@ from .lock import SweepLock
 from .provenance import sweep_record
 from .records import SweepRecords
 from .resume import reusable_rows, verdicts
-from .workers import pin_worker_rootdir
+from .workers import late_reports, pin_worker_rootdir
 
 
 class ControllerPlugin:
@@ -123,6 +123,8 @@ class ControllerPlugin:
         """The bookkeeping at the end of a sweep: unfinished cells, leftover processes, output files, the lock."""
         try:
             if exitstatus == pytest.ExitCode.INTERRUPTED or self.interrupted:
+                for report in late_reports(session):
+                    self.pytest_runtest_logreport(report)
                 self.records.record_unfinished()
             if self.state.sweep_token:
                 interrupts = self.state.interrupts

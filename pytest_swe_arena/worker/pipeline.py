@@ -20,6 +20,7 @@ from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_st
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.meter.accounts import MeterError
 from ..spend.meter.cells import metered_spend
+from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
@@ -85,7 +86,9 @@ def run_cell(
         return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
                       f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
-    mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
+    # Compared as the price table compares them: mini's served "gpt-4o" is the asked "openai/gpt-4o".
+    mismatch = bool(result.asked_model and result.served_model
+                    and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
     details = accounting_errors(result.details, problems)

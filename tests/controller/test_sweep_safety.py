@@ -8,13 +8,11 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from helpers.arena import XDIST
+from helpers.arena import XDIST, marked_processes, start_sweep
 
 # Test arms. They are real arm kinds (registered through the hook) that do real work in the
 # workspace and real processes; only what a model would have spent is stated by the arm.
@@ -123,32 +121,6 @@ def arena(suite, calc, monkeypatch):
     yield suite
     for pid in marked_processes(marker):
         os.kill(pid, signal.SIGKILL)
-
-
-def marked_processes(marker: str) -> list[int]:
-    needle = f"ARENA_TEST_MARK={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as env:
-                if needle not in env.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry))
-        except OSError:
-            pass
-    return found
-
-
-def start_sweep(suite, *args: str) -> subprocess.Popen[str]:
-    """A sweep in another process (stdout and stderr to files), like a user's terminal."""
-    suite.write_config()
-    out = open(suite.path / f"sweep-{time.monotonic_ns()}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=suite.path,
-                            stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
