@@ -268,9 +268,11 @@ def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
     lock.acquire()
     try:
         with pytest.warns(RuntimeWarning, match="cannot refresh .*arena.lock.*; retrying every 0.05 s"):
-            shutil.rmtree(out)  # every write now fails (FileNotFoundError)
+            shutil.rmtree(out)
+            out.write_text("")  # the out dir is a file now: every write fails (NotADirectoryError)
             wait_for(lambda: lock.failures >= 2, 60, "failed heartbeats")
         assert lock._thread is not None and lock._thread.is_alive()
+        out.unlink()
         out.mkdir()
         wait_for((out / "arena.lock").exists, 60, "the heartbeat to write the lock again")
     finally:
