@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import DOTENVX
+from agents import ASKED, DOTENVX, OPENCODE, opencode_config
 from gitrepos import Project, commit
+from scripted_model import ScriptedModel
 
 from pytest_swe_arena import proc
+from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV, OpencodeHome, agent_version
+from pytest_swe_arena.arms.base import CellRequest
 from pytest_swe_arena.cell import CellEnvironment, create_cell_environment
 from pytest_swe_arena.instances import build_instance
 from pytest_swe_arena.sandbox import (
@@ -32,7 +35,7 @@ from pytest_swe_arena.sandbox import (
     program_mounts,
     resolve_sandbox,
 )
-from pytest_swe_arena.workspace import RepoStore, Workspace, materialize
+from pytest_swe_arena.workspace import RepoStore, Workspace, extract_patch, materialize
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 ESCAPE = HOSTILE / "escape.py"
@@ -236,6 +239,36 @@ def test_dotenvx_outside_starts_the_sandbox_so_env_files_and_keys_stay_out(layou
     assert "ARENA_MODEL_KEY=sk-model" in seen  # its own environment: the value it needs
     assert "key-of-the-harness" not in seen
     assert "run --quiet --strict -f model.env" not in seen and str(layout.secrets) not in seen  # dotenvx is outside
+
+
+@needs_bwrap
+@pytest.mark.skipif(OPENCODE is None, reason="opencode is not installed (npm install)")
+def test_real_opencode_fixes_the_bug_inside_the_sandbox(layout, calc):
+    """The agent program read-only from node_modules, its home in the cell, the model on loopback."""
+    assert OPENCODE is not None
+    packages = layout.root / "opencode-packages"  # shared by the cells: read-only inside
+    packages.mkdir()
+    edit = {"filePath": "calc/ops.py", "oldString": "def mul(a, b):\n    return a + b",
+            "newString": "def mul(a, b):\n    return a * b"}
+    turns = [{"tool_calls": [{"name": "edit", "arguments": edit}], "usage": {"prompt_tokens": 90,
+                                                                              "completion_tokens": 9}},
+             {"content": "Fixed mul.", "usage": {"prompt_tokens": 99, "completion_tokens": 3}}]
+    instance = build_instance(layout.instance_file, 1, calc.row(), None)
+    prompt = layout.cell.run_dir / "prompt.txt"
+    prompt.write_text(instance.problem_statement)
+    with ScriptedModel(turns) as model:
+        home = OpencodeHome(json.dumps(opencode_config(model.base_url)), "test", None, packages,
+                            agent_version(OPENCODE))
+        home.install(CellRequest(instance=instance, workspace=layout.workspace, cell=layout.cell, trial=1))
+        sandbox = Sandbox(cell_policy(layout.cell, read_only=(layout.objects, packages), programs=[OPENCODE]))
+        argv = sandbox.wrap([OPENCODE, "run", "-m", ASKED, "--format", "json"], layout.workspace.path)
+        result = proc.run(argv, cwd=layout.workspace.path, stdin=prompt, timeout=300,
+                          env=layout.cell.env({**OPENCODE_QUIET_ENV, "PWD": str(layout.workspace.path)}),
+                          stdout=layout.cell.run_dir / "events.jsonl", stderr=layout.cell.run_dir / "stderr.log")
+        served = len(model.requests)
+    assert result.returncode == 0, (layout.cell.run_dir / "stderr.log").read_text()[-2000:]
+    assert served >= 2
+    assert b"+    return a * b" in extract_patch(layout.workspace)
 
 
 def test_the_deepest_path_decides_and_a_path_given_both_ways_is_read_only(tmp_path):
