@@ -207,9 +207,13 @@ def cell_policy(cell: CellEnvironment, *, read_write: Sequence[Path] = (), read_
 
 def is_system_path(path: Path) -> bool:
     """Whether ``path`` (resolved) lies in a directory every sandbox sees anyway."""
-    resolved = Path(os.path.realpath(path))
-    return any(resolved == Path(root) or Path(root) in resolved.parents
-               for root in (os.path.realpath(name) for name in SYSTEM_PATHS))
+    resolved = os.path.realpath(path)
+    return any(resolved == root or resolved.startswith(root + os.sep) for root in _system_roots())
+
+
+@functools.cache
+def _system_roots() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(os.path.realpath(name) for name in SYSTEM_PATHS if os.path.isdir(name)))
 
 
 def program_mounts(program: str | Path, search_path: str | None = None) -> tuple[Path, ...]:
@@ -284,11 +288,13 @@ def _shebang_interpreter(path: Path) -> Path | None:
     return Path(words[0])
 
 
+@functools.cache
 def harness_python_mounts() -> tuple[Path, ...]:
     """What the harness's own interpreter needs read-only: its venv and base, and this package.
 
     A cell's PATH starts with the harness's interpreter directory (``cell.py``), and a grading
     run without an instance environment runs the harness's pytest, which loads this plugin.
+    Worked out once per process (``harness_python_mounts.cache_clear()`` forgets it).
     """
     mounts = list(program_mounts(sys.executable))
     package = Path(__file__).resolve().parent
