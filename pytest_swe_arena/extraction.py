@@ -148,6 +148,20 @@ class HarnessGit:
         self.work_tree.mkdir(parents=True, exist_ok=True)
         self.output("read-tree", "--reset", "-u", base_commit)
 
+    def commit_work_tree(self, parent: str, message: str) -> str:
+        """Commit every file of the work tree on top of ``parent`` in this git dir; ``parent`` if nothing changed.
+
+        For an environment's setup steps, which change the tree before the arm runs (generated files, a
+        version file): the commit is the base the patch is taken against, and it lives in the harness's
+        object store, not in the workspace's (which the agent could rewrite).
+        """
+        self.output("read-tree", parent)
+        self.output("add", "--all")
+        tree = self.output("write-tree").decode().strip()
+        if tree == self.output("rev-parse", f"{parent}^{{tree}}").decode().strip():
+            return parent
+        return self.output("commit-tree", tree, "-p", parent, "-m", message).decode().strip()
+
     def seed_index(self, base_commit: str) -> None:
         """Base into the index, with the stat data of the files already in the work tree (checked out as base).
 

@@ -105,7 +105,8 @@ def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: by
     harness.output("symbolic-ref", "HEAD", f"refs/heads/{WORK_BRANCH}")
     if setup is not None:
         setup(dest)
-        base_commit = _commit_setup(harness, base_commit)
+        base_commit = harness.commit_work_tree(base_commit, "arena: environment setup")
+        harness.output("update-ref", f"refs/heads/{WORK_BRANCH}", base_commit)
     applied = harness.run("apply", "--binary", "--whitespace=nowarn", "-", input=patch) if patch.strip() else None
     if applied is not None and applied.returncode != 0:
         said = (applied.stdout + applied.stderr).decode(errors="replace").strip()
@@ -121,15 +122,6 @@ def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: by
             said = (applied.stdout + applied.stderr).decode(errors="replace").strip()
             raise TestPatchRejected(f"test_patch of {instance.instance_id} does not apply on base: {said[:500]}")
     return GradingTree(dest, base_commit, tuple(flags))
-
-
-def _commit_setup(harness: HarnessGit, base_commit: str) -> str:
-    """Commit what the environment's steps changed in the tree; the new base (``base_commit`` if nothing)."""
-    if not harness.output("status", "--porcelain", "--untracked-files=all").strip():
-        return base_commit
-    harness.output("add", "--all")
-    harness.output("commit", "--quiet", "--no-verify", "-m", "arena: environment setup")
-    return harness.output("rev-parse", "HEAD").decode().strip()
 
 
 def run_config_reason(path: str, base_text: str | None, tree_text: str | None, base_has_top: bool) -> str | None:

@@ -87,6 +87,14 @@ def test_a_nested_repository_becomes_its_files_and_is_named(cell):
     assert b".git/" not in extraction.patch
 
 
+def test_the_supervisors_worker_clones_under_loops_are_neither_files_nor_nested_repositories(cell):
+    """The supervisor's workers work in git clones of the workspace under .loops/: excluded, not taken in."""
+    clone = cell.workspace.path / ".loops" / "sandboxes" / "w1"
+    subprocess.run(["git", "clone", "-q", str(cell.workspace.path), str(clone)], check=True)
+    (clone / "calc" / "ops.py").write_text("# the worker's change, merged back by the driver or not at all\n")
+    assert cell.extract() == Extraction(b"", ())
+
+
 def test_the_agents_git_dir_never_enters_the_patch(cell):
     (cell.workspace.path / ".git" / "notes.txt").write_text("kept in the agent's .git\n")
     (cell.workspace.path / "calc" / "ops.py").write_text("# the agent's change\n")

@@ -16,7 +16,7 @@ from gitrepos import CALC_FIX, Project, diff_of
 from pytest_swe_arena import proc
 from pytest_swe_arena.cell import CellEnvironment, create_cell_environment
 from pytest_swe_arena.environments import EnvironmentStore, EnvSpec
-from pytest_swe_arena.extraction import extract
+from pytest_swe_arena.extraction import HarnessGit, extract
 from pytest_swe_arena.grading_tree import (
     GradingTree,
     PatchRejected,
@@ -31,7 +31,7 @@ from pytest_swe_arena.grading_tree import (
 from pytest_swe_arena.instances import Instance, build_instance
 from pytest_swe_arena.sandbox import Sandbox, cell_policy, probe_bwrap
 from pytest_swe_arena.verify import run_verify
-from pytest_swe_arena.workspace import RepoStore, Workspace, materialize
+from pytest_swe_arena.workspace import RepoStore, Workspace, files_touched, materialize
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
@@ -103,6 +103,31 @@ def test_the_gold_patch_resolves_on_a_fresh_tree_and_an_empty_patch_does_not(gra
         assert tree.integrity == ()
         assert verdict.tests is not None and verdict.tests["FAIL_TO_PASS"]["tests/test_ops.py::test_mul"] == (
             "passed" if passed else "failed")
+
+
+@needs_bwrap
+def test_what_the_environment_setup_generates_is_base_for_the_patch_on_both_sides(grading, calc):
+    """A setup step writes a file before the arm; the agent edits it; the grading tree replays the setup."""
+    def setup(tree: Path) -> None:
+        (tree / "calc" / "_version.py").write_text("version = '1.0'\n")
+
+    setup(grading.workspace.path)
+    harness = HarnessGit.create(grading.root / "harness" / "extract.git", grading.workspace.path, grading.objects)
+    setup_base = harness.commit_work_tree(calc.base, "arena: environment setup")
+    assert setup_base != calc.base
+    assert harness.commit_work_tree(setup_base, "again") == setup_base  # nothing changed since
+    harness.seed_index(setup_base)
+    (grading.workspace.path / "calc" / "_version.py").write_text("version = '1.1'\n")
+    (grading.workspace.path / "calc" / "ops.py").write_text(CALC_FIX["calc/ops.py"] or "")
+    patch = extract(grading.workspace.path, setup_base, grading.objects, harness.git_dir).patch
+    assert sorted(files_touched(patch)) == ["calc/_version.py", "calc/ops.py"]
+
+    tree = grading.tree(patch, setup=setup)
+    cell = grading.grading_cell()
+    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+    assert verdict.passed, (cell.run_dir / "verify.log").read_text()
+    assert (tree.path / "calc" / "_version.py").read_text() == "version = '1.1'\n"
+    assert tree.base_commit != calc.base
 
 
 def test_a_patch_that_does_not_apply_is_the_arms_and_a_broken_test_patch_the_harness(grading, calc, tmp_path):
