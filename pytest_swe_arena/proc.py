@@ -43,6 +43,7 @@ def run(
     grace: float = 5.0,
     should_stop: Callable[[], str | None] | None = None,
     stdin: Path | None = None,
+    sandboxed: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` to completion, or stop its whole tree on timeout or request.
 
@@ -54,6 +55,10 @@ def run(
 
     A ``KeyboardInterrupt`` (or any other exception) while waiting stops the tree
     the same way before it propagates, so Ctrl-C never leaves an agent running.
+
+    :param sandboxed: ``argv`` starts a bwrap sandbox. bwrap dies at once on SIGTERM and takes every
+        process inside with it, so SIGTERM goes to the processes inside (they carry the token) and
+        bwrap itself is only killed after ``grace``: the agent gets its grace to flush and exit.
     """
     token = uuid.uuid4().hex
     child_env = dict(env)
@@ -84,15 +89,15 @@ def run(
                 break
             if timeout is not None and time.monotonic() - started > timeout:
                 timed_out = killed = True
-                terminate_tree(process, token, grace)
+                terminate_tree(process, token, grace, sandboxed)
                 break
             reason = should_stop() if should_stop else None
             if reason:
                 stopped, killed = reason, True
-                terminate_tree(process, token, grace)
+                terminate_tree(process, token, grace, sandboxed)
                 break
     except BaseException:
-        terminate_tree(process, token, grace)
+        terminate_tree(process, token, grace, sandboxed)
         raise
     finally:
         # Whatever the leader did, nothing it started may outlive it.
@@ -101,11 +106,16 @@ def run(
     return ProcessResult(returncode, timed_out, stopped, time.monotonic() - started)
 
 
-def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float) -> None:
-    """SIGTERM the group and the token holders, wait ``grace``, then SIGKILL what is left."""
-    _signal_group(process.pid, signal.SIGTERM)
+def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float, sandboxed: bool = False) -> None:
+    """SIGTERM the group and the token holders, wait ``grace``, then SIGKILL what is left.
+
+    With ``sandboxed``, the leader (bwrap) is spared the SIGTERM: it exits when what runs inside does.
+    """
+    if not sandboxed:
+        _signal_group(process.pid, signal.SIGTERM)
     for pid in token_holders(token):
-        _signal_pid(pid, signal.SIGTERM)
+        if not (sandboxed and pid == process.pid):
+            _signal_pid(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if process.poll() is not None and not _group_alive(process.pid) and not token_holders(token):

@@ -216,6 +216,22 @@ def test_a_daemon_that_escapes_group_and_token_dies_with_the_sandbox(layout):
 
 
 @needs_bwrap
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_a_stopped_agent_in_the_sandbox_gets_its_grace(layout, sandboxed):
+    """bwrap dies at once on SIGTERM and takes the agent with it: proc.run must signal the agent, not bwrap."""
+    ready, flushed = layout.cell.root / "ready", layout.cell.root / "flushed"
+    script = HOSTILE / "graceful.py"
+    sandbox = Sandbox(cell_policy(layout.cell, programs=[sys.executable, script]))
+    argv = sandbox.wrap([sys.executable, str(script), str(ready), str(flushed)], layout.workspace.path)
+    result = proc.run(argv, cwd=layout.workspace.path, env=layout.cell.env(), stdout=layout.cell.run_dir / "g.log",
+                      timeout=300, grace=60, should_stop=lambda: "over_budget" if ready.exists() else None,
+                      sandboxed=sandboxed)
+    assert result.stopped == "over_budget"
+    # Told it runs a sandbox, proc.run lets the agent flush; not told, bwrap's death kills it mid-work.
+    assert flushed.exists() is sandboxed
+
+
+@needs_bwrap
 def test_the_network_is_shared_so_a_model_on_loopback_answers(layout):
     with greeting_server() as port:
         results = layout.run([{"name": "model", "op": "connect", "arg": ["127.0.0.1", port]}], layout.sandbox())
