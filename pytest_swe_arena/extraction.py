@@ -132,8 +132,11 @@ class HarnessGit:
     def run(self, *args: str, input: bytes | None = None, bare: bool = False) -> subprocess.CompletedProcess[bytes]:
         """Run git on this git dir and work tree; the completed process, whatever its exit status."""
         where = [] if bare else [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
-        return subprocess.run(["git", *where, *args], cwd=self.work_tree if not bare else self.git_dir.parent,
-                              env=harness_git_env(), input=input, capture_output=True, check=False)
+        try:
+            return subprocess.run(["git", *where, *args], cwd=self.work_tree if not bare else self.git_dir.parent,
+                                  env=harness_git_env(), input=input, capture_output=True, check=False)
+        except OSError as error:  # the work tree is gone (an arm can delete its workspace)
+            raise ExtractionError(f"git {' '.join(args[:2])} cannot run in {self.work_tree}: {error}") from None
 
     def output(self, *args: str, input: bytes | None = None, bare: bool = False) -> bytes:
         """Run git; its output as bytes; ``ExtractionError`` naming the command and git's words if it fails."""
@@ -188,6 +191,10 @@ def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path) -> 
     the arm ran (``HarnessGit.seed_index``) only files whose stat changed are read again.
     Raise ``ExtractionError`` when the files cannot be read (the arm's doing, once it has run).
     """
+    if workspace.is_symlink() or not workspace.is_dir():
+        # An arm can swap its workspace for a link to any folder the harness can read (~/.ssh...):
+        # whatever it points to would be read into the patch and the out dir.
+        raise ExtractionError(f"the workspace {workspace} is no longer a directory (a symlink, or gone)")
     harness = HarnessGit(git_dir, workspace) if git_dir.exists() else HarnessGit.create(git_dir, workspace, objects)
     if not (git_dir / "index").exists():
         harness.output("read-tree", base_commit)

@@ -105,7 +105,7 @@ class Sandbox:
     policy: SandboxPolicy
     bwrap: str = "bwrap"
     #: The options every sandbox gets; see the module docstring.
-    namespaces: tuple[str, ...] = field(default=("--unshare-all", "--die-with-parent", "--new-session",
+    isolation: tuple[str, ...] = field(default=("--unshare-all", "--die-with-parent", "--new-session",
                                                   "--cap-drop", "ALL"))
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
@@ -115,7 +115,7 @@ class Sandbox:
         Raise ``SandboxError`` when a path of the policy, or ``cwd``, does not exist.
         """
         policy = self.policy
-        command = [self.bwrap, *self.namespaces]
+        command = [self.bwrap, *self.isolation]
         if policy.share_network:
             command.append("--share-net")
         for name in policy.system:

@@ -161,6 +161,19 @@ def test_a_file_the_harness_cannot_read_is_an_extraction_error_naming_it(cell):
         cell.extract()
 
 
+@pytest.mark.parametrize("swap", ["symlink", "delete"])
+def test_a_workspace_swapped_for_a_link_or_deleted_is_an_extraction_error(cell, tmp_path, swap):
+    """Inside the sandbox an agent can rename its workspace and leave a link to a private folder in its place."""
+    private = tmp_path / "user-home" / ".ssh"
+    private.mkdir(parents=True)
+    (private / "id_rsa").write_text("-----BEGIN PRIVATE KEY-----\n")
+    cell.workspace.path.rename(cell.workspace.path.with_name("moved"))
+    if swap == "symlink":
+        cell.workspace.path.symlink_to(private, target_is_directory=True)
+    with pytest.raises(ExtractionError, match="is no longer a directory"):
+        cell.extract()
+
+
 def test_an_existing_harness_git_dir_is_not_made_again(cell):
     HarnessGit.create(cell.harness_git, cell.workspace.path, cell.objects)
     with pytest.raises(ExtractionError, match="exists already"):
