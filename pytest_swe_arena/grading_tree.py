@@ -238,8 +238,7 @@ def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: Cel
     argv = shell_argv(command)
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"$ ({what}) {command}\n")
-    result = proc.run(sandbox.wrap(argv, tree) if sandbox else argv, cwd=tree, env=env, stdout=log, timeout=timeout,
-                      sandboxed=sandbox is not None)
+    result = proc.run(sandbox.wrap(argv, tree) if sandbox else argv, cwd=tree, env=env, stdout=log, timeout=timeout)
     if result.returncode != 0:
         why = "timed out" if result.timed_out else f"exited {result.returncode}"
         raise EnvBuildError(f"grading environment: {what} step `{command}` {why} (see {log.name})")

@@ -43,7 +43,6 @@ def run(
     grace: float = 5.0,
     should_stop: Callable[[], str | None] | None = None,
     stdin: Path | None = None,
-    sandboxed: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` to completion, or stop its whole tree on timeout or request.
 
@@ -55,10 +54,6 @@ def run(
 
     A ``KeyboardInterrupt`` (or any other exception) while waiting stops the tree
     the same way before it propagates, so Ctrl-C never leaves an agent running.
-
-    :param sandboxed: ``argv`` starts a bwrap sandbox. bwrap dies at once on SIGTERM and takes every
-        process inside with it, so SIGTERM goes to the processes inside (they carry the token) and
-        bwrap itself is only killed after ``grace``: the agent gets its grace to flush and exit.
     """
     token = uuid.uuid4().hex
     child_env = dict(env)
@@ -89,15 +84,15 @@ def run(
                 break
             if timeout is not None and time.monotonic() - started > timeout:
                 timed_out = killed = True
-                terminate_tree(process, token, grace, sandboxed)
+                terminate_tree(process, token, grace)
                 break
             reason = should_stop() if should_stop else None
             if reason:
                 stopped, killed = reason, True
-                terminate_tree(process, token, grace, sandboxed)
+                terminate_tree(process, token, grace)
                 break
     except BaseException:
-        terminate_tree(process, token, grace, sandboxed)
+        terminate_tree(process, token, grace)
         raise
     finally:
         # Whatever the leader did, nothing it started may outlive it.
@@ -106,16 +101,11 @@ def run(
     return ProcessResult(returncode, timed_out, stopped, time.monotonic() - started)
 
 
-def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float, sandboxed: bool = False) -> None:
-    """SIGTERM the group and the token holders, wait ``grace``, then SIGKILL what is left.
-
-    With ``sandboxed``, the leader (bwrap) is spared the SIGTERM: it exits when what runs inside does.
-    """
-    if not sandboxed:
-        _signal_group(process.pid, signal.SIGTERM)
+def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float) -> None:
+    """SIGTERM the group and the token holders, wait ``grace``, then SIGKILL what is left."""
+    _signal_group(process.pid, signal.SIGTERM)
     for pid in token_holders(token):
-        if not (sandboxed and pid == process.pid):
-            _signal_pid(pid, signal.SIGTERM)
+        _signal_pid(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if process.poll() is not None and not _group_alive(process.pid) and not token_holders(token):

@@ -18,7 +18,10 @@ namespace mean that every process of the command, daemons and ``setsid``
 escapees included, is killed by the kernel when the command's first process
 ends: nothing it started outlives it or can see or signal the harness.
 ``--new-session`` keeps it off the harness's terminal, and every capability
-is dropped (bwrap keeps them for root otherwise).
+is dropped (bwrap keeps them for root otherwise). bwrap runs with SIGTERM
+ignored and the command with it restored, so stopping a sandboxed command
+(``proc.run``'s SIGTERM, grace, SIGKILL) gives the command its grace: only
+SIGKILL ends bwrap, and with it whatever is left inside.
 
 What it needs: an unprivileged user can run ``bwrap`` only where the kernel
 lets unprivileged users create user namespaces (``user.max_user_namespaces``
@@ -140,13 +143,16 @@ class Sandbox:
         if not cwd.is_absolute() or not cwd.is_dir():
             raise SandboxError(f"sandbox: the working directory {cwd} is not an existing absolute directory")
         # Last: nothing but the binds is writable, and /proc/sys cannot be written even by root.
-        command += ["--remount-ro", "/proc", "--remount-ro", "/", "--chdir", str(cwd), "--", *argv]
-        if policy.unset_env:
-            # Removed before bwrap starts, not with its --unsetenv: bwrap itself is pid 1 of the sandbox,
-            # and its /proc/1/environ would still hold them for the command to read.
-            unset = [arg for name in policy.unset_env for arg in ("-u", name)]
-            command = [shutil.which("env") or "/usr/bin/env", *unset, *command]
-        return command
+        env = shutil.which("env") or "/usr/bin/env"
+        # bwrap dies at once on SIGTERM and its death kills everything inside: it ignores SIGTERM
+        # (the disposition survives exec), so a stop's SIGTERM reaches only the command, which gets
+        # its grace; the command starts with SIGTERM back to default. SIGKILL still ends bwrap.
+        command += ["--remount-ro", "/proc", "--remount-ro", "/", "--chdir", str(cwd), "--",
+                    env, "--default-signal=TERM", *argv]
+        # Variables are removed before bwrap starts, not with its --unsetenv: bwrap itself is pid 1 of
+        # the sandbox, and its /proc/1/environ would still hold them for the command to read.
+        unset = [arg for name in policy.unset_env for arg in ("-u", name)]
+        return [env, "--ignore-signal=TERM", *unset, *command]
 
 
 def _existing(path: Path, what: str) -> Path:

@@ -107,7 +107,7 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
         argv = shell_argv(command)
         if sandbox is not None:
             argv = sandbox.wrap(argv, workspace)
-        return proc.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout, sandboxed=sandbox is not None)
+        return proc.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
     size = log.stat().st_size if log.is_file() else 0
     exited = False

@@ -1,4 +1,8 @@
-"""An agent that needs its grace: on SIGTERM it writes what it has, then exits. ``graceful.py READY FLUSHED``."""
+"""An agent that needs its grace: on SIGTERM it takes a moment to write what it has, then exits.
+
+``graceful.py READY FLUSHED``. The moment is what an agent saving its session needs; a harness that
+kills it before its grace is over (by killing the sandbox around it) leaves no FLUSHED file.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 
 def flush(*_: object) -> None:
+    time.sleep(1)
     Path(sys.argv[2]).write_text("flushed on SIGTERM\n")
     sys.exit(0)
 
