@@ -213,7 +213,7 @@ import time
 import pytest
 
 from pytest_swe_arena.arms.base import ArmResult, SettingsReader
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 
 class SleepArm:

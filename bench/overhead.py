@@ -21,10 +21,10 @@ import statistics
 import benchlib
 from benchlib import Figure
 
-from pytest_swe_arena.cell import create_cell_environment
-from pytest_swe_arena.instances import build_instance
-from pytest_swe_arena.verify import run_verify
-from pytest_swe_arena.workspace import RepoStore, materialize
+from pytest_swe_arena.grading.verify import run_verify
+from pytest_swe_arena.instances.loading import build_instance
+from pytest_swe_arena.worker.cell import create_cell_environment
+from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 
 def main() -> None:

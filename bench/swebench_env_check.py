@@ -33,9 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_swe_arena.environments import find_interpreter, find_uv  # noqa: E402
-from pytest_swe_arena.grading import grade, parse_output  # noqa: E402
-from pytest_swe_arena.swebench_envs import (  # noqa: E402
+from pytest_swe_arena.grading.grades import grade
+from pytest_swe_arena.grading.parsers import parse_output
+from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
     ShippedSpec,
     git_commit_date,
     load_shipped_specs,
@@ -48,6 +48,7 @@ from pytest_swe_arena.swebench_envs import (  # noqa: E402
     uv_environment,
     uv_timestamp,
 )
+from pytest_swe_arena.worker.venvs import find_interpreter, find_uv  # noqa: E402
 
 
 @dataclass

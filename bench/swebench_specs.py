@@ -1,4 +1,4 @@
-"""Generate pytest_swe_arena/data/swebench_specs.toml from SWE-bench's own specs (run by hand, never in CI).
+"""Generate pytest_swe_arena/instances/swebench_specs.toml from SWE-bench's own specs (run by hand, never in CI).
 
     python bench/swebench_specs.py --swebench /path/to/SWE-bench [--rev v4.1.0] [--no-resolve]
 
@@ -42,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_swe_arena.swebench_envs import (  # noqa: E402
+from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
     PYTHON_FLOORS,
     SETUPTOOLS_EDITABLE_FLOOR,
     build_constraints,
@@ -51,7 +51,7 @@ from pytest_swe_arena.swebench_envs import (  # noqa: E402
     uv_timestamp,
 )
 
-OUT = ROOT / "pytest_swe_arena" / "data" / "swebench_specs.toml"
+OUT = ROOT / "pytest_swe_arena" / "instances" / "swebench_specs.toml"
 SPECS_PATH = "swebench/harness/constants/python.py"
 
 #: Not a SWE-bench repository: the harness's seq2seq smoke task.

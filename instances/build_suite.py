@@ -32,21 +32,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_swe_arena import grading, proc
-from pytest_swe_arena.environments import shell_argv
-from pytest_swe_arena.instances import Instance, InstanceFileError, build_instance, load_instances, read_rows
-from pytest_swe_arena.verify import VerifyInfrastructureError, VerifyResult, prepare_tree, run_verify
-from pytest_swe_arena.workspace import (
-    RepoStore,
-    Workspace,
-    WorkspaceError,
+from pytest_swe_arena.grading import grades as grading
+from pytest_swe_arena.grading.verify import VerifyInfrastructureError, VerifyResult, prepare_tree, run_verify
+from pytest_swe_arena.instances.loading import build_instance, load_instances, read_rows
+from pytest_swe_arena.instances.model import Instance, InstanceFileError
+from pytest_swe_arena.worker import processes as proc
+from pytest_swe_arena.worker.git import WorkspaceError
+from pytest_swe_arena.worker.patches import (
     apply_patch,
     extract_patch,
     files_touched,
     is_excluded_from_patch,
     is_test_path,
-    materialize,
 )
+from pytest_swe_arena.worker.venvs import shell_argv
+from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -15,16 +15,39 @@ argument is the file). Workers build these ids and the controller parses
 them back, with the functions below, to know which reports are cells.
 
 The same cell names its files in the out dir (``patches/``, ``runs/``,
-``predictions/``) and its private directories during the run.
+``predictions/``), its private directories during the run, and itself in
+messages (``CellName.shown``). The out dir's own files, the run id and the
+reference arms GOLD and EMPTY are named here too.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from .instances import INSTANCE_SUFFIXES
+#: What an instance file is called: JSON Lines or a JSON array.
+INSTANCE_SUFFIXES = (".jsonl", ".json")
+
+#: The reference arms every sweep knows, name -> kind: GOLD applies the gold patch, EMPTY changes nothing.
+GOLD, EMPTY = "GOLD", "EMPTY"
+REFERENCE_ARMS = {GOLD: "gold", EMPTY: "empty"}
+
+# The out dir's files (``--arena-out``), each written by the controller alone.
+LEDGER_NAME = "ledger.jsonl"
+SUMMARY_NAME = "summary.json"
+REPORT_NAME = "report.html"
+BUDGET_NAME = "budget.json"
+CALIBRATION_NAME = "calibration.json"
+LOCK_NAME = "arena.lock"
+#: The file lock that makes taking ``arena.lock`` one step at a time.
+LOCK_GUARD_NAME = ".arena.lock.guard"
+#: Where the patch of an arm that did not complete is kept, in its run dir (never graded).
+PARTIAL_PATCH_NAME = "partial.patch"
 
 #: What an arm name may be: it is part of node ids, file names and predictions' model names.
 ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -69,6 +92,28 @@ class CellName:
     def label(self) -> str:
         """A name for the cell's private directory and agent session: ``iid.ARM.r1``."""
         return f"{self.instance_id}.{self.arm}.r{self.trial}"
+
+    @property
+    def shown(self) -> str:
+        """How messages name the cell: ``iid[ARM]``, and ``iid[ARM-r2]`` for a later trial (as in a repeated sweep)."""
+        return self.item_name(repeat=self.trial)
+
+    @classmethod
+    def of_row(cls, row: Mapping[str, Any]) -> CellName:
+        """The cell of a ledger row (or of any mapping with its fields), whoever wrote it."""
+        trial = row.get("trial", 1)
+        return cls(str(row.get("instance_id")), str(row.get("arm")),
+                   trial if isinstance(trial, int) and not isinstance(trial, bool) and trial > 0 else 1)
+
+
+def trial_name(instance_id: str, trial: int) -> str:
+    """An instance's trial within one arm: ``iid``, and ``iid r2`` for a later trial."""
+    return instance_id if trial == 1 else f"{instance_id} r{trial}"
+
+
+def new_run_id() -> str:
+    """A sweep's run id: when it started (UTC, to the second) and six random hex digits."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
 def predictions_name(arm: str, trial: int) -> str:

@@ -1,13 +1,21 @@
-"""A cell's outcome, and its plain-JSON form that travels on the test report.
+"""What a status means, and a cell's outcome: the one table of statuses and every way an outcome is made.
 
-The worker builds a ``CellOutcome``; ``to_json`` turns it into builtin types
-that survive xdist's report serialization; the controller turns it into a
-ledger row (``ledger_row``) and writes the patch and logs it carries.
+``CellStatus`` is a cell's status, and ``STATUS_TABLE`` says, for each, everything the
+package does with it: the pytest outcome, whether it counts in the resolve rate, whether a
+resumed sweep keeps it, how the terminal and ``report.html`` show it, and what it means.
+No other module spells a status. ``ArmStatus`` is how an arm's run ended (``ArmResult``,
+``AgentOutcome``), ``TestStatus`` one test's status in a graded run.
 
-The patch is bytes (a source file need not be UTF-8). Its JSON form is the
-one place that encodes it: base64 text under ``patch_base64``, so any bytes
-survive xdist's channel (which refuses strings that are not UTF-8) and any
-JSON consumer of the report (pytest-reportlog...).
+The worker builds a ``CellOutcome``; ``to_json`` turns it into builtin types that survive
+xdist's report serialization; the controller turns it into a ledger row
+(``controller.ledger``) and writes the patch and logs it carries. Every outcome is made by a
+function of this module: ``started`` and ``finished`` for a cell that ran, ``pending`` (its
+setup passed), ``skipped_budget``, ``setup_failed``, and on the controller ``crashed`` (its
+worker died) and ``interrupted`` (the sweep stopped first).
+
+The patch is bytes (a source file need not be UTF-8). Its JSON form is the one place that
+encodes it: base64 text under ``patch_base64``, so any bytes survive xdist's channel (which
+refuses strings that are not UTF-8) and any JSON consumer of the report (pytest-reportlog...).
 """
 
 from __future__ import annotations
@@ -15,25 +23,181 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from .files import timestamp
+from .naming import parse_node_id
+from .spend.usage import unknown_usage
 
-#: status -> (pytest outcome, counts in the pass rate)
-STATUSES: dict[str, tuple[str, bool]] = {
-    "resolved": ("passed", True),
-    "unresolved": ("failed", True),
-    "arm_error": ("failed", True),
-    "timeout": ("failed", True),
-    "over_budget": ("failed", True),
-    "harness_error": ("error", False),
-    "skipped_budget": ("skipped", False),
-    "interrupted": ("error", False),
+if TYPE_CHECKING:
+    from .state import Case
+
+
+class CellStatus(StrEnum):
+    """A cell's status; ``STATUS_TABLE`` says what each means."""
+
+    RESOLVED = "resolved"
+    UNRESOLVED = "unresolved"
+    ARM_ERROR = "arm_error"
+    TIMEOUT = "timeout"
+    OVER_BUDGET = "over_budget"
+    HARNESS_ERROR = "harness_error"
+    SKIPPED_BUDGET = "skipped_budget"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def meaning(self) -> StatusMeaning:
+        return STATUS_TABLE[self]
+
+    @property
+    def pytest_outcome(self) -> str:
+        return STATUS_TABLE[self].pytest_outcome
+
+    @property
+    def counted(self) -> bool:
+        """Whether a cell of this status counts in its arm's resolve rate."""
+        return STATUS_TABLE[self].counted
+
+    @property
+    def final(self) -> bool:
+        """Whether a resumed sweep keeps a row of this status (else it runs the cell again)."""
+        return STATUS_TABLE[self].final
+
+
+@dataclass(frozen=True)
+class StatusMeaning:
+    """Everything the package does with one status."""
+
+    #: What pytest reports for the cell: passed, failed, error or skipped.
+    pytest_outcome: str
+    #: Counted in the resolve rate: the arm is answerable for it.
+    counted: bool
+    #: Kept by ``--arena-resume``; a status that is not final runs again.
+    final: bool
+    #: The terminal's progress letter and colour.
+    letter: str
+    colour: str
+    #: ``report.html``'s mark, its legend text, and its colours (background, text).
+    glyph: str
+    label: str
+    badge: tuple[str, str]
+    #: What the status means, for the docs.
+    description: str
+
+
+_SPENT = ("#ffe2bf", "#953800")
+_NOT_COUNTED = ("#eaeef2", "#59636e")
+
+STATUS_TABLE: dict[CellStatus, StatusMeaning] = {
+    CellStatus.RESOLVED: StatusMeaning(
+        "passed", True, True, ".", "green", "✓", "resolved", ("#d1f4d9", "#116329"),
+        "The graded patch passed verification."),
+    CellStatus.UNRESOLVED: StatusMeaning(
+        "failed", True, True, "F", "red", "✗", "unresolved", ("#ffd8d3", "#a40e26"),
+        "The patch was graded and failed verification, or it was empty (an empty patch is verified but never "
+        "resolves)."),
+    CellStatus.ARM_ERROR: StatusMeaning(
+        "failed", True, True, "F", "red", "!", "arm error", _SPENT,
+        "The arm failed: the agent exited non-zero, a recorded or gold patch did not apply, the supervisor did "
+        "not reach state `completed` (or ran out of time). Its partial work is not graded."),
+    CellStatus.TIMEOUT: StatusMeaning(
+        "failed", True, True, "F", "red", "T", "timeout", _SPENT,
+        "The agent ran past its `timeout`, or pytest-timeout fired while the arm or verify ran. Not graded."),
+    CellStatus.OVER_BUDGET: StatusMeaning(
+        "failed", True, True, "F", "red", "$", "over its budget", _SPENT,
+        "The arm passed its per-cell cap (`max_usd` / `max_tokens`), live or in the final accounting. Not graded."),
+    CellStatus.HARNESS_ERROR: StatusMeaning(
+        "error", False, False, "E", "red", "E", "harness error (not counted)", ("#e6e0f8", "#512a97"),
+        "The harness, not the arm, failed: workspace, environment build, grading infrastructure, an agent that "
+        "could not be started, an arm that raised, a crashed xdist worker, a served-model mismatch under "
+        "`--arena-strict-models`."),
+    CellStatus.SKIPPED_BUDGET: StatusMeaning(
+        "skipped", False, False, "s", "yellow", "–", "skipped: budget spent (not counted)", _NOT_COUNTED,
+        "A sweep or arm budget was spent before the cell started; the reason is the row's `error`."),
+    CellStatus.INTERRUPTED: StatusMeaning(
+        "error", False, False, "E", "red", "∅", "interrupted (not counted)", _NOT_COUNTED,
+        "Ctrl-C or SIGTERM stopped the sweep before the cell finished."),
 }
-#: Statuses a resumed sweep reuses; the others run again.
-FINAL_STATUSES = frozenset({"resolved", "unresolved", "arm_error", "timeout", "over_budget"})
+
+
+#: The statuses a resolve rate counts, and those a resumed sweep keeps (views of ``STATUS_TABLE``).
+COUNTED_STATUSES = frozenset(status for status in CellStatus if status.counted)
+FINAL_STATUSES = frozenset(status for status in CellStatus if status.final)
+
+
+def known_status(text: object) -> CellStatus | None:
+    """The status ``text`` spells (a row's ``status``, whoever wrote it); None for anything else."""
+    try:
+        return CellStatus(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+class ArmStatus(StrEnum):
+    """How an arm's run ended (``ArmResult.status``): anything but ``completed`` is never graded."""
+
+    COMPLETED = "completed"
+    ARM_ERROR = "arm_error"
+    TIMEOUT = "timeout"
+    OVER_BUDGET = "over_budget"
+
+    @property
+    def cell_status(self) -> CellStatus | None:
+        """The cell's status when the run did not complete (its work is not graded); None when it did."""
+        return None if self is ArmStatus.COMPLETED else CellStatus(self.value)
+
+
+@dataclass(frozen=True)
+class AgentOutcome:
+    """How an agent process ended, as an arm status."""
+
+    status: ArmStatus
+    error: str | None
+    returncode: int | None
+    seconds: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", ArmStatus(self.status))
+
+
+class TestStatus(StrEnum):
+    """One test's status in a graded run, as the runner's report gives it (``missing``: it gave none)."""
+
+    __test__ = False  # not a pytest test class
+
+    PASSED = "passed"
+    XFAILED = "xfailed"
+    SKIPPED = "skipped"
+    XPASSED = "xpassed"
+    FAILED = "failed"
+    ERROR = "error"
+    MISSING = "missing"
+
+    @property
+    def passes(self) -> bool:
+        """Whether the test counts as passing (as in SWE-bench, an expected failure passes)."""
+        return self in (TestStatus.PASSED, TestStatus.XFAILED)
+
+    @property
+    def severity(self) -> int:
+        """When one id is reported more than once and the worst status wins: higher is worse."""
+        return _TEST_SEVERITY[self]
+
+
+_TEST_SEVERITY = {status: rank for rank, status in enumerate(TestStatus)}
+
+
+def counts_as_pass(status: object) -> bool:
+    """Whether a recorded test status (a row's ``verify.tests``, whoever wrote it) is a pass."""
+    try:
+        return isinstance(status, str) and TestStatus(status).passes
+    except ValueError:
+        return False
 
 
 def cell_key(instance_sha256: str, arm_identity: Mapping[str, Any], verify_on: str, trial: int) -> str:
@@ -63,7 +227,7 @@ class CellOutcome:
     instance_id: str
     arm: str
     trial: int
-    status: str
+    status: CellStatus
     nodeid: str
     arm_identity: Mapping[str, Any]
     error: str | None = None
@@ -90,16 +254,20 @@ class CellOutcome:
     #: Files of the cell's run dir (name -> text), written to runs/<iid>/<ARM>/.
     logs: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", CellStatus(self.status))
+
     @property
     def pytest_outcome(self) -> str:
-        return STATUSES[self.status][0]
+        return self.status.pytest_outcome
 
     def replace(self, **changes: Any) -> CellOutcome:
         return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        """Plain JSON types only: the patch as ``patch_base64``."""
+        """Plain JSON types only: the status as its text, the patch as ``patch_base64``."""
         data = asdict(self)
+        data["status"] = self.status.value
         data["patch_base64"] = base64.b64encode(data.pop("patch")).decode("ascii")
         return data
 
@@ -111,4 +279,99 @@ class CellOutcome:
 
     def short(self) -> str:
         """One line for the terminal: the status and why."""
-        return f"{self.status}: {self.error}" if self.error else self.status
+        return f"{self.status}: {self.error}" if self.error else str(self.status)
+
+
+# -- every outcome a cell can have -----------------------------------------------------------------
+
+
+def _of_case(case: Case, nodeid: str, status: CellStatus, error: str | None) -> CellOutcome:
+    """An outcome with the cell's identity filled in."""
+    return CellOutcome(
+        cell_key=case.key,
+        instance_id=case.instance.instance_id,
+        arm=case.arm.spec.name,
+        trial=case.trial,
+        status=status,
+        nodeid=nodeid,
+        arm_identity=case.arm.spec.identity,
+        error=error,
+        provenance={"plugin_version": __version__},
+        host=socket.gethostname(),
+        worker=case.worker,
+        ended_at=timestamp(),
+    )
+
+
+def started(case: Case, nodeid: str, started_at: str) -> CellOutcome:
+    """A cell whose arm is about to run: a harness error until ``finished`` says otherwise."""
+    return _of_case(case, nodeid, CellStatus.HARNESS_ERROR, None).replace(started_at=started_at)
+
+
+def finished(outcome: CellOutcome, status: CellStatus, error: str | None, timings: Mapping[str, float],
+             logs: Mapping[str, str]) -> CellOutcome:
+    """A cell that ran: its status and why, its phases' seconds and its run dir's files."""
+    return outcome.replace(status=status, error=error, logs=logs, ended_at=timestamp(),
+                           phases={name: round(seconds, 3) for name, seconds in timings.items()})
+
+
+def pending(case: Case, nodeid: str) -> CellOutcome:
+    """What a cell whose setup passed is, should it never finish: ``interrupted``."""
+    return _of_case(case, nodeid, CellStatus.INTERRUPTED, "interrupted before the cell finished")
+
+
+def skipped_budget(case: Case, nodeid: str, reason: str) -> CellOutcome:
+    """A cell that did not start: a budget was spent."""
+    return _of_case(case, nodeid, CellStatus.SKIPPED_BUDGET, reason)
+
+
+def setup_failed(case: Case, nodeid: str, when: str, message: str) -> CellOutcome:
+    """A cell whose fixture (or the harness itself) failed in ``when``: a harness error, never the arm's fault."""
+    return _of_case(case, nodeid, CellStatus.HARNESS_ERROR, f"{when}: {message}")
+
+
+def spend_unknown(usage: Mapping[str, Any] | None, phases: Mapping[str, float]) -> bool:
+    """A cell with no usage whose arm did run (it raised, say): its spend is unknown, not 0."""
+    return not usage and "arm" in phases
+
+
+def with_spend_known(outcome: CellOutcome) -> CellOutcome:
+    """The outcome, its usage marked unknown when its arm ran but reported nothing (see ``spend_unknown``)."""
+    return outcome.replace(usage=unknown_usage()) if spend_unknown(outcome.usage, outcome.phases) else outcome
+
+
+def crashed(nodeid: str, pending_json: Mapping[str, Any] | None, report_text: str, when: str) -> CellOutcome:
+    """The harness error of a cell whose worker died (on the controller, from xdist's stand-in report).
+
+    A cell past its setup (``pending_json``, what its setup report carried) may have run its arm
+    and spent, how much is unknown; one that died in its setup is known by its node id alone.
+    """
+    text = report_text.strip()
+    error = "worker crashed: " + (text.splitlines()[0] if text else f"no report ({when})")
+    if pending_json is not None:
+        outcome = CellOutcome.from_json(pending_json).replace(status=CellStatus.HARNESS_ERROR, error=error,
+                                                              usage=unknown_usage())
+    else:
+        outcome = _unidentified(nodeid, CellStatus.HARNESS_ERROR, error)
+    return outcome.replace(ended_at=timestamp())
+
+
+def interrupted(nodeid: str, pending_json: Mapping[str, Any] | None) -> CellOutcome:
+    """A cell that started but never finished before the sweep stopped (on the controller)."""
+    if pending_json is not None:
+        # In flight: its arm may have run and spent, how much is unknown.
+        outcome = CellOutcome.from_json(pending_json).replace(usage=unknown_usage())
+    else:
+        outcome = _unidentified(nodeid, CellStatus.INTERRUPTED, "interrupted during setup")
+    return outcome.replace(ended_at=timestamp())
+
+
+def _unidentified(nodeid: str, status: CellStatus, error: str) -> CellOutcome:
+    """A cell that ended during its setup: only its node id says what it was (its arm never ran)."""
+    parsed = parse_node_id(nodeid)
+    iid, arm, trial = (parsed[1].instance_id, parsed[1].arm, parsed[1].trial) if parsed else (nodeid, "?", 1)
+    return CellOutcome(
+        cell_key="", instance_id=iid, arm=arm, trial=trial,
+        status=status, nodeid=nodeid, arm_identity={"name": arm},
+        error=error, provenance={"plugin_version": __version__},
+    )

@@ -1,15 +1,15 @@
-"""Hook wiring for pytest-swe-arena; the logic lives in the modules named here.
+"""Hook wiring for pytest-swe-arena: the hook specs, the options, and the two plugin objects.
 
-The plugin is inert unless the user asks for a sweep (an ``--arena-*`` option,
-an ``arena_*`` ini value, or a ``[tool.swe_arena]`` table), so installing it
-changes nothing for other projects.
+The plugin is inert unless the user asks for a sweep (an ``--arena-*`` option, an
+``arena_*`` ini value, or a ``[tool.swe_arena]`` table), so installing it changes nothing
+for other projects: nothing beyond ``settings`` is imported then. When it is on, every
+process gets the cell plugin (``worker.session.CellPlugin``) and the fixtures, and the
+process without ``workerinput`` (xdist's controller, or the only process) also gets the
+controller plugin (``controller.recorder.ControllerPlugin``), as pytest-xdist and junitxml
+register theirs. The arm kinds of ``arms/`` are plugins too.
 """
 
 from __future__ import annotations
-
-from collections.abc import Generator, Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,12 +26,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
-def _arena_on(config: pytest.Config) -> bool:
-    from .state import STATE_KEY
-
-    return STATE_KEY in config.stash
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     from .settings import load_settings
@@ -39,96 +33,18 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = load_settings(config)
     if not settings.enabled:
         return
-    from .arms import builtin_kind_modules
-    from .recorder import ArenaRecorder
-    from .sweep import configure_arena
+    from .arms.kinds import builtin_kind_modules
+    from .controller.recorder import ControllerPlugin
+    from .state import STATE_KEY, open_state
+    from .worker import fixtures
+    from .worker.session import CellPlugin
 
-    state = configure_arena(config, settings)
+    state = config.stash[STATE_KEY] = open_state(config, settings)
+    manager = config.pluginmanager
     for module in builtin_kind_modules():
-        if not config.pluginmanager.is_registered(module):
-            config.pluginmanager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
+        if not manager.is_registered(module):
+            manager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
+    manager.register(fixtures, "swe-arena-fixtures")
     if not hasattr(config, "workerinput"):
-        config.pluginmanager.register(ArenaRecorder(config, state), "swe-arena-recorder")
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if not _arena_on(config):
-        return
-    from .sweep import unconfigure_arena
-
-    unconfigure_arena(config)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_setupnodes(config: pytest.Config, specs: Sequence[Any]) -> None:
-    if not _arena_on(config):
-        return
-    from .sweep import pin_worker_rootdir
-
-    pin_worker_rootdir(config, specs)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    if not _arena_on(node.config):
-        return
-    from .sweep import configure_worker_node
-
-    configure_worker_node(node.config, node.workerinput)
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if not _arena_on(session.config):
-        return
-    from .sweep import build_session_arms
-
-    build_session_arms(session.config)
-
-
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if not _arena_on(parent.config):
-        return None
-    from .collect import InstanceFile
-    from .naming import is_instance_file
-    from .state import STATE_KEY
-
-    if is_instance_file(file_path) and parent.config.stash[STATE_KEY].covers(file_path):
-        collector: pytest.Collector = InstanceFile.from_parent(parent, path=file_path)
-        return collector
-    return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not _arena_on(config):
-        return
-    from .sweep import deselect_uncalibrated
-
-    deselect_uncalibrated(config, items)
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    if not _arena_on(config):
-        return []
-    from .sweep import report_header
-
-    return report_header(config)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
-    if _arena_on(item.config):
-        from .sweep import attach_outcome
-
-        attach_outcome(item, call, report)
-    return report
-
-
-def pytest_report_teststatus(
-    report: pytest.TestReport, config: pytest.Config
-) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
-    if not _arena_on(config):
-        return None
-    from .sweep import arena_teststatus
-
-    return arena_teststatus(report)
+        manager.register(ControllerPlugin(config, state), "swe-arena-controller")
+    manager.register(CellPlugin(config, state), "swe-arena-cells")

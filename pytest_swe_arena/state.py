@@ -1,21 +1,46 @@
-"""Session state kept in ``config.stash`` / ``item.stash`` (never module globals)."""
+"""Session state kept in ``config.stash`` / ``item.stash`` (never module globals), on both sides.
+
+``open_state`` makes a session's ``ArenaState`` once the arena is enabled: the suite, the env
+specs, what the session collects, the budget gate. What the controller hands its xdist
+workers travels in ``workerinput`` (``hand_to_worker`` / ``take_from_controller``). A ``Case``
+is what one item stands for: an instance, an arm, a trial.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
+from .instances.specs import EnvSpecsError, load_env_specs
+from .naming import is_instance_file
+from .outcome import cell_key
+from .spend.budget import budget_gate
+from .suite import load_suite
+
 if TYPE_CHECKING:
     from .arms.base import Arm
-    from .budget import BudgetGate
-    from .guard import InterruptSignals
-    from .harness import Case
+    from .instances.model import Instance
+    from .interrupts import InterruptSignals
     from .outcome import CellOutcome
     from .settings import Settings
+    from .spend.budget import BudgetGate
     from .suite import Suite
+
+
+class ReuseVerdict(TypedDict):
+    """What a worker needs to report a cell a resumed sweep reuses (plain JSON: it travels in ``workerinput``)."""
+
+    status: str
+    error: str | None
+    run_id: str | None
+    usage: Mapping[str, Any] | None
+    patch_file: str | None
 
 
 @dataclass
@@ -29,12 +54,12 @@ class ArenaState:
     instance_ids: dict[str, str] = field(default_factory=dict)
     #: True when this session runs cells (not, say, ``pytest tests`` in a suite's repository).
     sweep_run: bool = False
-    #: With --arena-resume: cell_key -> what a worker needs to report a reused cell (status,
-    #: error, run_id, usage, patch_file; see ``resume.verdicts``); made by the controller,
-    #: sent to workers in ``workerinput``. Cells whose key is here are not run again.
-    reuse: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Random token (uuid4 hex, not the run id) made by the controller and inherited by every
-    #: process of this sweep, so an interrupt can find and stop them (``guard.reap_sweep``).
+    #: With --arena-resume: cell_key -> what a worker needs to report a reused cell (see
+    #: ``controller.resume.verdicts``); made by the controller, sent to workers in ``workerinput``.
+    #: Cells whose key is here are not run again.
+    reuse: dict[str, ReuseVerdict] = field(default_factory=dict)
+    #: Random token (not the run id) made by the controller and inherited by every process of
+    #: this sweep, so an interrupt can find and stop them (``interrupts.reap_sweep``).
     sweep_token: str = ""
     #: Reads the controller's budget.json before each cell (None when no budget is set).
     budget_gate: BudgetGate | None = None
@@ -57,11 +82,102 @@ class ArenaState:
                                                for root in self.settings.instances)
 
 
+@dataclass(frozen=True)
+class Case:
+    """What one pytest item stands for: an instance, an arm, a trial."""
+
+    instance: Instance
+    arm: Arm
+    trial: int
+    verify_on: str
+    verify_timeout: float
+    #: The xdist worker id ("gw0"...) or "controller" when running in one process.
+    worker: str
+    strict_models: bool = False
+    #: The shared cache (mirrors, resolved environments, uv's packages).
+    cache: Path | None = None
+    #: Container engine for image-backed instances.
+    engine: str = "docker"
+
+    @cached_property
+    def key(self) -> str:
+        return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """Why an item is not run: reused (its earlier final row's verdict) or skipped (a spent budget)."""
+
+    reused: ReuseVerdict | None = None
+    skipped: str | None = None
+
+
 STATE_KEY = pytest.StashKey[ArenaState]()
-# Annotated rather than subscripted: the types exist only for the type checker (import cycle).
-CASE_KEY: pytest.StashKey[Case] = pytest.StashKey()
+CASE_KEY = pytest.StashKey[Case]()
+# Annotated rather than subscripted: the type exists only for the type checker (import cycle).
 OUTCOME_KEY: pytest.StashKey[CellOutcome] = pytest.StashKey()
 PHASES_KEY = pytest.StashKey[dict[str, float]]()
 STARTED_KEY = pytest.StashKey[str]()
-#: Set on an item that is not run: {"reused": verdict} or {"skipped": reason}.
-SHORTCUT_KEY = pytest.StashKey[dict[str, Any]]()
+#: Set on an item that is not run.
+SHORTCUT_KEY = pytest.StashKey[Shortcut]()
+
+
+def open_state(config: pytest.Config, settings: Settings) -> ArenaState:
+    """Load the suite and set up this session's arena state (the arena is enabled)."""
+    suite = load_suite(settings.config_file, settings.arena_table)
+    state = ArenaState(settings=settings, suite=suite)
+    if settings.env_specs is not None:
+        try:
+            state.env_specs = load_env_specs(settings.env_specs)
+        except EnvSpecsError as error:
+            raise pytest.UsageError(f"{settings.sources['env-specs']}: {error}") from None
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        # With no paths on the command line, a sweep collects its instance paths.
+        existing = [str(path) for path in settings.instances if path.exists()]
+        if existing:
+            config.args = existing
+    state.named_files = named_instance_files(config)
+    state.sweep_run = is_sweep_run(config, state)
+    if state.sweep_run:
+        state.budget_gate = budget_gate(settings, suite)
+    return state
+
+
+def named_instance_files(config: pytest.Config) -> frozenset[Path]:
+    """Instance files given as test paths (``pytest mine.jsonl``): each is a sweep of that file.
+
+    Spelled as pytest spells the paths it collects (absolute, symlinks kept), so that
+    ``ArenaState.covers`` recognises them in ``pytest_collect_file``.
+    """
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return frozenset()
+    paths = (Path(os.path.abspath(config.invocation_params.dir / arg.split("::")[0])) for arg in config.args)
+    return frozenset(path for path in paths if is_instance_file(path) and path.is_file())
+
+
+def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
+    """Whether this session collects instance files (so it runs cells and owns the out dir)."""
+    if config.option.collectonly:
+        return False
+    if state.named_files:
+        return True
+    for arg in config.args:
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
+        if state.covers(path) or any(path in root.parents for root in state.settings.instances):
+            return True
+    return False
+
+
+def hand_to_worker(state: ArenaState, workerinput: dict[str, Any]) -> None:
+    """The controller's side of xdist: what every worker needs from the controller."""
+    if state.sweep_run:
+        workerinput["arena_reuse"] = state.reuse
+        workerinput["arena_sweep_token"] = state.sweep_token
+        workerinput["arena_calibration_failed"] = state.calibration_failed
+
+
+def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> None:
+    """A worker's side of xdist: what its controller handed it (see ``hand_to_worker``)."""
+    state.reuse = workerinput.get("arena_reuse", {})
+    state.sweep_token = workerinput.get("arena_sweep_token", "")
+    state.calibration_failed = workerinput.get("arena_calibration_failed", [])

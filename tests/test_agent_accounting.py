@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, over_cap, run_agent
+from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, run_agent
 from pytest_swe_arena.arms.base import ArmConfigError, ArmStartError
 from pytest_swe_arena.arms.supervisor import DEFAULT_KNOBS, cancel_grace, read_supervisor_run
-from pytest_swe_arena.usage import StreamFollower, Usage, add_usages, price_tokens, read_sessions, read_stream
+from pytest_swe_arena.spend.budget import over_cap
+from pytest_swe_arena.spend.opencode import StreamFollower, read_sessions, read_stream
+from pytest_swe_arena.spend.usage import Usage, add_usages, price_tokens
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 
@@ -147,7 +149,7 @@ def test_spend_cap_prices_a_stream_that_reports_no_cost():
 
 def test_a_refused_figure_does_not_switch_the_live_cap_off(tmp_path):
     """An agent that reports one absurd token count (making the total unknown) is still held to its cap."""
-    from pytest_swe_arena.arms.agent import CapWatch
+    from pytest_swe_arena.spend.budget import CapWatch
 
     stream = tmp_path / "events.jsonl"
     stream.write_text(json.dumps({"type": "step_finish", "part": {"tokens": {"input": -1, "output": 1}}}) + "\n"
@@ -281,9 +283,9 @@ def test_the_supervisor_run_read_is_the_one_whose_state_was_written_last(tmp_pat
 
 
 def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
-    from pytest_swe_arena.arms.agent import OpencodeHome
     from pytest_swe_arena.arms.base import CellRequest
-    from pytest_swe_arena.cell import create_cell_environment
+    from pytest_swe_arena.arms.opencode_home import OpencodeHome
+    from pytest_swe_arena.worker.cell import create_cell_environment
 
     auth = tmp_path / "auth.json"
     auth.write_text('{"p": {"type": "api", "key": "k"}}')
@@ -323,8 +325,8 @@ def _store(db: Path, cost: object = None) -> None:
 
 def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_never_raises(tmp_path):
     from pytest_swe_arena.arms.base import CellRequest
-    from pytest_swe_arena.arms.opencode import account_opencode
-    from pytest_swe_arena.cell import create_cell_environment
+    from pytest_swe_arena.spend.opencode import account_opencode
+    from pytest_swe_arena.worker.cell import create_cell_environment
 
     streamed = Usage(10, 1, 0, 0, 0, 1, 11, 0.0, "reported")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.sandbox import probe_bwrap
+from pytest_swe_arena.worker.sandbox import probe_bwrap
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 

@@ -119,7 +119,7 @@ def calibration_row(iid: str, arm: str, status: str, run_id: str = "r1", **extra
 
 
 def test_a_harness_error_or_interrupt_makes_calibration_inconclusive_not_failed(tmp_path):
-    from pytest_swe_arena.calibration import verdicts, write_calibration
+    from pytest_swe_arena.results.calibration import verdicts, write_calibration
 
     good = [calibration_row("a", "GOLD", "resolved"), calibration_row("a", "EMPTY", "unresolved")]
     path, problem = write_calibration(tmp_path, verdicts(good), "r1")
@@ -141,7 +141,7 @@ def test_a_harness_error_or_interrupt_makes_calibration_inconclusive_not_failed(
 
 @pytest.mark.parametrize("content", ["{not json", '["a list"]', '{"instances": 3}'])
 def test_a_corrupt_calibration_file_is_replaced_with_a_warning(tmp_path, content):
-    from pytest_swe_arena.calibration import verdicts, write_calibration
+    from pytest_swe_arena.results.calibration import verdicts, write_calibration
 
     (tmp_path / "calibration.json").write_text(content)
     rows = [calibration_row("a", "GOLD", "resolved"), calibration_row("a", "EMPTY", "unresolved")]

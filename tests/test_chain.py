@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.chain import (
+from pytest_swe_arena.controller.chain import (
     CHAIN_KEY,
     GENESIS,
     ChainBroken,
@@ -22,7 +22,7 @@ from pytest_swe_arena.chain import (
     verify_ledger,
     without_seal,
 )
-from pytest_swe_arena.ledger import finite_json
+from pytest_swe_arena.files import finite_json
 
 FORGER = Path(__file__).parent / "data" / "hostile" / "forge_ledger.py"
 

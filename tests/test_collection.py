@@ -352,7 +352,8 @@ def test_an_arm_kind_from_two_plugins_names_both(suite, calc):
 
 def test_collection_reads_each_instance_file_once_and_compiles_the_schema_once(suite, calc, monkeypatch):
     # Per-item work grows with instances x arms x trials: files and the schema must not be redone per item.
-    from pytest_swe_arena import collect, instances
+    from pytest_swe_arena import instances
+    from pytest_swe_arena.worker import collection as collect
 
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
     suite.instances([calc.row("other__calc-9", repo="other/widgets")], name="instances/other.jsonl")

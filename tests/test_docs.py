@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.outcome import STATUSES
+from pytest_swe_arena.outcome import CellStatus
 from pytest_swe_arena.settings import OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_the_field_references_list_every_schema_property_with_a_description(
 
 def test_the_status_table_has_every_status(reference: ModuleType) -> None:
     table = reference.statuses_table()
-    assert documented_paths(table) == list(STATUSES)
+    assert documented_paths(table) == list(CellStatus)
 
 
 def test_a_schema_field_nobody_describes_stops_the_build(

@@ -12,7 +12,7 @@ import pytest
 from gitrepos import shapes_swe_bench_row
 from test_swebench import write_export
 
-from pytest_swe_arena.environments import EnvBuildError, _probe, find_interpreter
+from pytest_swe_arena.worker.venvs import EnvBuildError, _probe, find_interpreter
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -21,7 +21,7 @@ import os
 import shutil
 
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 
 class EnvCheckArm:

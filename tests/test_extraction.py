@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from gitrepos import Project, commit, git
 
-from pytest_swe_arena.extraction import Extraction, ExtractionError, HarnessGit, extract
-from pytest_swe_arena.instances import build_instance
-from pytest_swe_arena.workspace import RepoStore, Workspace, files_touched, materialize
+from pytest_swe_arena.instances.loading import build_instance
+from pytest_swe_arena.worker.patches import Extraction, ExtractionError, HarnessGit, extract, files_touched
+from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 GIT_TRICKS = Path(__file__).parent / "data" / "hostile" / "git_tricks.py"
 ATTACKS = ["fsmonitor", "hooks", "clean-filter", "encoding", "replace", "skip-worktree", "assume-unchanged",

@@ -13,11 +13,7 @@ from typing import Any
 import pytest
 from gitrepos import CALC_FIX, Project, diff_of
 
-from pytest_swe_arena import proc
-from pytest_swe_arena.cell import CellEnvironment, create_cell_environment
-from pytest_swe_arena.environments import EnvironmentStore, EnvSpec
-from pytest_swe_arena.extraction import HarnessGit, extract
-from pytest_swe_arena.grading_tree import (
+from pytest_swe_arena.grading.tree import (
     GradingTree,
     PatchRejected,
     TestPatchRejected,
@@ -28,10 +24,15 @@ from pytest_swe_arena.grading_tree import (
     internals_flags,
     run_config_reason,
 )
-from pytest_swe_arena.instances import Instance, build_instance
-from pytest_swe_arena.sandbox import Sandbox, cell_policy, probe_bwrap
-from pytest_swe_arena.verify import run_verify
-from pytest_swe_arena.workspace import RepoStore, Workspace, files_touched, materialize
+from pytest_swe_arena.grading.verify import run_verify
+from pytest_swe_arena.instances.loading import build_instance
+from pytest_swe_arena.instances.model import Instance
+from pytest_swe_arena.worker import processes as proc
+from pytest_swe_arena.worker.cell import CellEnvironment, create_cell_environment
+from pytest_swe_arena.worker.patches import HarnessGit, extract, files_touched
+from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
+from pytest_swe_arena.worker.venvs import EnvironmentStore, EnvSpec
+from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]

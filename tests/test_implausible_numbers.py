@@ -14,8 +14,9 @@ from test_results import PRICED_CONFTEST, swe_arena
 from test_sweep import XDIST
 
 from pytest_swe_arena.arms.command import read_usage_file
-from pytest_swe_arena.budget import BudgetLimits, BudgetTally, Limit
-from pytest_swe_arena.report import cell_records, read_cells, summarize
+from pytest_swe_arena.results.records import cell_records, read_cells
+from pytest_swe_arena.results.summary import summarize
+from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit
 
 #: An agent that fixes calc and writes its usage file as given on its command line: raw JSON text,
 #: so it can hold what Python's json writes and reads but JSON has not (NaN, Infinity).
@@ -296,7 +297,7 @@ def test_nan_and_inf_in_the_configuration_are_usage_errors(suite, calc, args, to
 def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
     from importlib import resources
 
-    from pytest_swe_arena.usage import MAX_CELL_TOKENS, MAX_CELL_USD
+    from pytest_swe_arena.spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD
 
     schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
     assert schema["$defs"]["count"]["maximum"] == MAX_CELL_TOKENS
@@ -305,7 +306,7 @@ def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
 
 def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tmp_path):
     """What a plugin's arm kind may put in its details: the ledger line is still whole, and JSON."""
-    from pytest_swe_arena.ledger import LedgerWriter, finite_json
+    from pytest_swe_arena.controller.ledger import LedgerWriter, finite_json
 
     assert finite_json({"a": [1.5, 2]}, "here", sort_keys=True) == '{"a": [1.5, 2]}'
     with pytest.warns(UserWarning, match=r"^here: details.score = nan, details.runs\[1\] = -inf: not a finite "

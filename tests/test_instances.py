@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_swe_arena.instances import InstanceFileError, build_instance, load_instances, read_rows
+from pytest_swe_arena.instances.loading import InstanceFileError, build_instance, load_instances, read_rows
 
 ROW = {"instance_id": "o__r-1", "repo": "o/r", "base_commit": "abc1234", "problem_statement": "p",
        "source": {"git": "https://example.com/o/r.git"}, "verify": "true"}

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV
+from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scripted_model import ScriptedModel  # noqa: E402

@@ -14,9 +14,10 @@ from gitrepos import latin1_project
 from test_results import swe_arena
 from test_sweep import XDIST
 
-from pytest_swe_arena.instances import build_instance
+from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.outcome import CellOutcome, patch_digest
-from pytest_swe_arena.workspace import RepoStore, apply_patch, extract_patch, files_touched, materialize, reset_to_base
+from pytest_swe_arena.worker.patches import apply_patch, extract_patch, files_touched
+from pytest_swe_arena.worker.workspace import RepoStore, materialize, reset_to_base
 
 #: A command-arm agent that fixes the Latin-1 file byte for byte, as an editor keeping its encoding would.
 AGENT = '''

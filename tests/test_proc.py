@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pytest_swe_arena import proc
+from pytest_swe_arena.worker import processes as proc
 
 # A tree: the leader forks a child in its group and a grandchild that escapes with setsid;
 # each writes its pid so the test can check every one of them is gone.

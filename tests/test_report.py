@@ -8,21 +8,14 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.budget import BudgetLimits, BudgetTally, Limit, row_tokens
-from pytest_swe_arena.compare import compare_runs, format_comparison
-from pytest_swe_arena.outcome import CellOutcome
-from pytest_swe_arena.report import (
-    CellRecord,
-    Usage,
-    cell_records,
-    format_budget,
-    format_summary,
-    summarize,
-    unknown_usage,
-    user_properties,
-    with_spend_known,
-)
-from pytest_swe_arena.usage import Usage as CellUsage
+from pytest_swe_arena.outcome import CellOutcome, with_spend_known
+from pytest_swe_arena.results.compare import compare_runs, format_comparison
+from pytest_swe_arena.results.records import cell_records, user_properties
+from pytest_swe_arena.results.summary import CellRecord, summarize
+from pytest_swe_arena.results.text import format_budget, format_summary
+from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit, row_tokens
+from pytest_swe_arena.spend.usage import Usage, unknown_usage
+from pytest_swe_arena.spend.usage import Usage as CellUsage
 
 
 def row(iid: str, arm: str, status: str, cost: float | None = 0.0, tokens: int | None = 0, trial: int = 1,

@@ -23,8 +23,8 @@ from test_sweep import XDIST
 PRICED_CONFTEST = r'''
 import time
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
-from pytest_swe_arena.workspace import apply_patch
+from pytest_swe_arena.spend.usage import Usage
+from pytest_swe_arena.worker.patches import apply_patch
 
 
 class PricedArm:

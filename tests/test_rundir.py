@@ -7,7 +7,7 @@ import sys
 import tracemalloc
 from pathlib import Path
 
-from pytest_swe_arena.rundir import MAX_CUT_ENTRIES, CollectionCaps, collect_run_dir, patch_over_cap
+from pytest_swe_arena.worker.rundir import MAX_CUT_ENTRIES, CollectionCaps, collect_run_dir, patch_over_cap
 
 FLOOD = Path(__file__).parent / "data" / "hostile" / "flood_run_dir.py"
 MiB = 1024 * 1024

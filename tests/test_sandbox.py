@@ -18,12 +18,14 @@ from agents import ASKED, DOTENVX, OPENCODE, opencode_config
 from gitrepos import Project, commit
 from scripted_model import ScriptedModel
 
-from pytest_swe_arena import proc
-from pytest_swe_arena.arms.agent import OPENCODE_QUIET_ENV, OpencodeHome, agent_version
+from pytest_swe_arena.arms.agent import agent_version
 from pytest_swe_arena.arms.base import CellRequest
-from pytest_swe_arena.cell import CellEnvironment, create_cell_environment
-from pytest_swe_arena.instances import build_instance
-from pytest_swe_arena.sandbox import (
+from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV, OpencodeHome
+from pytest_swe_arena.instances.loading import build_instance
+from pytest_swe_arena.worker import processes as proc
+from pytest_swe_arena.worker.cell import CellEnvironment, create_cell_environment
+from pytest_swe_arena.worker.patches import extract_patch
+from pytest_swe_arena.worker.sandbox import (
     BwrapProbe,
     Sandbox,
     SandboxError,
@@ -35,7 +37,7 @@ from pytest_swe_arena.sandbox import (
     program_mounts,
     resolve_sandbox,
 )
-from pytest_swe_arena.workspace import RepoStore, Workspace, extract_patch, materialize
+from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 HOSTILE = Path(__file__).parent / "data" / "hostile"
 ESCAPE = HOSTILE / "escape.py"

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from pytest_swe_arena.stats import (
+from pytest_swe_arena.results.stats import (
     five_numbers,
     mcnemar_exact_p,
     median,

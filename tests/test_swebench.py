@@ -11,9 +11,10 @@ import pytest
 from gitrepos import commit, diff_of, git, shapes_swe_bench_row
 from test_sweep import XDIST, ledger_validator
 
-from pytest_swe_arena.instances import build_instance
-from pytest_swe_arena.verify import ContainerHost, VerifyInfrastructureError, run_verify
-from pytest_swe_arena.workspace import RepoStore, apply_patch, extract_patch, materialize
+from pytest_swe_arena.grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
+from pytest_swe_arena.instances.loading import build_instance
+from pytest_swe_arena.worker.patches import apply_patch, extract_patch
+from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
 P2P = {"tests/test_text.py::test_lower": "passed", "tests/test_text.py::test_collapse[X-x]": "passed",
@@ -71,7 +72,7 @@ def test_repos_are_found_as_owner_slash_name_bare_mirrors(suite, shapes, tmp_pat
 
 FORGER_CONFTEST = '''
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 FORGERY = """
 import atexit

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.environments import find_uv
-from pytest_swe_arena.swebench_envs import (
+from pytest_swe_arena.instances.swebench_specs import (
     SETUPTOOLS_EDITABLE_FLOOR,
     CondaNames,
     ShippedSpecsError,
@@ -35,6 +34,7 @@ from pytest_swe_arena.swebench_envs import (
     uv_config_text,
     uv_environment,
 )
+from pytest_swe_arena.worker.venvs import find_uv
 
 ROOT = Path(__file__).resolve().parent.parent
 LITE_VERSIONS = Path(__file__).parent / "data" / "swebench_lite_versions.json"

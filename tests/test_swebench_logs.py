@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.swebench_logs import (
+from pytest_swe_arena.grading.parsers import (
     LOG_PARSERS,
     TestResult,
     UnknownLogParser,
@@ -22,7 +22,7 @@ from pytest_swe_arena.swebench_logs import (
     parse_log_sympy,
     read_results,
 )
-from pytest_swe_arena.swebench_rules import (
+from pytest_swe_arena.grading.rules import (
     FAIL_TO_PASS,
     PASS_TO_PASS,
     RULE_SETS,
@@ -33,7 +33,7 @@ from pytest_swe_arena.swebench_rules import (
     reported_statuses,
     status_of,
 )
-from pytest_swe_arena.swebench_runners import (
+from pytest_swe_arena.grading.runners import (
     Runner,
     RunnerChoiceError,
     eval_script_command,

@@ -87,7 +87,7 @@ def test_same_rows_with_and_without_xdist(suite, calc):
 
 CHEATER_CONFTEST = '''
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 CHEAT = """
 import calc, calc.ops
@@ -172,7 +172,7 @@ def test_broken_verify_infrastructure_is_an_error_not_a_failure(suite, calc):
 
 OWN_CELL_ENV_CONFTEST = '''
 import pytest
-from pytest_swe_arena.cell import create_cell_environment
+from pytest_swe_arena.worker.cell import create_cell_environment
 
 
 @pytest.fixture
@@ -218,7 +218,7 @@ def test_resume_runs_again_when_the_suite_suffix_or_strict_models_change(suite, 
     ("ssh=user@host//python=python3", False), ("socket=192.168.1.102:8888", False),
 ])
 def test_only_popen_without_via_is_a_local_gateway(spec, local):
-    from pytest_swe_arena.sweep import is_local_gateway
+    from pytest_swe_arena.spend.budget import is_local_gateway
 
     assert is_local_gateway(spec) is local
 

@@ -19,9 +19,9 @@ from test_sweep import XDIST
 # workspace and real processes; only what a model would have spent is stated by the arm.
 ARMS_CONFTEST = r'''
 import os, sys, time
-from pytest_swe_arena import proc
+from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.arms.base import ArmResult
-from pytest_swe_arena.usage import Usage
+from pytest_swe_arena.spend.usage import Usage
 
 
 class PricedArm:
@@ -31,7 +31,7 @@ class PricedArm:
         self.spec = spec
 
     def run(self, request):
-        from pytest_swe_arena.workspace import apply_patch
+        from pytest_swe_arena.worker.patches import apply_patch
         time.sleep(float(self.spec.settings.get("seconds", 0.3)))
         apply_patch(request.workspace, request.instance.patch, "gold")
         usage = Usage(900, 100, 0, 0, 0, 1, 900, 1.0, "reported")
@@ -60,7 +60,7 @@ class TreeArm:
                           grace=2.0)
         if result.timed_out:
             return ArmResult(status="timeout", error="agent timed out", usage=Usage(cost_source="unknown"))
-        from pytest_swe_arena.workspace import apply_patch
+        from pytest_swe_arena.worker.patches import apply_patch
         apply_patch(request.workspace, request.instance.patch, "gold")
         return ArmResult(usage=Usage(cost_source="unknown"))
 
@@ -258,7 +258,7 @@ def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
 
 
 def test_stale_reason_uses_the_limit_the_owner_recorded():
-    from pytest_swe_arena.guard import stale_reason
+    from pytest_swe_arena.controller.lock import stale_reason
 
     beat = (datetime.now(UTC) - timedelta(seconds=100)).isoformat()
     owner = {"pid": 1, "host": "elsewhere", "heartbeat_at": beat}
@@ -271,7 +271,7 @@ def test_stale_reason_uses_the_limit_the_owner_recorded():
 def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
     import shutil
 
-    from pytest_swe_arena.guard import SweepLock
+    from pytest_swe_arena.controller.lock import SweepLock
 
     out = tmp_path / "out"
     lock = SweepLock(out, "r1", dict, heartbeat=0.05)
@@ -289,7 +289,7 @@ def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
 
 
 def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
-    from pytest_swe_arena.guard import InterruptSignals
+    from pytest_swe_arena.interrupts import InterruptSignals
 
     signals = InterruptSignals()
     signals.install()
@@ -318,7 +318,7 @@ def test_a_signal_inside_deferred_is_raised_when_the_block_ends():
 
 
 def test_signals_after_the_first_hurry_the_stop_and_never_raise():
-    from pytest_swe_arena.guard import InterruptSignals
+    from pytest_swe_arena.interrupts import InterruptSignals
 
     hurried = []
     signals = InterruptSignals(on_hurry=lambda: hurried.append("killed the agents"), repeat_window=0.0)

@@ -123,7 +123,7 @@ def test_a_full_disk_keeps_what_was_recorded_and_ends_with_one_error(suite, calc
 
 
 def test_a_row_that_does_not_fit_is_absent_not_torn(tmp_path):
-    from pytest_swe_arena.ledger import LedgerWriter, RowNotWritten
+    from pytest_swe_arena.controller.ledger import LedgerWriter, RowNotWritten
 
     with small_disk(tmp_path / "disk", size="1m") as disk:
         writer = LedgerWriter(disk / "out", "r1", 1)
@@ -141,7 +141,7 @@ def test_a_row_that_does_not_fit_is_absent_not_torn(tmp_path):
 
 
 def test_a_file_that_does_not_fit_leaves_no_temp_file_and_names_itself(tmp_path):
-    from pytest_swe_arena.ledger import write_atomic
+    from pytest_swe_arena.controller.ledger import write_atomic
 
     with small_disk(tmp_path / "disk", size="1m") as disk:
         fill(disk)

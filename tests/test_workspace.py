@@ -9,20 +9,17 @@ from pathlib import Path
 import pytest
 from gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
-from pytest_swe_arena.instances import Source, build_instance
-from pytest_swe_arena.workspace import (
-    WORK_BRANCH,
-    RepoStore,
-    WorkspaceError,
+from pytest_swe_arena.instances.loading import Source, build_instance
+from pytest_swe_arena.worker.git import WorkspaceError
+from pytest_swe_arena.worker.patches import (
     apply_patch,
     commit_environment_setup,
     extract_patch,
     files_touched,
     is_excluded_from_patch,
     is_test_path,
-    materialize,
-    reset_to_base,
 )
+from pytest_swe_arena.worker.workspace import WORK_BRANCH, RepoStore, materialize, reset_to_base
 
 
 def instance_of(project, **extra):

@@ -89,17 +89,13 @@ def options_table() -> str:
 
 
 def statuses_table() -> str:
-    """Each cell status: its pytest outcome, whether it counts, whether resume runs it again, its mark."""
-    from pytest_swe_arena.html_report import STATUS_MARKS
-    from pytest_swe_arena.outcome import FINAL_STATUSES, STATUSES
+    """Each cell status as ``outcome.STATUS_TABLE`` defines it: pytest outcome, counted, resume, mark, meaning."""
+    from pytest_swe_arena.outcome import STATUS_TABLE
 
-    meanings = _descriptions("statuses")
-    _check_described("statuses", list(STATUSES), meanings)
     rows = []
-    for status, (pytest_outcome, counted) in STATUSES.items():
-        rows.append([f"`{status}`", pytest_outcome, "yes" if counted else "no",
-                     "kept" if status in FINAL_STATUSES else "runs again", STATUS_MARKS[status][0],
-                     meanings[status]])
+    for status, meaning in STATUS_TABLE.items():
+        rows.append([f"`{status}`", meaning.pytest_outcome, "yes" if meaning.counted else "no",
+                     "kept" if meaning.final else "runs again", meaning.glyph, meaning.description])
     return _table(["status", "pytest outcome", "in the resolve rate", "on `--arena-resume`", "report.html",
                    "meaning"], rows)
 

@@ -1,4 +1,4 @@
-"""What every agent arm shares: the prompt, secrets, the opencode home of a cell, running the agent.
+"""What every agent arm shares: the prompt, finding its program, secrets, its table's caps, running it.
 
 Secrets: an arm may name ``secrets = {dir = "...", files = ["model.env"]}``;
 its agent then runs as ``dotenvx run --quiet --strict -f FILE... -- env -C
@@ -10,8 +10,6 @@ process, and never enter the cell environment that verify uses.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import re
 import shutil
@@ -22,23 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from ..outcome import AgentOutcome, ArmStatus
+from ..spend.budget import SpendCap
+from ..spend.prices import Price
 from ..suite import Suite
-from ..usage import StreamFollower, Usage
+from ..worker import processes
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-#: opencode variables that keep a cell off the network and out of the user's state (tests/OPENCODE_NOTES.md).
-OPENCODE_QUIET_ENV = {
-    "OPENCODE_DISABLE_MODELS_FETCH": "1",
-    "OPENCODE_DISABLE_AUTOUPDATE": "1",
-    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
-    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
-}
-
 
 def write_prompt(request: CellRequest, suffix: str) -> Path:
     """The agent's task, the problem statement and the worker suffix, as ``prompt.txt`` in the run dir."""
@@ -150,45 +139,7 @@ def read_env(reader: SettingsReader, key: str = "env") -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class SpendCap:
-    """The live per-cell cap: ``max_usd`` / ``max_tokens`` (input + output + reasoning)."""
-
-    max_usd: float | None
-    max_tokens: int | None
-    price: Mapping[str, float] | None
-
-    @property
-    def is_set(self) -> bool:
-        return self.max_usd is not None or self.max_tokens is not None
-
-    def exceeded(self, usage: Usage) -> str | None:
-        """Why ``usage`` is over the cap, or None."""
-        tokens = usage.total_tokens or 0
-        if self.max_tokens is not None and tokens > self.max_tokens:
-            return f"spent {tokens:,} tokens, over max_tokens {self.max_tokens:,}"
-        if self.max_usd is not None:
-            cost = usage.priced(self.price).cost_usd or 0.0
-            if cost > self.max_usd:
-                return f"spent ${cost:.6f}, over max_usd ${self.max_usd:g}"
-        return None
-
-
-
-class CapWatch:
-    """A ``should_stop`` for ``proc.run``: follows an opencode event stream against a ``SpendCap``."""
-
-    def __init__(self, cap: SpendCap, stream: Path):
-        self.cap = cap
-        self.follower = StreamFollower(stream)
-        self.reason: str | None = None
-
-    def __call__(self) -> str | None:
-        self.reason = self.cap.exceeded(self.follower.poll().known_usage())
-        return "over_budget" if self.reason else None
-
-
-def read_cap(reader: SettingsReader, price: Mapping[str, float] | None, model: str | None) -> SpendCap:
+def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> SpendCap:
     """``max_usd`` / ``max_tokens``; ``max_usd`` needs the model's price.
 
     opencode reports a cost of 0 for a model without a ``cost`` in its config,
@@ -203,31 +154,6 @@ def read_cap(reader: SettingsReader, price: Mapping[str, float] | None, model: s
         raise ArmConfigError(f"{reader.spec.origin}: field 'max_usd': no price is known for {whose} and an agent "
                              f"that reports cost 0 would never reach the cap; add {add}, or use max_tokens")
     return SpendCap(max_usd, int(max_tokens) if max_tokens is not None else None, price)
-
-
-def over_cap(cap: SpendCap, outcome: AgentOutcome, usage: Usage, what: str) -> AgentOutcome:
-    """``outcome``, turned ``over_budget`` when the final, accounted ``usage`` passed the cap.
-
-    The live watch sees only the stream; subagents, or spend in the last
-    moments before the agent exited, show up only in the final accounting.
-    Such a cell is never scored from its work either.
-    """
-    if outcome.status != "completed" or not cap.is_set:
-        return outcome
-    reason = cap.exceeded(usage)
-    if reason is None:
-        return outcome
-    return AgentOutcome("over_budget", f"{what} went over its cap: {reason}", outcome.returncode, outcome.seconds)
-
-
-@dataclass(frozen=True)
-class AgentOutcome:
-    """How the agent process ended, as an arm status."""
-
-    status: str
-    error: str | None
-    returncode: int | None
-    seconds: float
 
 
 def run_agent(
@@ -253,127 +179,21 @@ def run_agent(
     # opencode (Bun) takes its working directory from PWD when set: it must be the agent's cwd.
     env = {**env, "PWD": str(cwd)}
     try:
-        result = proc.run(command, cwd=directory, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
-                          timeout=timeout, grace=grace, should_stop=should_stop)
+        result = processes.run(command, cwd=directory, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
+                               timeout=timeout, grace=grace, should_stop=should_stop)
     except OSError as error:
         # error.filename is whatever was missing: the program, its cwd, or a file given as stdin.
         culprit = error.filename if error.filename is not None else command[0]
         raise ArmStartError(f"cannot start {what}: {error.strerror or error}: {culprit}") from None
     if result.timed_out:
-        return AgentOutcome("timeout", f"{what} did not finish within {timeout:g} s", None, result.seconds)
+        return AgentOutcome(ArmStatus.TIMEOUT, f"{what} did not finish within {timeout:g} s", None, result.seconds)
     if result.stopped:
-        return AgentOutcome(result.stopped, f"{what} was stopped: {result.stopped}", result.returncode,
+        return AgentOutcome(ArmStatus(result.stopped), f"{what} was stopped: {result.stopped}", result.returncode,
                             result.seconds)
     if result.returncode != 0:
-        return AgentOutcome("arm_error", f"{what} exited with status {result.returncode}", result.returncode,
-                            result.seconds)
-    return AgentOutcome("completed", None, 0, result.seconds)
-
-
-# -- opencode in a cell ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OpencodeHome:
-    """The user's opencode setup, carried into every cell's private config and data dirs.
-
-    ``config`` is the config text (from the arm's ``config`` setting, else
-    ``OPENCODE_CONFIG_CONTENT``, else the file ``OPENCODE_CONFIG`` names, else
-    the user's ``opencode.json(c)``), written to the cell's ``OPENCODE_CONFIG``.
-    ``auth`` is the user's ``auth.json`` (provider logins), copied mode 0600.
-    ``packages`` is a shared directory for provider packages opencode installs
-    at run time, linked into each cell so they are downloaded once, not per cell.
-    """
-
-    config: str | None
-    config_source: str
-    auth: Path | None
-    packages: Path
-    version: str
-
-    @property
-    def provenance(self) -> dict[str, Any]:
-        digest = hashlib.sha256(self.config.encode()).hexdigest()[:16] if self.config is not None else None
-        return {"agent": "opencode", "agent_version": self.version, "opencode_config": self.config_source,
-                "opencode_config_sha256": digest}
-
-    def install(self, request: CellRequest) -> None:
-        """Write the config, auth and package links into the cell (never into its run dir)."""
-        variables = request.cell.variables
-        config_dir = Path(variables["XDG_CONFIG_HOME"]) / "opencode"
-        config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.config is not None:
-            _write_private(Path(variables["OPENCODE_CONFIG"]), self.config)
-        # opencode npm-installs its plugin package into every config dir unless this lock says it is there.
-        dependencies = {"@opencode-ai/plugin": self.version}
-        (config_dir / "node_modules").mkdir(exist_ok=True)
-        (config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
-        lock = {"name": "opencode", "lockfileVersion": 3, "requires": True,
-                "packages": {"": {"dependencies": dependencies}}}
-        (config_dir / "package-lock.json").write_text(json.dumps(lock))
-        data_dir = Path(variables["XDG_DATA_HOME"]) / "opencode"
-        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.auth is not None and self.auth.is_file():
-            _write_private(data_dir / "auth.json", self.auth.read_text(encoding="utf-8"))
-        cache_dir = Path(variables["XDG_CACHE_HOME"]) / "opencode"
-        cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.packages.mkdir(parents=True, exist_ok=True)
-        link = cache_dir / "packages"
-        if not link.exists():
-            link.symlink_to(self.packages, target_is_directory=True)
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
-def _user_dir(variable: str, fallback: str) -> Path:
-    value = os.environ.get(variable)
-    return Path(value) if value else Path.home() / fallback
-
-
-def read_opencode_home(reader: SettingsReader, executable: str) -> OpencodeHome:
-    """Settings ``config`` (a file or an inline table), ``auth``, ``packages``; defaults from the user's setup."""
-    origin = reader.spec.origin
-    config_setting = reader.get("config", (str, dict), None, "a file name or an inline table")
-    config: str | None
-    if isinstance(config_setting, dict):
-        try:
-            config, source = json.dumps(config_setting, indent=2, allow_nan=False), "arm table"
-        except ValueError:
-            raise ArmConfigError(f"{origin}: field 'config': holds nan or inf, which JSON (opencode.json) "
-                                 "cannot hold; give a finite number") from None
-    elif isinstance(config_setting, str):
-        path = (reader.spec.base_dir / config_setting).resolve()
-        if not path.is_file():
-            raise ArmConfigError(f"{origin}: field 'config': {path} does not exist")
-        config, source = path.read_text(encoding="utf-8"), str(path)
-    else:
-        config, source = _user_config()
-    auth_setting = reader.path("auth")
-    if auth_setting is not None and not auth_setting.is_file():
-        raise ArmConfigError(f"{origin}: field 'auth': {auth_setting} does not exist")
-    auth = auth_setting or _user_dir("XDG_DATA_HOME", ".local/share") / "opencode" / "auth.json"
-    packages = reader.path("packages") or _user_dir("XDG_CACHE_HOME", ".cache") / "opencode" / "packages"
-    return OpencodeHome(config, source, auth if auth.is_file() else None, packages,
-                        agent_version(executable, origin))
-
-
-def _user_config() -> tuple[str | None, str]:
-    inline = os.environ.get("OPENCODE_CONFIG_CONTENT")
-    if inline:
-        return inline, "OPENCODE_CONFIG_CONTENT"
-    candidates = [os.environ.get("OPENCODE_CONFIG")] + [
-        str(_user_dir("XDG_CONFIG_HOME", ".config") / "opencode" / name)
-        for name in ("opencode.json", "opencode.jsonc", "config.json")
-    ]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return Path(candidate).read_text(encoding="utf-8"), candidate
-    return None, "none"
+        return AgentOutcome(ArmStatus.ARM_ERROR, f"{what} exited with status {result.returncode}",
+                            result.returncode, result.seconds)
+    return AgentOutcome(ArmStatus.COMPLETED, None, 0, result.seconds)
 
 
 def agent_version(executable: str, origin: str | None = None) -> str:

@@ -13,18 +13,18 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
-from ..usage import Usage
+from ..outcome import ArmStatus
+from ..spend.usage import Usage
+from ..suite import ArmSpec, Suite
 
 if TYPE_CHECKING:
-    from ..cell import CellEnvironment
-    from ..instances import Instance
-    from ..suite import Suite
-    from ..workspace import Workspace
+    from ..instances.model import Instance
+    from ..worker.cell import CellEnvironment
+    from ..worker.workspace import Workspace
 
-#: ArmResult.status values; anything but "completed" is never scored.
-ARM_STATUSES = ("completed", "arm_error", "timeout", "over_budget")
+T = TypeVar("T")
 
 
 class ArmConfigError(Exception):
@@ -44,29 +44,6 @@ class ArmStartError(Exception):
 
 
 @dataclass(frozen=True)
-class ArmSpec:
-    """An arm as configured: its name, kind and settings, and where it was defined."""
-
-    name: str
-    kind: str
-    settings: Mapping[str, Any]
-    origin: str
-    #: Directory that relative paths in the settings are relative to.
-    base_dir: Path
-    #: What changes the arm's results without being in its table: the suite's worker_suffix
-    #: (as a digest) when the arm has none of its own, --arena-strict-models when on.
-    inherited: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def identity(self) -> dict[str, Any]:
-        """What identifies the arm in the ledger and in cell keys."""
-        identity = {"name": self.name, "kind": self.kind, "settings": dict(self.settings)}
-        if self.inherited:
-            identity["inherited"] = dict(self.inherited)
-        return identity
-
-
-@dataclass(frozen=True)
 class CellRequest:
     """What an arm gets for one cell."""
 
@@ -82,9 +59,9 @@ class CellRequest:
 
 @dataclass(frozen=True)
 class ArmResult:
-    """What the arm did: how it ended, what it spent, and where it came from."""
+    """What the arm did: how it ended (an ``ArmStatus``, or its text), what it spent, and where it came from."""
 
-    status: str = "completed"
+    status: ArmStatus = ArmStatus.COMPLETED
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     models: Mapping[str, Usage] = field(default_factory=dict)
@@ -94,8 +71,11 @@ class ArmResult:
     details: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in ARM_STATUSES:
-            raise ValueError(f"ArmResult.status {self.status!r} is not one of {ARM_STATUSES}")
+        try:
+            object.__setattr__(self, "status", ArmStatus(self.status))
+        except ValueError:
+            known = tuple(status.value for status in ArmStatus)
+            raise ValueError(f"ArmResult.status {self.status!r} is not one of {known}") from None
 
 
 class Arm(Protocol):
@@ -106,7 +86,7 @@ class Arm(Protocol):
     def run(self, request: CellRequest) -> ArmResult: ...
 
 
-ArmKind = Callable[["ArmSpec", "Suite"], Arm]
+ArmKind = Callable[[ArmSpec, Suite], Arm]
 
 
 class SettingsReader:
@@ -119,7 +99,8 @@ class SettingsReader:
     def _fail(self, key: str, message: str) -> ArmConfigError:
         return ArmConfigError(f"{self.spec.origin}: field {key!r}: {message}")
 
-    def get(self, key: str, kinds: tuple[type, ...], default: Any, accepted: str) -> Any:
+    def get(self, key: str, kinds: tuple[type, ...], default: object, accepted: str) -> object:
+        """The setting ``key`` (``default`` when absent), one of ``kinds`` or None; else an ``ArmConfigError``."""
         self._read.add(key)
         value = self.spec.settings.get(key, default)
         if value is None:
@@ -130,34 +111,64 @@ class SettingsReader:
             raise self._fail(key, f"{value!r} is not {accepted}")
         return value
 
-    def string(self, key: str, default: str | None = None, *, required: bool = False) -> Any:
-        value = self.get(key, (str,), default, "a string")
+    def _typed(self, key: str, kind: type[T], default: object, accepted: str) -> T | None:
+        value = self.get(key, (kind,), default, accepted)
+        assert value is None or isinstance(value, kind)
+        return value
+
+    @overload
+    def string(self, key: str, default: str, *, required: bool = False) -> str: ...
+    @overload
+    def string(self, key: str, default: None = None, *, required: Literal[True]) -> str: ...
+    @overload
+    def string(self, key: str, default: None = None, *, required: Literal[False] = False) -> str | None: ...
+    def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self._typed(key, str, default, "a string")
         if required and not value:
             raise self._fail(key, "is required (a string)")
         return value
 
-    def number(self, key: str, default: float | None = None, *, positive: bool = True) -> Any:
+    @overload
+    def number(self, key: str, default: float, *, positive: bool = True) -> float: ...
+    @overload
+    def number(self, key: str, default: None = None, *, positive: bool = True) -> float | None: ...
+    def number(self, key: str, default: float | None = None, *, positive: bool = True) -> float | None:
         value = self.get(key, (int, float), default, "a number")
-        if value is not None and not math.isfinite(value):
+        if value is None:
+            return None
+        assert isinstance(value, (int, float))
+        if not math.isfinite(value):
             raise self._fail(key, f"{value!r} is not a finite number")
-        if value is not None and positive and value <= 0:
+        if positive and value <= 0:
             raise self._fail(key, f"{value!r} is not a positive number")
         return value
 
-    def strings(self, key: str, default: list[str] | None = None) -> Any:
-        value = self.get(key, (list,), default, "a list of strings")
+    @overload
+    def strings(self, key: str, default: list[str]) -> list[str]: ...
+    @overload
+    def strings(self, key: str, default: None = None) -> list[str] | None: ...
+    def strings(self, key: str, default: list[str] | None = None) -> list[str] | None:
+        value = self._typed(key, list, default, "a list of strings")
         if value is not None and not all(isinstance(v, str) for v in value):
             raise self._fail(key, f"{value!r} is not a list of strings")
         return value
 
-    def table(self, key: str, default: dict[str, Any] | None = None) -> Any:
-        return self.get(key, (dict,), default, "a table")
+    @overload
+    def table(self, key: str, default: dict[str, Any]) -> dict[str, Any]: ...
+    @overload
+    def table(self, key: str, default: None = None) -> dict[str, Any] | None: ...
+    def table(self, key: str, default: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        return self._typed(key, dict, default, "a table")
 
-    def boolean(self, key: str, default: bool | None = None) -> Any:
-        return self.get(key, (bool,), default, "true or false")
+    @overload
+    def boolean(self, key: str, default: bool) -> bool: ...
+    @overload
+    def boolean(self, key: str, default: None = None) -> bool | None: ...
+    def boolean(self, key: str, default: bool | None = None) -> bool | None:
+        return self._typed(key, bool, default, "true or false")
 
     def path(self, key: str, default: str | None = None, *, required: bool = False) -> Path | None:
-        value = self.string(key, default, required=required)
+        value = self.string(key, default, required=True) if required else self.string(key, default)
         return (self.spec.base_dir / value).resolve() if value else None
 
     def finish(self) -> None:

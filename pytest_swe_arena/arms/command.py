@@ -24,24 +24,23 @@ from typing import Any
 
 import pytest
 
-from ..suite import Suite
-from ..usage import COUNT_FIELDS, Usage, accounting_errors, price_for
+from ..spend.budget import CapWatch
+from ..spend.prices import price_for
+from ..spend.usage import COUNT_FIELDS, Accounting, Usage, accounting_errors
+from ..suite import ArmSpec, Suite
 from .agent import (
-    OPENCODE_QUIET_ENV,
-    CapWatch,
-    OpencodeHome,
     check_program,
     check_template,
     find_program,
     read_cap,
     read_env,
-    read_opencode_home,
     read_secrets,
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
+from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
 USAGE_SOURCES = ("file", "opencode")
@@ -63,9 +62,10 @@ class CommandArm:
         if isinstance(command, list) and (self.shell or not command or not all(isinstance(c, str) for c in command)):
             raise ArmConfigError(f"{spec.origin}: field 'command': with shell = true give one string; "
                                  "otherwise a non-empty list of strings")
-        self.command: str | list[str] = command
-        used = check_template([command] if isinstance(command, str) else command, PLACEHOLDERS, spec.origin,
-                              "command")
+        assert isinstance(command, (str, list))
+        self.command: str | list[str] = command if isinstance(command, str) else [str(part) for part in command]
+        used = check_template([self.command] if isinstance(self.command, str) else self.command, PLACEHOLDERS,
+                              spec.origin, "command")
         self.model: str | None = reader.string("model")
         if "model" in used and not self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
@@ -124,25 +124,25 @@ class CommandArm:
         if self.secrets:
             provenance["secrets"] = self.secrets.describe()
         if streamed:
-            outcome, error, usage, models, served, details = settle_opencode_run(
-                request, stdout, outcome, watch, self.cap, self.prices, self.price, f"command {self.spec.name}")
+            outcome, spent = settle_opencode_run(request, stdout, outcome, watch, self.cap, self.prices, self.price,
+                                                 f"command {self.spec.name}")
         else:
-            error = outcome.error
-            usage, models, served, problem = self.account_file(usage_file)
-            details = accounting_errors({}, [problem] if problem else [])
-        details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
-        return ArmResult(status=outcome.status, error=error, usage=usage, models=models, asked_model=self.model,
-                         served_model=served, provenance=provenance, details=details)
+            spent = self.account_file(usage_file)
+        return ArmResult(status=outcome.status, error=outcome.error, usage=spent.usage, models=dict(spent.models),
+                         asked_model=self.model, served_model=spent.served_model, provenance=provenance,
+                         details={**spent.details, "returncode": outcome.returncode,
+                                  "agent_seconds": round(outcome.seconds, 3)})
 
-    def account_file(self, path: Path) -> tuple[Usage, dict[str, Usage], str | None, str | None]:
-        """(usage, per model, served model, problem) from the usage file; never raises once the agent has run."""
+    def account_file(self, path: Path) -> Accounting:
+        """What the usage file says the run spent; never raises once the agent has run."""
         try:
             usage, served, problem = read_usage_file(path)
             usage = usage.priced(price_for(self.prices, served or self.model))
         except Exception as error:  # any failure: the agent ran, its spend is unknown, not lost
-            return Usage(), {}, None, f"accounting failed: {type(error).__name__}: {error}"
+            return Accounting(details=accounting_errors({}, [f"accounting failed: {type(error).__name__}: {error}"]))
         model = served or self.model
-        return usage, ({model: usage} if model else {}), served, problem
+        return Accounting(usage, {model: usage} if model else {}, served,
+                          accounting_errors({}, [problem] if problem else []))
 
 
 def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:

@@ -14,28 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ..naming import CellName
-from ..suite import Suite
-from ..usage import Usage, accounting_errors, add_usages, price_for, read_sessions, read_stream, sessions_by_model
-from .agent import (
-    OPENCODE_QUIET_ENV,
-    AgentOutcome,
-    CapWatch,
-    SpendCap,
-    find_program,
-    over_cap,
-    read_cap,
-    read_env,
-    read_opencode_home,
-    read_secrets,
-    run_agent,
-    write_prompt,
-)
-from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from ..outcome import AgentOutcome, ArmStatus
+from ..spend.budget import CapWatch, SpendCap, over_cap
+from ..spend.opencode import account_opencode_run
+from ..spend.prices import Price, price_for
+from ..spend.usage import Accounting
+from ..suite import ArmSpec, Suite
+from .agent import find_program, read_cap, read_env, read_secrets, run_agent, write_prompt
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
+from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -75,69 +66,31 @@ class OpencodeArm:
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=events,
             stderr=request.run_dir / "stderr.log", stdin=prompt, should_stop=watch, what="opencode",
         )
-        outcome, error, usage, models, served, details = settle_opencode_run(
-            request, events, outcome, watch, self.cap, self.prices, self.price, "opencode")
-        details.update(returncode=outcome.returncode, agent_seconds=round(outcome.seconds, 3))
+        outcome, spent = settle_opencode_run(request, events, outcome, watch, self.cap, self.prices, self.price,
+                                             "opencode")
         return ArmResult(
-            status=outcome.status, error=error, usage=usage, models=models,
-            asked_model=self.model, served_model=served,
+            status=outcome.status, error=outcome.error, usage=spent.usage, models=dict(spent.models),
+            asked_model=self.model, served_model=spent.served_model,
             provenance={**self.home.provenance, **({"secrets": self.secrets.describe()} if self.secrets else {})},
-            details=details,
+            details={**spent.details, "returncode": outcome.returncode, "agent_seconds": round(outcome.seconds, 3)},
         )
 
 
 def settle_opencode_run(
     request: CellRequest, events: Path, outcome: AgentOutcome, watch: CapWatch | None, cap: SpendCap,
-    prices: Mapping[str, Mapping[str, float]], price: Mapping[str, float] | None, what: str,
-) -> tuple[AgentOutcome, str | None, Usage, dict[str, Usage], str | None, dict[str, Any]]:
-    """After an agent that wrote opencode's JSON stream to ``events``: its error, its spend, the final cap check.
+    prices: Mapping[str, Price], price: Price | None, what: str,
+) -> tuple[AgentOutcome, Accounting]:
+    """After an agent that wrote opencode's JSON stream to ``events``: how it ended, and what it spent.
 
-    Returns (outcome, error, usage, usage per model, served model, details).
+    The outcome's error says why a live cap stopped it, or the stream's last error when it
+    failed; the final accounting is held to the cap too (``over_cap``).
     """
-    stream = watch.follower.finish() if watch is not None else read_stream(events)  # the watch read most of it
-    error = outcome.error
-    if outcome.status == "over_budget" and watch is not None:
-        error = f"{what} stopped: {watch.reason}"
-    elif outcome.status == "arm_error" and stream.errors:
-        error = f"{error}: {stream.errors[-1][:500]}"
-    usage, models, served, details = account_opencode(request, stream.usage(), prices, price)
-    details = accounting_errors(details, stream.problems)
-    capped = over_cap(cap, outcome, usage, what)
-    if capped is not outcome:
-        outcome, error = capped, capped.error
-    return outcome, error, usage, models, served, details
-
-
-def account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str, Mapping[str, float]],
-                     price: Mapping[str, float] | None) -> tuple[Usage, dict[str, Usage], str | None, dict[str, Any]]:
-    """Usage from the cell's store (all sessions, subagents included), steps and context from the stream.
-
-    Returns the usage, the usage per served model, the served model of the
-    run's root session and details. When the store cannot be read
-    (``details.sessions = null``) or holds no session (``[]``) the stream's
-    numbers stand alone: they miss subagent spend, which those details make
-    visible. Never raises: the agent has run, and its spend must not be lost
-    to an accounting bug; a failure gives unknown usage and ``details.accounting_error``.
-    """
-    try:
-        return _account_opencode(request, streamed, prices, price)
-    except Exception as error:  # any failure: see the docstring
-        return Usage(), {}, None, {"sessions": None, "accounting_error": f"{type(error).__name__}: {error}"}
-
-
-def _account_opencode(request: CellRequest, streamed: Usage, prices: Mapping[str, Mapping[str, float]],
-                      price: Mapping[str, float] | None) -> tuple[Usage, dict[str, Usage], str | None, dict[str, Any]]:
-    sessions = read_sessions(request.cell.opencode_db)
-    details: dict[str, Any] = {"stream": streamed.to_json(), "sessions": None if sessions is None else []}
-    if not sessions:
-        return streamed.priced(price), {}, None, details
-    models = sessions_by_model(sessions, prices)
-    total = add_usages(models.values())
-    usage = replace(total, steps=streamed.steps, max_context_tokens=streamed.max_context_tokens)
-    root = next((s for s in sessions if s.parent_id is None), sessions[0])
-    details["sessions"] = [{"id": s.id, "parent_id": s.parent_id, "model": s.model, **s.usage.to_json()}
-                           for s in sessions]
-    return usage, models, root.model, accounting_errors(details, (p for s in sessions for p in s.problems))
+    stream, spent = account_opencode_run(request, events, watch.follower if watch else None, prices, price)
+    if outcome.status == ArmStatus.OVER_BUDGET and watch is not None:
+        outcome = replace(outcome, error=f"{what} stopped: {watch.reason}")
+    elif outcome.status == ArmStatus.ARM_ERROR and stream.errors:
+        outcome = replace(outcome, error=f"{outcome.error}: {stream.errors[-1][:500]}")
+    return over_cap(cap, outcome, spent.usage, what), spent
 
 
 @pytest.hookimpl

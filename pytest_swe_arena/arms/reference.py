@@ -6,10 +6,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from ..suite import Suite
-from ..usage import Usage
-from ..workspace import PatchApplyError, apply_patch
-from .base import ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from ..spend.usage import Usage
+from ..suite import ArmSpec, Suite
+from ..worker.patches import PatchApplyError, apply_patch
+from .base import ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 
 class GoldArm:

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from ..instances import InstanceFileError, read_rows
-from ..suite import Suite
-from ..usage import Usage
-from ..workspace import PatchApplyError, apply_patch
-from .base import ArmConfigError, ArmError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from ..instances.loading import read_rows
+from ..instances.model import InstanceFileError
+from ..outcome import ArmStatus
+from ..spend.usage import Usage
+from ..suite import ArmSpec, Suite
+from ..worker.patches import PatchApplyError, apply_patch
+from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 
 def load_predictions(path: Path, origin: str) -> dict[str, dict[str, str]]:
@@ -75,7 +77,7 @@ class ReplayArm:
         try:
             apply_patch(request.workspace, patch, f"the recorded patch for {instance_id}")
         except PatchApplyError as error:
-            return ArmResult(status="arm_error", error=str(error), usage=Usage(cost_source="unknown"),
+            return ArmResult(status=ArmStatus.ARM_ERROR, error=str(error), usage=Usage(cost_source="unknown"),
                              provenance=provenance)
         return ArmResult(usage=Usage(cost_source="unknown"), provenance=provenance)
 

@@ -25,32 +25,15 @@ from typing import Any
 
 import pytest
 
-from ..suite import Suite
-from ..usage import (
-    UNKNOWN_MODEL,
-    SessionSpend,
-    Usage,
-    accounting_errors,
-    add_usages,
-    cost_problem,
-    count_problem,
-    json_count,
-    json_table,
-    read_sessions,
-    sessions_by_model,
-)
-from ..workspace import run_git
-from .agent import (
-    OPENCODE_QUIET_ENV,
-    check_program,
-    check_template,
-    find_program,
-    read_env,
-    read_opencode_home,
-    read_secrets,
-    run_agent,
-)
-from .base import ArmConfigError, ArmKind, ArmResult, ArmSpec, CellRequest, SettingsReader
+from ..files import json_count, json_table
+from ..outcome import ArmStatus
+from ..spend.opencode import UNKNOWN_MODEL, read_sessions, sessions_by_model, worker_sessions
+from ..spend.usage import Usage, accounting_errors, add_usages, cost_problem, count_problem
+from ..suite import ArmSpec, Suite
+from ..worker.git import run_git
+from .agent import check_program, check_template, find_program, read_env, read_secrets, run_agent
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
+from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
 
 DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
 PLACEHOLDERS = ("shim", "extension", "workspace", "params", "run_dir", "loops_repo")
@@ -167,14 +150,6 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
     return run
 
 
-def worker_sessions(sessions: list[SessionSpend] | None, cwds: list[str]) -> list[SessionSpend] | None:
-    """The sessions that ran in a worker's cwd (subagents share their parent's directory)."""
-    if sessions is None:
-        return None
-    wanted = set(cwds)
-    return [session for session in sessions if session.directory in wanted]
-
-
 class SupervisorArm:
     """SUP: the loops supervisor driver, run through a command template in the loops checkout."""
 
@@ -250,11 +225,11 @@ class SupervisorArm:
             what="the supervisor driver",
         )
         run = read_supervisor_run(workspace)
-        status, error = "completed", None
-        if outcome.status != "completed":
-            status, error = "arm_error", f"{outcome.error} (supervisor state {run.status or 'missing'})"
+        status, error = ArmStatus.COMPLETED, None
+        if outcome.status != ArmStatus.COMPLETED:
+            status, error = ArmStatus.ARM_ERROR, f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
-            status, error = "arm_error", f"supervisor state {run.status or 'missing'}; expected completed"
+            status, error = ArmStatus.ARM_ERROR, f"supervisor state {run.status or 'missing'}; expected completed"
         usage, models, served, recovered = self.account(request, run)
         return ArmResult(
             status=status, error=error, usage=usage, models=models,

@@ -1,0 +1,128 @@
+"""opencode in a cell: the user's opencode setup carried into the cell's private homes.
+
+Used by every arm whose agent is opencode: the ``opencode`` kind, ``command`` with
+``usage = "opencode"``, and the supervisor's workers. What a run spent is read in
+``spend.opencode``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..files import write_atomic
+from .agent import agent_version
+from .base import ArmConfigError, CellRequest, SettingsReader
+
+#: opencode variables that keep a cell off the network and out of the user's state (tests/OPENCODE_NOTES.md).
+OPENCODE_QUIET_ENV = {
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+}
+
+
+
+@dataclass(frozen=True)
+class OpencodeHome:
+    """The user's opencode setup, carried into every cell's private config and data dirs.
+
+    ``config`` is the config text (from the arm's ``config`` setting, else
+    ``OPENCODE_CONFIG_CONTENT``, else the file ``OPENCODE_CONFIG`` names, else
+    the user's ``opencode.json(c)``), written to the cell's ``OPENCODE_CONFIG``.
+    ``auth`` is the user's ``auth.json`` (provider logins), copied mode 0600.
+    ``packages`` is a shared directory for provider packages opencode installs
+    at run time, linked into each cell so they are downloaded once, not per cell.
+    """
+
+    config: str | None
+    config_source: str
+    auth: Path | None
+    packages: Path
+    version: str
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        digest = hashlib.sha256(self.config.encode()).hexdigest()[:16] if self.config is not None else None
+        return {"agent": "opencode", "agent_version": self.version, "opencode_config": self.config_source,
+                "opencode_config_sha256": digest}
+
+    def install(self, request: CellRequest) -> None:
+        """Write the config, auth and package links into the cell (never into its run dir)."""
+        variables = request.cell.variables
+        config_dir = Path(variables["XDG_CONFIG_HOME"]) / "opencode"
+        config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.config is not None:
+            config = Path(variables["OPENCODE_CONFIG"])
+            config.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_atomic(config, self.config)  # a temp file of mode 0600, renamed
+        # opencode npm-installs its plugin package into every config dir unless this lock says it is there.
+        dependencies = {"@opencode-ai/plugin": self.version}
+        (config_dir / "node_modules").mkdir(exist_ok=True)
+        (config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+        lock = {"name": "opencode", "lockfileVersion": 3, "requires": True,
+                "packages": {"": {"dependencies": dependencies}}}
+        (config_dir / "package-lock.json").write_text(json.dumps(lock))
+        data_dir = Path(variables["XDG_DATA_HOME"]) / "opencode"
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.auth is not None and self.auth.is_file():
+            write_atomic(data_dir / "auth.json", self.auth.read_text(encoding="utf-8"))
+        cache_dir = Path(variables["XDG_CACHE_HOME"]) / "opencode"
+        cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.packages.mkdir(parents=True, exist_ok=True)
+        link = cache_dir / "packages"
+        if not link.exists():
+            link.symlink_to(self.packages, target_is_directory=True)
+
+
+def _user_dir(variable: str, fallback: str) -> Path:
+    value = os.environ.get(variable)
+    return Path(value) if value else Path.home() / fallback
+
+
+def read_opencode_home(reader: SettingsReader, executable: str) -> OpencodeHome:
+    """Settings ``config`` (a file or an inline table), ``auth``, ``packages``; defaults from the user's setup."""
+    origin = reader.spec.origin
+    config_setting = reader.get("config", (str, dict), None, "a file name or an inline table")
+    config: str | None
+    if isinstance(config_setting, dict):
+        try:
+            config, source = json.dumps(config_setting, indent=2, allow_nan=False), "arm table"
+        except ValueError:
+            raise ArmConfigError(f"{origin}: field 'config': holds nan or inf, which JSON (opencode.json) "
+                                 "cannot hold; give a finite number") from None
+    elif isinstance(config_setting, str):
+        path = (reader.spec.base_dir / config_setting).resolve()
+        if not path.is_file():
+            raise ArmConfigError(f"{origin}: field 'config': {path} does not exist")
+        config, source = path.read_text(encoding="utf-8"), str(path)
+    else:
+        config, source = _user_config()
+    auth_setting = reader.path("auth")
+    if auth_setting is not None and not auth_setting.is_file():
+        raise ArmConfigError(f"{origin}: field 'auth': {auth_setting} does not exist")
+    auth = auth_setting or _user_dir("XDG_DATA_HOME", ".local/share") / "opencode" / "auth.json"
+    packages = reader.path("packages") or _user_dir("XDG_CACHE_HOME", ".cache") / "opencode" / "packages"
+    return OpencodeHome(config, source, auth if auth.is_file() else None, packages,
+                        agent_version(executable, origin))
+
+
+def _user_config() -> tuple[str | None, str]:
+    inline = os.environ.get("OPENCODE_CONFIG_CONTENT")
+    if inline:
+        return inline, "OPENCODE_CONFIG_CONTENT"
+    candidates = [os.environ.get("OPENCODE_CONFIG")] + [
+        str(_user_dir("XDG_CONFIG_HOME", ".config") / "opencode" / name)
+        for name in ("opencode.json", "opencode.jsonc", "config.json")
+    ]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate).read_text(encoding="utf-8"), candidate
+    return None, "none"

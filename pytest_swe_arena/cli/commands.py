@@ -1,0 +1,110 @@
+"""The ``swe-arena`` commands: report, compare, status, export.
+
+Each shares its implementation with the plugin: the same ledger reader, summary,
+HTML report and predictions writer produce the same files the sweep wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from pathlib import Path
+
+from ..controller.ledger import read_ledger
+from ..naming import LEDGER_NAME
+from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
+from ..results.records import CellRecord, latest_run_rows, ledger_cells
+from ..results.text import format_summary, written_lines
+
+#: Exit status of a command refused or misused (as argparse's own usage errors).
+USAGE_ERROR = 2
+
+
+def _ledger(out: Path) -> Path:
+    ledger = out / LEDGER_NAME
+    if not ledger.is_file():
+        raise SystemExit(f"swe-arena: {ledger} does not exist; is {out} a sweep's --arena-out directory?")
+    return ledger
+
+
+def _refuse_a_live_sweep(out: Path, command: str) -> None:
+    """``report`` and ``export`` write into the out dir: not while a live sweep owns it."""
+    from ..controller.lock import (  # it needs pytest: only here
+        CorruptLock,
+        lock_written_ago,
+        read_lock,
+        stale_reason,
+    )
+
+    try:
+        owner = read_lock(out)
+    except CorruptLock:
+        return  # no sweep of ours writes a lock like that
+    if owner is not None and stale_reason(owner, written_ago=lock_written_ago(out)) is None:
+        print(f"swe-arena {command}: {out} is in use by a running sweep (pid {owner.get('pid')} on "
+              f"{owner.get('host')}, run {owner.get('run_id')}); its files are rewritten when it ends. "
+              f"Wait for it (`swe-arena status {out} --watch 10`), or stop it.", file=sys.stderr)
+        raise SystemExit(USAGE_ERROR)
+
+
+def _latest_cells(out: Path) -> list[CellRecord]:
+    """The cells of the ledger's last run, reduced while streaming (a large ledger is never held whole)."""
+    cells = ledger_cells(_ledger(out))
+    if not cells:
+        raise SystemExit(f"swe-arena: {out / LEDGER_NAME} has no rows")
+    # The cells live until the command ends: keep the cyclic GC from re-scanning them (and their phases).
+    gc.freeze()
+    return cells
+
+
+def command_report(args: argparse.Namespace) -> int:
+    _refuse_a_live_sweep(args.out, "report")
+    cells = _latest_cells(args.out)
+    run_id = cells[-1].run_id
+    summary, written = write_reports(args.out, cells, previous_arm_order(args.out, run_id), run_id,
+                                     recorded_budget(args.out, run_id))
+    print("\n".join([*format_summary(summary), "", *written_lines(args.out, run_id, written)]))
+    return 0
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from ..results.compare import compare_runs, format_comparison
+
+    cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
+    order = previous_arm_order(args.out_a, cells_a[-1].run_id)
+    print("\n".join(format_comparison(compare_runs(cells_a, cells_b, order), str(args.out_a), str(args.out_b))))
+    return 0
+
+
+def command_status(args: argparse.Namespace) -> int:
+    from .status import sweep_status  # reads the lock, whose module needs pytest: only here
+
+    while True:
+        lines, live = sweep_status(args.out)
+        print("\n".join(lines), flush=True)
+        if not (args.watch and live):
+            return 0 if live else 1
+        time.sleep(args.watch)
+        print(flush=True)
+
+
+def command_export(args: argparse.Namespace) -> int:
+    _refuse_a_live_sweep(args.out, "export")
+    rows = latest_run_rows(read_ledger(_ledger(args.out)))
+    if not rows:
+        raise SystemExit(f"swe-arena: {args.out / LEDGER_NAME} has no rows")
+    if args.arm:
+        known = {str(row["arm"]) for row in rows if "arm" in row}
+        unknown = [name for name in args.arm if name not in known]
+        if unknown:
+            raise SystemExit(f"swe-arena: no rows for arm {unknown[0]!r} in {args.out / LEDGER_NAME}; "
+                             f"arms there: {', '.join(sorted(known)) or 'none'}")
+        rows = [row for row in rows if row.get("arm") in args.arm]
+    written = write_predictions(rows, args.out)
+    if not written:
+        raise SystemExit(f"swe-arena: no graded patch to export in {args.out / LEDGER_NAME}")
+    for path in written:
+        print(path)
+    return 0

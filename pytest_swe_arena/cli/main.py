@@ -1,0 +1,83 @@
+"""``swe-arena``'s command line: its parser, its warnings, its exit statuses.
+
+The commands themselves are ``commands``' (report, compare, status, export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from .commands import command_compare, command_export, command_report, command_status
+
+#: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
+INTERRUPTED = 130
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swe-arena", description="Look at sweeps without running pytest.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    out_help = "a sweep's --arena-out directory"
+
+    report = commands.add_parser("report", help="rebuild summary.json and report.html from the ledger")
+    report.add_argument("out", type=Path, help=out_help)
+    report.set_defaults(run=command_report)
+
+    compare = commands.add_parser("compare", help="two sweeps side by side: per-arm deltas and per-instance flips")
+    compare.add_argument("out_a", type=Path, metavar="OUT_A", help="the sweep to compare from")
+    compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to")
+    compare.set_defaults(run=command_compare)
+
+    status = commands.add_parser(
+        "status", help="progress of a running sweep: owner, heartbeat, cells done/running/left, spend",
+        description="Exit status: 0 while a live sweep owns OUT, 1 when none does (finished, never started, stale).",
+    )
+    status.add_argument("out", type=Path, help=out_help)
+    status.add_argument("--watch", type=_seconds, metavar="SECONDS",
+                        help="show it again every SECONDS until the sweep ends")
+    status.set_defaults(run=command_status)
+
+    export = commands.add_parser("export", help="write SWE-bench predictions (predictions/<ARM>.jsonl)")
+    export.add_argument("out", type=Path, help=out_help)
+    export.add_argument("--arm", action="append", metavar="NAME",
+                        help="the arm to export (repeatable; default: every arm)")
+    export.set_defaults(run=command_export)
+    return parser
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    print(f"swe-arena: warning: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning  # "swe-arena: warning: ...", not a source line
+            result: int = args.run(args)
+        return result
+    except KeyboardInterrupt:
+        return INTERRUPTED  # Ctrl-C on `status --watch`: no traceback
+    except BrokenPipeError:
+        # `swe-arena status OUT | head`: the reader left. Point stdout at devnull so the
+        # interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+

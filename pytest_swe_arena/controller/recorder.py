@@ -1,0 +1,220 @@
+"""The controller's plugin: the sweep's lifetime on the process that owns the out dir.
+
+Registered only where there is no ``workerinput`` (the controller under xdist, or the only
+process without it), as pytest-xdist and junitxml register theirs, and fed only by test
+reports, so the same sweep gives the same rows with and without ``-n``. Each hook delegates:
+the rows to ``records.SweepRecords``, the out dir's owner to ``lock.SweepLock``, what a
+resumed sweep reuses to ``resume``, stopping to ``interrupts``, the text to ``results.text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import pytest
+
+from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
+from ..naming import LEDGER_NAME, new_run_id
+from ..results.calibration import failed_instances
+from ..results.text import (
+    calibrated_only_header,
+    calibration_lines,
+    cell_teststatus,
+    cells_line,
+    format_summary,
+    written_lines,
+)
+from ..spend.budget import budget_sources, check_budgets_have_local_workers, sweep_limits
+from ..state import CASE_KEY, ArenaState, hand_to_worker
+from .ledger import read_ledger
+from .lock import SweepLock
+from .records import SweepRecords
+from .resume import reusable_rows, verdicts
+from .workers import pin_worker_rootdir
+
+
+class ControllerPlugin:
+    """Writes ``ledger.jsonl``, patches, run logs, predictions, ``budget.json`` and ``summary.json``."""
+
+    def __init__(self, config: pytest.Config, state: ArenaState):
+        settings = state.settings
+        self.config = config
+        self.state = state
+        if state.sweep_run:
+            check_budgets_have_local_workers(config, budget_sources(settings, state.suite))
+            if settings.calibrated_only:
+                state.calibration_failed = failed_instances(settings.out)
+            state.sweep_token = new_sweep_token()
+            state.interrupts = stop_signals(state.sweep_token, controller=True)
+            state.interrupts.install()
+        reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME)) if settings.resume else {}
+        state.reuse = verdicts(reusable)
+        self.records = SweepRecords(settings.out, new_run_id(), settings.arms, settings.repeat,
+                                    sweep_limits(settings, state.suite), reusable, self.deferred)
+        self.lock: SweepLock | None = None
+        self.interrupted = False
+        self.notes: list[str] = []
+
+    def deferred(self) -> AbstractContextManager[None]:
+        """Ctrl-C waits while a row is written and counted, so a row on disk is never recorded twice."""
+        interrupts = self.state.interrupts
+        return interrupts.deferred() if interrupts is not None else nullcontext()
+
+    # -- xdist ------------------------------------------------------------------------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Sequence[Any]) -> None:
+        pin_worker_rootdir(config, specs)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        hand_to_worker(self.state, node.workerinput)
+
+    # -- the sweep's lifetime -----------------------------------------------------------------
+
+    def pytest_report_header(self) -> list[str]:
+        if not self.state.settings.calibrated_only:
+            return []
+        return [calibrated_only_header(self.state.calibration_failed)]
+
+    # trylast: after the cell plugin's sessionstart built the arms. A usage error there ends the
+    # session without pytest_sessionfinish, so the lock must not be taken before it.
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self) -> None:
+        if not self.state.sweep_run:
+            return
+        settings = self.state.settings
+        self.lock = SweepLock(self.records.out, self.records.run_id, self.progress, self.state.sweep_token,
+                              heartbeat=settings.lock_heartbeat, stale_after=settings.lock_stale)
+        takeover = self.lock.acquire()
+        if takeover:
+            self.note(takeover)
+        self.records.prepay_reused()
+
+    def progress(self) -> Mapping[str, Any]:
+        return self.records.progress.to_json(self.records.tally)
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter spends seconds rendering the traceback
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
+        if self.state.interrupts is not None:
+            self.state.interrupts.begin_stop()  # an interrupt raised by xdist did not pass our handler
+        if self.state.sweep_token:
+            forward_interrupt(self.state.sweep_token)
+
+    # A wrapper, innermost (trylast): signals stop raising before xdist's own session finish
+    # waits for its workers, and the bookkeeping below runs whatever happened in there, still
+    # before the terminal reporter shows the results.
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Generator[None]:
+        if self.state.interrupts is not None:
+            self.state.interrupts.begin_stop()
+        try:
+            return (yield)
+        finally:
+            self.finish_sweep(session, exitstatus)
+
+    def finish_sweep(self, session: pytest.Session, exitstatus: int) -> None:
+        """The bookkeeping at the end of a sweep: unfinished cells, leftover processes, output files, the lock."""
+        try:
+            if exitstatus == pytest.ExitCode.INTERRUPTED or self.interrupted:
+                self.records.record_unfinished()
+            if self.state.sweep_token:
+                interrupts = self.state.interrupts
+                leftovers = reap_sweep(self.state.sweep_token,
+                                       hurry=interrupts.hurried if interrupts is not None else None)
+                if leftovers:
+                    self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
+            if self.records.rows:
+                for note in self.records.write_outputs(self.state.settings.calibrate):
+                    self.note(note)
+        finally:
+            self.release_lock()
+        if self.records.incomplete and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+    def pytest_unconfigure(self) -> None:
+        # The safety net: a session that ended before pytest_sessionfinish (an error in another
+        # plugin's sessionstart, say) must not leave a lock behind for the next sweep to take over.
+        self.release_lock()
+        if self.state.interrupts is not None:
+            self.state.interrupts.uninstall()
+        forget_sweep_token(self.state.sweep_token)
+
+    def release_lock(self) -> None:
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
+
+    def refresh_lock(self) -> None:
+        if self.lock is not None:
+            try:
+                self.lock.write()
+            except OSError:
+                pass  # the heartbeat says so, and keeps trying
+
+    def note(self, message: str) -> None:
+        """A warning about the sweep itself: shown now and again under the results."""
+        self.notes.append(message)
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"swe-arena: {message}", yellow=True)
+
+    # -- progress -----------------------------------------------------------------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.records.progress.collected(session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.records.progress.collected_by_worker(ids)
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+        cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
+        if not cases:
+            return []
+        return [cells_line(len(cases), sum(1 for case in cases if case.key in self.state.reuse))]
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.records.progress.start(nodeid)
+
+    # -- rows ---------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter, which shows a crashed cell's arena status
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        recorded = self.records.record(report)
+        if recorded is None:
+            return
+        self.refresh_lock()
+        if recorded.written:
+            self.config.hook.pytest_arena_cell_finished(row=recorded.row, config=self.config)
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        # After the cell's reports are shown: stop the sweep like an interrupt, so no more cells
+        # run whose results could not be kept (its cells in flight become interrupted).
+        reason, self.records.stop_reason = self.records.stop_reason, None
+        if reason is not None:
+            pytest.exit(reason, returncode=pytest.ExitCode.INTERRUPTED)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
+        data = getattr(report, "arena", None)
+        return cell_teststatus(data) if data else None
+
+    # -- the summary --------------------------------------------------------------------------
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        failure = self.records.failure_lines()
+        if self.records.rows:
+            terminalreporter.write_sep("=", "swe-arena results")
+            for line in [*format_summary(self.records.summary()), ""]:
+                terminalreporter.write_line(line)
+            for line in calibration_lines(self.records.calibration) if self.records.calibration else []:
+                terminalreporter.write_line(line)
+            for message in self.notes:
+                terminalreporter.write_line(f"warning: {message}", yellow=True)
+            for line in written_lines(self.records.out, self.records.run_id, self.records.written):
+                terminalreporter.write_line(line)
+        for line in failure:
+            terminalreporter.write_line(line, red=True)

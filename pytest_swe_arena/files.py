@@ -1,0 +1,181 @@
+"""Files the package writes and reads: each whole or absent, JSON that is JSON, one timestamp format.
+
+- ``write_atomic``: a temp file beside the target (mode 0600, as ``mkstemp`` makes it), fsynced,
+  then ``os.replace``: a reader sees the old file or the new one, never half of one.
+- ``append_line``: one line appended with one write and fsynced; on failure the file is cut back.
+- ``read_json_lines``: JSON Lines, streamed. The torn-line rule: a line that is not JSON (the
+  last line of a writer killed mid-write, or a corrupt one) is handed to ``on_bad_line``, which by
+  default skips it with a warning naming the file and line; the lines after it are read.
+- ``finite_json``: ``json.dumps`` that never writes ``NaN``.
+- ``timestamp``: every time the package writes, as ISO 8601 in UTC with milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def timestamp(epoch: float | None = None) -> str:
+    """``epoch`` (default: now) as ISO 8601 in UTC, to the millisecond: ``2024-05-01T12:00:00.123+00:00``."""
+    moment = datetime.now(UTC) if epoch is None else datetime.fromtimestamp(epoch, UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+def _naming(path: Path, error: OSError) -> OSError:
+    """``error`` as an ``OSError`` whose filename is ``path`` (what the user knows), not a temp file."""
+    return OSError(error.errno, error.strerror, str(path))
+
+
+def write_atomic(path: Path, text: str | bytes | Iterable[str]) -> None:
+    """Write ``text`` (bytes, a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file.
+
+    On failure (a full disk, say) the temp file is removed and the ``OSError`` names ``path``.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as error:
+        raise _naming(path, error) from None
+    try:
+        binary = isinstance(text, bytes)
+        with os.fdopen(handle, "wb" if binary else "w", encoding=None if binary else "utf-8") as out:
+            if isinstance(text, (str, bytes)):
+                out.write(text)
+            else:
+                out.writelines(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException as error:
+        os.unlink(temp)
+        if isinstance(error, OSError):
+            raise _naming(path, error) from None
+        raise
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append ``line`` (ending in a newline) to ``path`` and fsync it: the line is whole or absent.
+
+    It is written with one ``os.write`` (repeated only for what a short write left). When the
+    file's last line is torn (a writer killed mid-line), ``line`` starts on a line of its own, so
+    the torn line stays alone. When a write or the fsync fails (a full disk), the file is cut back
+    to its size before and the ``OSError``, naming ``path``, is raised.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise _naming(path, error) from None
+    try:
+        size = os.fstat(descriptor).st_size
+        if size and os.pread(descriptor, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        try:
+            rest = memoryview(line)
+            while rest:
+                rest = rest[os.write(descriptor, rest):]
+            os.fsync(descriptor)
+        except OSError as error:
+            _cut_back(descriptor, size)
+            raise _naming(path, error) from None
+    finally:
+        os.close(descriptor)
+
+
+def _cut_back(descriptor: int, size: int) -> None:
+    """Truncate a file to ``size`` after a failed append (best effort: a reader skips a torn line)."""
+    try:
+        os.ftruncate(descriptor, size)
+        os.fsync(descriptor)
+    except OSError:
+        pass
+
+
+#: What ``read_json_lines`` does with a line that is not JSON, given the file, the line number and the error.
+BadLine = Callable[[Path, int, ValueError], None]
+
+
+def skip_bad_line(path: Path, number: int, error: ValueError) -> None:
+    """Skip the line without a word (for an agent's own files, which the agent may have left torn)."""
+
+
+def read_json_lines(path: Path, decode: Callable[[bytes], T] = json.loads, *, what: str = "line",
+                    on_bad_line: BadLine | None = None) -> Iterator[tuple[int, T]]:
+    """``(line number, value)`` of each line of a JSON Lines file that is not blank, streamed.
+
+    :param decode: turns a line into its value; a ``ValueError`` from it (``json`` and ``msgspec``
+        decode errors are ``ValueError``s) makes the line a bad one.
+    :param what: what a line is, for the warning about a bad one ("ledger line").
+    :param on_bad_line: called for a line that is not JSON, instead of the warning.
+    """
+    with open(path, "rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = decode(line)
+            except ValueError as error:
+                if on_bad_line is None:
+                    warnings.warn(f"{path}:{number}: skipping a torn or corrupt {what} ({error})", stacklevel=2)
+                else:
+                    on_bad_line(path, number, error)
+                continue
+            yield number, value
+
+
+def json_table(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_count(value: Any) -> int:
+    """``value`` if it is a positive JSON integer, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing, unreadable, not JSON or not an object."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def finite_json(value: Any, where: str | Path, **options: Any) -> str:
+    """``json.dumps(value, allow_nan=False, **options)``: what every JSON file of the package is written with.
+
+    JSON has no NaN or infinity (Python's ``json`` would write the non-standard
+    ``NaN``); such a number is written as null, with a warning naming ``where``
+    and the field, rather than lose the whole write.
+    """
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        found: list[str] = []
+        cleaned = _finite(value, "", found)
+        if not found:
+            raise  # not a number's fault (a circular reference)
+    warnings.warn(f"{where}: {', '.join(found)}: not a finite number, written as null", stacklevel=2)
+    return json.dumps(cleaned, allow_nan=False, **options)
+
+
+def _finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(f"{path or 'value'} = {value!r}")
+        return None
+    if isinstance(value, Mapping):
+        return {key: _finite(item, f"{path}.{key}" if path else str(key), found) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item, f"{path}[{index}]", found) for index, item in enumerate(value)]
+    return value

@@ -1,0 +1,230 @@
+"""Where a cell is graded: lay out the tree, run verify or the recorded tests, decide resolved or not.
+
+Verification grades the arm's patch (default) or the workspace as left.
+
+Patch mode resets the workspace to base and applies only the extracted patch;
+workspace mode keeps the tree as the arm left it. Both then restore the files
+``test_patch`` touches to base and apply it, so an arm that edited those files
+(tests, or helpers ``test_patch`` changes) cannot change its grade. Without a
+``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
+one (``runners`` runs them, ``parsers`` reads their statuses, ``grades`` grades
+them). ``graded_status`` turns the verdict into the cell's status.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..instances.model import Instance
+from ..outcome import CellStatus
+from ..worker import processes
+from ..worker.patches import PatchApplyError, apply_patch, files_touched, restore_from_base
+from ..worker.venvs import shell_argv
+from ..worker.workspace import Workspace, reset_to_base
+from .grades import grade
+from .parsers import parse_junitxml, parse_output
+from .runners import runner_command, test_files, uses_junitxml
+
+if TYPE_CHECKING:
+    from ..worker.sandbox import Sandbox
+
+
+class VerifyInfrastructureError(Exception):
+    """Verification could not run (not a verdict on the patch): a harness error."""
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The verdict: ``passed`` decides resolved vs unresolved."""
+
+    passed: bool
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    #: Per-test statuses when the instance is graded test by test.
+    tests: Mapping[str, Any] | None = field(default=None)
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row's ``verify``."""
+        return {"passed": self.passed, "returncode": self.returncode, "timed_out": self.timed_out,
+                "seconds": round(self.seconds, 3), "tests": self.tests}
+
+
+def graded_status(verdict: VerifyResult, patch: bytes) -> tuple[CellStatus, str | None]:
+    """Where a cell is graded: resolved when verify passed on its patch, and the patch is not empty.
+
+    An empty patch is verified (its verdict is recorded) but never resolves: EMPTY must not.
+    """
+    if not patch.strip():
+        return CellStatus.UNRESOLVED, "empty patch"
+    if verdict.passed:
+        return CellStatus.RESOLVED, None
+    return CellStatus.UNRESOLVED, verdict.detail
+
+
+def prepare_tree(workspace: Workspace, instance: Instance, patch: bytes | str, verify_on: str) -> None:
+    """Lay out the tree verify runs on; raise ``VerifyInfrastructureError`` if it cannot."""
+    try:
+        if verify_on == "patch":
+            reset_to_base(workspace)
+            apply_patch(workspace, patch, "the extracted patch")
+        if instance.test_patch:
+            # The patch may edit a file test_patch touches that is not test-named (pytest's
+            # testing/python/collect.py): test_patch's version of it is what is graded. On a tree
+            # just reset to base, only the files the patch also touches can differ from base.
+            touched = files_touched(instance.test_patch)
+            if verify_on == "patch":
+                patched = set(files_touched(patch))
+                touched = [path for path in touched if path in patched]
+            restore_from_base(workspace, touched)
+            apply_patch(workspace, instance.test_patch, f"test_patch of {instance.instance_id}")
+    except PatchApplyError as error:
+        raise VerifyInfrastructureError(str(error)) from None
+
+
+#: The exit status of ``docker run`` / ``podman run`` when the engine itself failed (no image, daemon...).
+ENGINE_FAILED = 125
+
+
+@dataclass(frozen=True)
+class ContainerHost:
+    """Runs verify inside the instance's image: workspace at /testbed (writable), no network."""
+
+    engine: str
+    image: str
+
+    def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
+        # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
+        activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
+        # Test suites write into the tree (matplotlib's result images...). Docker runs as the image's user,
+        # root: run as ours so the workspace stays ours. Rootless podman maps its root to us already.
+        user = ["--user", f"{os.getuid()}:{os.getgid()}"] if Path(self.engine).name == "docker" else []
+        return [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
+                "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run",
+                "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
+                self.image, "bash", "-lc", activate + command]
+
+    def path(self, host_path: Path, run_dir: Path) -> str:
+        return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
+
+
+def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
+         timeout: float, sandbox: Sandbox | None = None) -> processes.ProcessResult:
+    """Run a shell command in the workspace, here (in ``sandbox`` if given) or inside the instance's image.
+
+    In a sandbox, every process the command started is gone when this returns (its pid namespace ended).
+    """
+    if host is None:
+        argv = shell_argv(command)
+        if sandbox is not None:
+            argv = sandbox.wrap(argv, workspace)
+        return processes.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout)
+    name = f"arena-verify-{uuid.uuid4().hex[:12]}"
+    size = log.stat().st_size if log.is_file() else 0
+    exited = False
+    try:
+        # The engine client gets the harness's environment (its config and credentials), not the cell's.
+        result = processes.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
+                          stdout=log, timeout=timeout)
+        exited = result.returncode is not None
+    finally:
+        if not exited:
+            # Killing the client (timeout, Ctrl-C, pytest-timeout's exception) does not stop the container.
+            subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
+    if result.returncode == ENGINE_FAILED:
+        with open(log, "rb") as handle:
+            handle.seek(size)
+            said = " ".join(handle.read().decode(errors="replace").split())[-500:]
+        raise VerifyInfrastructureError(
+            f"`{host.engine} run {host.image}` failed (exit {ENGINE_FAILED}, the engine could not run the "
+            f"container): {said}")
+    return result
+
+
+def run_verify(
+    workspace: Workspace,
+    instance: Instance,
+    patch: bytes | str,
+    *,
+    verify_on: str,
+    env: Mapping[str, str],
+    log: Path,
+    timeout: float,
+    after_reset: Callable[[], None] | None = None,
+    host: ContainerHost | None = None,
+) -> VerifyResult:
+    """Prepare the tree and run the instance's verify command (exit 0 = pass), or grade it test by test.
+
+    :param after_reset: called once the tree is laid out in patch mode, to redo what the reset
+        removed (an environment's install step).
+    :param host: run inside the instance's image instead of on this machine.
+    """
+    prepare_tree(workspace, instance, patch, verify_on)
+    if after_reset is not None and verify_on == "patch":
+        after_reset()
+    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host)
+
+
+def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path, timeout: float,
+               host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
+    """Run the instance's verify command (exit 0 = pass), or grade its tests one by one, on a laid-out tree."""
+    if not instance.verify:
+        return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox)
+    result = _run(host, instance.verify, workspace.path, log, env, timeout, sandbox)
+    detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
+    return VerifyResult(
+        passed=result.returncode == 0,
+        returncode=result.returncode,
+        timed_out=result.timed_out,
+        seconds=result.seconds,
+        detail=detail,
+    )
+
+
+def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path,
+              timeout: float, host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
+    """Run the test files of FAIL_TO_PASS / PASS_TO_PASS and grade each recorded test."""
+    recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
+    files = test_files(recorded, instance.test_patch, workspace.path)
+    if not files:
+        raise VerifyInfrastructureError(
+            f"{instance.instance_id}: no test files to run: FAIL_TO_PASS/PASS_TO_PASS ids name none that exist "
+            "and test_patch touches no .py file; give a 'verify' command or a 'test_cmd'"
+        )
+    report = log.parent / "verify-junit.xml"
+    report.unlink(missing_ok=True)
+    report_path = host.path(report, log.parent) if host is not None else str(report)
+    command = runner_command(instance.test_cmd, files, report_path, workspace.path)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result = _run(host, command, workspace.path, log, env, timeout, sandbox)
+    if uses_junitxml(instance.test_cmd):
+        # A missing report (the runner died, or was made to exit early) leaves every test missing.
+        reported, source = parse_junitxml(report, files) or {}, "junitxml"
+    else:
+        reported, source = parse_output(log.read_text(encoding="utf-8", errors="replace")), "output"
+    grades = grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)
+    passed = grades.passed and not result.timed_out
+    if result.timed_out:
+        detail = f"tests timed out after {timeout:g}s"
+    elif passed:
+        detail = f"all {len(recorded)} recorded tests passed"
+    else:
+        failing = grades.failing()
+        detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
+                  + (" ..." if len(failing) > 5 else "") if failing
+                  else f"every recorded test passed but the runner exited {result.returncode}")
+    return VerifyResult(
+        passed=passed,
+        returncode=result.returncode,
+        timed_out=result.timed_out,
+        seconds=result.seconds,
+        tests=grades.to_json(),
+        detail=detail,
+    )

@@ -1,0 +1,241 @@
+"""Reading instance files: JSON Lines or a JSON array, each row validated against the instance schema.
+
+Every problem is an ``InstanceFileError`` naming the file, the line and the field
+(see ``model``). An instance file is the user's input: a line that is not JSON is
+an error here, never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..files import read_json_lines
+from .model import Instance, InstanceFileError, Source
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    """The instance schema's validator, compiled once per process (``_validator.cache_clear()`` forgets it)."""
+    import jsonschema
+
+    schema = json.loads(
+        resources.files("pytest_swe_arena").joinpath("schemas/instance.schema.json").read_text()
+    )
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def instance_schema() -> dict[str, Any]:
+    """The instance JSON Schema (``schemas/instance.schema.json``)."""
+    schema: dict[str, Any] = _validator().schema
+    return schema
+
+
+def read_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line, object)`` for each row of a JSONL file or a JSON array file."""
+    try:
+        if path.suffix == ".jsonl":
+            yield from read_json_lines(path, on_bad_line=_not_a_row)
+            return
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InstanceFileError(path, None, f"cannot read: {error}") from None
+    yield from _read_json_array(path, text)
+
+
+def _not_a_row(path: Path, number: int, error: ValueError) -> None:
+    if isinstance(error, json.JSONDecodeError):
+        raise InstanceFileError(path, number, f"not valid JSON ({error.msg} at column {error.colno}); "
+                                "each line must be one JSON object")
+    raise InstanceFileError(path, number, f"cannot read: {error}")
+
+
+def _read_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
+    decoder = json.JSONDecoder()
+
+    def line_of(offset: int) -> int:
+        return text.count("\n", 0, offset) + 1
+
+    def fail(error: json.JSONDecodeError) -> InstanceFileError:
+        return InstanceFileError(path, error.lineno, f"not valid JSON ({error.msg} at column {error.colno})")
+
+    position = _skip_space(text, 0)
+    if position < len(text) and text[position] == "{":
+        try:
+            value, _ = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise fail(error) from None
+        yield line_of(position), value
+        return
+    if position >= len(text) or text[position] != "[":
+        raise InstanceFileError(path, line_of(position), "expected a JSON array of instance objects")
+    position = _skip_space(text, position + 1)
+    if position < len(text) and text[position] == "]":
+        return
+    while True:
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise fail(error) from None
+        yield line_of(position), value
+        position = _skip_space(text, end)
+        if position < len(text) and text[position] == ",":
+            position = _skip_space(text, position + 1)
+            continue
+        if position < len(text) and text[position] == "]":
+            if text[position + 1 :].strip():
+                raise InstanceFileError(path, line_of(position + 1), "unexpected text after the JSON array")
+            return
+        raise InstanceFileError(path, line_of(position), "expected ',' or ']' in the JSON array")
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def _test_list(path: Path, line: int, row: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = row.get(key)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except json.JSONDecodeError:
+            raise InstanceFileError(
+                path, line, "a string here must be a JSON-encoded list of test ids", key
+            ) from None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InstanceFileError(path, line, "the JSON-encoded value must be a list of strings", key)
+    return tuple(value)
+
+
+def _check_per_test_ids(path: Path, line: int, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
+                        test_cmd: str | None) -> None:
+    """Reject per-test rows that could never be graded: no FAIL_TO_PASS, or ids the default runner never reports."""
+    if not fail_to_pass:
+        raise InstanceFileError(
+            path, line, "is empty and the row has no 'verify': any patch would resolve; give at least one "
+            "test id, or a 'verify' command", "FAIL_TO_PASS")
+    if test_cmd is not None:
+        return
+    for key, ids in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
+        bare = next((test_id for test_id in ids if "::" not in test_id), None)
+        if bare is not None:
+            raise InstanceFileError(
+                path, line, f"{bare!r} is not a pytest node id ('path/to/test_file.py::name'), the only form the "
+                "default pytest runner reports, so it could never match (even the gold patch would be "
+                "unresolved); give a 'verify' command, or a 'test_cmd' whose report names tests this way", key)
+
+
+def _schema_error(path: Path, line: int, row: Any) -> InstanceFileError | None:
+    import jsonschema
+
+    errors = list(_validator().iter_errors(row))
+    if not errors:
+        return None
+    error = jsonschema.exceptions.best_match(errors)
+    if error.validator == "anyOf" and not error.absolute_path:
+        return InstanceFileError(path, line, "needs a 'verify' command or a 'FAIL_TO_PASS' list", "verify")
+    if error.validator == "required":
+        missing = error.message.split("'")[1]
+        return InstanceFileError(path, line, "is required but missing", missing)
+    field_path = ".".join(str(part) for part in error.absolute_path) or None
+    top = str(error.absolute_path[0]) if error.absolute_path else None
+    described = instance_schema()["properties"].get(top, {}).get("description") if top else None
+    accepted = f"; expected {described}" if described else ""
+    if error.validator == "not":
+        message = f"{error.instance!r} is not allowed"
+    else:
+        message = error.message
+    return InstanceFileError(path, line, f"{message}{accepted}", field_path)
+
+
+def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None) -> Source:
+    """Turn the row's ``source`` (or its ``repo`` under ``repos_dir``) into an absolute location."""
+    source = row.get("source")
+    if source:
+        kind, location = next(iter(source.items()))
+        if kind == "bundle":
+            bundle = (path.parent / location).resolve()
+            if not bundle.is_file():
+                raise InstanceFileError(path, line, f"bundle {location!r} not found at {bundle}", "source.bundle")
+            return Source("bundle", str(bundle))
+        if kind == "git":
+            if "://" in location or re.match(r"^[\w.-]+@[\w.-]+:", location):
+                return Source("git", location)
+            repo_path = (path.parent / location).resolve()
+            if not repo_path.exists():
+                raise InstanceFileError(path, line, f"repository {location!r} not found at {repo_path}", "source.git")
+            return Source("git", str(repo_path))
+        return Source(kind, location)
+    repo = str(row["repo"])
+    if repos_dir is None:
+        raise InstanceFileError(
+            path, line, "has no 'source', so the repository is looked up by 'repo' under "
+            "--arena-repos DIR; give --arena-repos or a 'source'", "repo",
+        )
+    owner, name = repo.split("/", 1)
+    candidates = [repos_dir / f"{owner}__{name}", repos_dir / owner / name]
+    candidates += [c.with_name(c.name + ".git") for c in list(candidates)]
+    for candidate in candidates:
+        if candidate.exists():
+            return Source("git", str(candidate.resolve()))
+    looked = ", ".join(str(c) for c in candidates[:2])
+    raise InstanceFileError(
+        path, line, f"repository {repo!r} not found under --arena-repos (looked for {looked})", "repo"
+    )
+
+
+def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> Instance:
+    """Validate one row and build its ``Instance``; raise ``InstanceFileError`` if it is bad."""
+    if not isinstance(row, dict):
+        raise InstanceFileError(path, line, f"expected a JSON object, got {type(row).__name__}")
+    error = _schema_error(path, line, row)
+    if error:
+        raise error
+    env = row.get("env")
+    fail_to_pass = _test_list(path, line, row, "FAIL_TO_PASS")
+    pass_to_pass = _test_list(path, line, row, "PASS_TO_PASS")
+    if not row.get("verify"):
+        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"))
+    return Instance(
+        instance_id=row["instance_id"],
+        repo=row["repo"],
+        base_commit=row["base_commit"],
+        problem_statement=row["problem_statement"],
+        source=resolve_source(path, line, row, repos_dir),
+        patch=row.get("patch") or None,
+        test_patch=row.get("test_patch") or None,
+        verify=row.get("verify"),
+        test_cmd=row.get("test_cmd"),
+        fail_to_pass=fail_to_pass,
+        pass_to_pass=pass_to_pass,
+        env=dict(env) if env else None,
+        marks=tuple(row.get("marks") or ()),
+        row=row,
+        path=path,
+        line=line,
+    )
+
+
+def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | None) -> list[Instance]:
+    """Validate rows from one file, reject duplicates, and return them sorted by id."""
+    seen: dict[str, int] = {}
+    instances = []
+    for line, row in rows:
+        instance = build_instance(path, line, row, repos_dir)
+        first = seen.setdefault(instance.instance_id, line)
+        if first != line:
+            raise InstanceFileError(
+                path, line, f"duplicate {instance.instance_id!r} (first defined on line {first})", "instance_id"
+            )
+        instances.append(instance)
+    return sorted(instances, key=lambda i: i.instance_id)

@@ -1,0 +1,85 @@
+"""An instance: a repository at a commit, a problem statement, and how to verify it.
+
+An instance file is JSON Lines or a JSON array of objects, each a superset of a
+SWE-bench dataset row (``loading`` reads and validates them). Every problem is an
+``InstanceFileError`` naming the file, the line and the field, so a collection
+error tells the user exactly what to fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+
+class InstanceFileError(Exception):
+    """A problem in an instance file, located to the file, line and field."""
+
+    def __init__(self, path: Path, line: int | None, message: str, field: str | None = None):
+        self.path = path
+        self.line = line
+        self.field = field
+        self.message = message
+        where = f"{path}:{line}" if line else str(path)
+        what = f"field {field!r}: " if field else ""
+        super().__init__(f"{where}: {what}{message}")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the repository comes from: ``git`` (path or URL), ``bundle`` (file) or ``image``."""
+
+    kind: str
+    location: str
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.location}"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One task: a repository at a commit, a problem statement, and how to verify it."""
+
+    instance_id: str
+    repo: str
+    base_commit: str
+    problem_statement: str
+    source: Source
+    patch: str | None
+    test_patch: str | None
+    verify: str | None
+    test_cmd: str | None
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    env: Mapping[str, Any] | None
+    marks: tuple[str, ...]
+    #: The row as loaded, passed through to outputs (version, hints_text, ...).
+    row: Mapping[str, Any] = field(repr=False)
+    path: Path = field(repr=False)
+    line: int = field(repr=False)
+
+    @cached_property
+    def content_sha256(self) -> str:
+        """Hash of the row's content: part of the cell key, so an edited instance runs again."""
+        content: Any = self.row
+        if self.env != self.row.get("env"):
+            # The environment came from --arena-env-specs: editing the spec runs the cell again.
+            content = {"row": self.row, "env": self.env}
+        canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    @property
+    def repo_mark(self) -> str:
+        """The mark derived from the repository name: ``django/django`` -> ``django``."""
+        return mark_name(self.repo.split("/")[-1])
+
+
+def mark_name(text: str) -> str:
+    name = re.sub(r"\W", "_", text)
+    return name if name and not name[0].isdigit() else f"_{name}"

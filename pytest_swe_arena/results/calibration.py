@@ -1,0 +1,141 @@
+"""Calibration: is an instance gradeable? Verify must fail on the untouched base and pass with the gold patch.
+
+``--arena-calibrate`` runs the GOLD and EMPTY arms (EMPTY's verify *is* the
+verify on the untouched base) and the controller turns their rows into one
+verdict per instance in ``calibration.json``; ``--arena-calibrated-only``
+reads that file and deselects the instances that failed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..files import finite_json, timestamp, write_atomic
+from ..naming import CALIBRATION_NAME, EMPTY, GOLD
+from ..outcome import COUNTED_STATUSES, CellStatus, counts_as_pass
+
+#: What to do about a calibration file that cannot be used.
+REWRITE = "run the sweep with --arena-calibrate to write it again (or delete it)"
+
+
+def verdicts(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One verdict per instance that has both a GOLD and an EMPTY row among ``rows``.
+
+    An instance whose GOLD or EMPTY cell did not finish (harness error, interrupted, skipped)
+    is ``inconclusive``: neither ok nor failed, and it does not replace an earlier verdict.
+    """
+    by_instance: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    for row in rows:
+        if row["arm"] in (GOLD, EMPTY):
+            by_instance.setdefault(row["instance_id"], {}).setdefault(row["arm"], []).append(row)
+    return {iid: _verdict(arms[GOLD], arms[EMPTY]) for iid, arms in sorted(by_instance.items())
+            if GOLD in arms and EMPTY in arms}
+
+
+def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    # A status not counted in the rate says nothing about the instance: the harness failed or the sweep stopped.
+    unfinished = [row for row in [*gold_rows, *base_rows] if row["status"] not in COUNTED_STATUSES]
+    if unfinished:
+        return {
+            "ok": None,
+            "inconclusive": True,
+            "problems": [f"{row['arm']} did not finish ({row['status']}: {row.get('error')})" for row in unfinished],
+            "gold": [_summary(row) for row in gold_rows],
+            "base": [_summary(row) for row in base_rows],
+        }
+    problems: list[str] = []
+    for row in gold_rows:
+        if row["status"] != CellStatus.RESOLVED:
+            problems.append(f"gold patch does not resolve ({row['status']}: {row.get('error')})")
+    for row in base_rows:
+        verify = row.get("verify")
+        if verify is None:
+            problems.append(f"verify did not run on the untouched base ({row['status']}: {row.get('error')})")
+            continue
+        if verify["passed"]:
+            problems.append("verify passes on the untouched base")
+        tests = verify.get("tests") or {}
+        for test_id, status in (tests.get("FAIL_TO_PASS") or {}).items():
+            if counts_as_pass(status):
+                problems.append(f"FAIL_TO_PASS test {test_id} already passes on the untouched base")
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "gold": [_summary(row) for row in gold_rows],
+        "base": [_summary(row) for row in base_rows],
+    }
+
+
+def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    verify = row.get("verify") or {}
+    return {"status": row["status"], "verify_passed": verify.get("passed"), "tests": verify.get("tests"),
+            "run_id": row.get("run_id")}
+
+
+def write_calibration(out: Path, new: Mapping[str, Mapping[str, Any]], run_id: str) -> tuple[Path, str | None]:
+    """Merge ``new`` verdicts into ``<out>/calibration.json``; return its path and a warning, if any.
+
+    Later runs replace earlier verdicts, except that an inconclusive one never replaces a verdict.
+    An unreadable file (corrupt, or not a calibration) is replaced, with the warning saying so.
+    """
+    path = out / CALIBRATION_NAME
+    problem = None
+    instances: dict[str, Any] = {}
+    if path.exists():
+        try:
+            earlier = _read(path).get("instances", {})
+            if not isinstance(earlier, dict):
+                raise pytest.UsageError(f"{path}: 'instances' is not a JSON object")
+            instances = {iid: verdict for iid, verdict in earlier.items() if isinstance(verdict, dict)}
+        except pytest.UsageError as error:
+            problem = f"{error}; replaced by this run's verdicts (earlier verdicts are lost)"
+    for iid, verdict in new.items():
+        if verdict.get("inconclusive") and iid in instances and not instances[iid].get("inconclusive"):
+            continue
+        instances[iid] = verdict
+    data = {
+        "run_id": run_id,
+        "updated_at": timestamp(),
+        "instances": dict(sorted(instances.items())),
+        "failed": sorted(iid for iid, verdict in instances.items() if verdict.get("ok") is False),
+    }
+    write_atomic(path, finite_json(data, path, indent=2, sort_keys=True) + "\n")
+    return path, problem
+
+
+def failed_instances(out: Path) -> list[str]:
+    """Ids that failed calibration, for ``--arena-calibrated-only``; a usage error without a calibration."""
+    path = out / CALIBRATION_NAME
+    if not path.is_file():
+        raise pytest.UsageError(
+            f"--arena-calibrated-only: {path} does not exist; run the sweep with --arena-calibrate first"
+        )
+    try:
+        failed = _read(path).get("failed", [])
+    except pytest.UsageError as error:
+        raise pytest.UsageError(f"{error}; {REWRITE}") from None
+    if not isinstance(failed, list) or not all(isinstance(iid, str) for iid in failed):
+        raise pytest.UsageError(f"{path}: 'failed' must be a list of instance ids, not {json.dumps(failed)[:80]}; "
+                                f"{REWRITE}")
+    return failed
+
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as error:
+        raise pytest.UsageError(f"{path}: cannot read calibration: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise pytest.UsageError(f"{path}: cannot read calibration: not UTF-8 text ({error.reason} at byte "
+                                f"{error.start})") from None
+    except json.JSONDecodeError as error:
+        raise pytest.UsageError(f"{path}: cannot read calibration: {error}") from None
+    if not isinstance(data, dict):
+        raise pytest.UsageError(f"{path}: expected a JSON object with 'instances' and 'failed'")
+    return data

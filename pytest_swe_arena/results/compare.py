@@ -1,0 +1,110 @@
+"""Two sweeps side by side: per-arm deltas and the instances that flipped.
+
+Both sides are summarized with ``summary.summarize``, so the numbers are the
+ones each sweep's own summary shows; flips are paired over the (instance,
+trial) cells both sweeps have in an arm's rate, with the same exact McNemar
+test as the paired comparison between arms. Each arm's rates over those
+common cells are given too, so that delta and the McNemar p describe the same
+cells (the overall rates may cover different ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..naming import trial_name
+from .records import CellRecord
+from .stats import mcnemar_exact_p
+from .summary import summarize
+from .text import format_table, p_value, percent, usd
+
+
+def _delta(first: float | None, second: float | None) -> float | None:
+    return None if first is None or second is None else second - first
+
+
+def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
+                 arm_order: Sequence[str] = ()) -> dict[str, Any]:
+    """Per-arm rates and costs of sweep A and B, their differences (B - A) and per-instance flips."""
+    summary_a, summary_b = summarize(cells_a, arm_order), summarize(cells_b, arm_order)
+    arms_a = {arm["arm"]: arm for arm in summary_a["arms"]}
+    arms_b = {arm["arm"]: arm for arm in summary_b["arms"]}
+    order = [name for name in summary_a["arm_order"] if name in arms_b]
+    arms = []
+    for name in order:
+        a, b = arms_a[name], arms_b[name]
+        verdicts_a = {(c.instance_id, c.trial): c.resolved for c in cells_a if c.arm == name and c.counts}
+        verdicts_b = {(c.instance_id, c.trial): c.resolved for c in cells_b if c.arm == name and c.counts}
+        common = sorted(verdicts_a.keys() & verdicts_b.keys())
+        fixed = [key for key in common if verdicts_b[key] and not verdicts_a[key]]
+        broken = [key for key in common if verdicts_a[key] and not verdicts_b[key]]
+        # Over the cells both sweeps counted: the population the flips and McNemar p describe.
+        common_a = sum(verdicts_a[key] for key in common) / len(common) if common else None
+        common_b = sum(verdicts_b[key] for key in common) / len(common) if common else None
+        arms.append({
+            "arm": name,
+            "cells_a": a["cells"], "cells_b": b["cells"],
+            "rate_a": a["resolve_rate"], "rate_b": b["resolve_rate"],
+            "rate_delta": _delta(a["resolve_rate"], b["resolve_rate"]),
+            "cost_usd_a": a["cost_usd"], "cost_usd_b": b["cost_usd"],
+            "cost_usd_delta": _delta(a["cost_usd"], b["cost_usd"]),
+            "cost_per_resolved_usd_a": a["cost_per_resolved_usd"],
+            "cost_per_resolved_usd_b": b["cost_per_resolved_usd"],
+            "common_cells": len(common),
+            "common_rate_a": common_a, "common_rate_b": common_b,
+            "common_rate_delta": _delta(common_a, common_b),
+            "fixed": [trial_name(*key) for key in fixed],
+            "broken": [trial_name(*key) for key in broken],
+            "mcnemar_p": mcnemar_exact_p(len(broken), len(fixed)),
+        })
+    return {
+        "run_a": _run_id(cells_a), "run_b": _run_id(cells_b),
+        "trials": max(summary_a["trials"], summary_b["trials"]),
+        "arms": arms,
+        "only_in_a": [name for name in summary_a["arm_order"] if name not in arms_b],
+        "only_in_b": [name for name in summary_b["arm_order"] if name not in arms_a],
+    }
+
+
+def _run_id(cells: Sequence[CellRecord]) -> str | None:
+    return cells[-1].run_id if cells else None
+
+
+def _signed_points(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f}pp"
+
+
+def _signed_usd(value: float | None) -> str:
+    return "n/a" if value is None else ("+" if value >= 0 else "-") + usd(abs(value))
+
+
+def format_comparison(comparison: Mapping[str, Any], label_a: str, label_b: str) -> list[str]:
+    """The comparison as text: one row per arm in both sweeps, then each arm's flips (A -> B)."""
+    lines = [f"A: {label_a} (run {comparison['run_a']})", f"B: {label_b} (run {comparison['run_b']})", ""]
+    lines += format_table(
+        ["arm", "cells A", "rate A", "cells B", "rate B", "delta", "USD A", "USD B", "delta"],
+        [[arm["arm"], str(arm["cells_a"]), percent(arm["rate_a"]), str(arm["cells_b"]), percent(arm["rate_b"]),
+          _signed_points(arm["rate_delta"]), usd(arm["cost_usd_a"]), usd(arm["cost_usd_b"]),
+          _signed_usd(arm["cost_usd_delta"])]
+         for arm in comparison["arms"]],
+    )
+    lines.append("")
+    lines += format_table(
+        ["on common cells", "cells", "rate A", "rate B", "delta", "fixed", "broken", "McNemar p"],
+        [[arm["arm"], str(arm["common_cells"]), percent(arm["common_rate_a"]), percent(arm["common_rate_b"]),
+          _signed_points(arm["common_rate_delta"]), str(len(arm["fixed"])), str(len(arm["broken"])),
+          p_value(arm["mcnemar_p"])]
+         for arm in comparison["arms"]],
+    )
+    if comparison.get("trials", 1) > 1:
+        lines.append(f"{comparison['trials']} trials per instance: McNemar p assumes independent trials "
+                     "(trials of one instance are correlated, so p is too small)")
+    for side, names in (("A", comparison["only_in_a"]), ("B", comparison["only_in_b"])):
+        if names:
+            lines.append(f"only in {side}: {', '.join(names)}")
+    for arm in comparison["arms"]:
+        if arm["fixed"] or arm["broken"]:
+            lines += ["", f"{arm['arm']}: {len(arm['fixed'])} fixed in B (+), {len(arm['broken'])} broken in B (-)"]
+            lines += [f"  + {name}" for name in arm["fixed"]] + [f"  - {name}" for name in arm["broken"]]
+    return lines

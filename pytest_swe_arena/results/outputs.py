@@ -1,0 +1,94 @@
+"""The out dir's summary files: ``summary.json``, ``report.html`` and SWE-bench predictions.
+
+Written by the controller at the end of a sweep, and again by ``swe-arena report`` and
+``swe-arena export`` from the ledger, with the same functions, so both write the same files.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..files import finite_json, read_json_object, write_atomic
+from ..naming import BUDGET_NAME, LEDGER_NAME, REPORT_NAME, SUMMARY_NAME, CellName, predictions_name
+from .html import render_report
+from .records import CellRecord
+from .summary import summarize
+
+
+def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
+                  run_id: str | None = None, budget: Mapping[str, Any] | None = None
+                  ) -> tuple[dict[str, Any], list[Path]]:
+    """Write ``summary.json`` and ``report.html`` (each atomically); return the summary and the paths."""
+    summary = summarize(cells, arm_order, run_id, budget)
+    summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
+    write_atomic(summary_path, finite_json(summary, summary_path, indent=2, sort_keys=True) + "\n")
+    write_atomic(report_path, render_report(summary, cells))
+    return summary, [summary_path, report_path]
+
+
+def _of_run(path: Path, run_id: str | None) -> dict[str, Any] | None:
+    """The JSON object in ``path`` when it was written for ``run_id``."""
+    data = read_json_object(path)
+    return data if data is not None and data.get("run_id") == run_id else None
+
+
+def recorded_budget(out: Path, run_id: str | None) -> dict[str, Any] | None:
+    """The ``budget.json`` the controller wrote for ``run_id`` (None without caps or for another run)."""
+    return _of_run(out / BUDGET_NAME, run_id)
+
+
+def previous_arm_order(out: Path, run_id: str | None) -> list[str]:
+    """The arm order a run's own ``summary.json`` recorded (the sweep's ``--arena-arms``), if any."""
+    order = (_of_run(out / SUMMARY_NAME, run_id) or {}).get("arm_order")
+    return [str(name) for name in order] if isinstance(order, list) else []
+
+
+def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[dict[str, str]]]:
+    """SWE-bench predictions per file (one per arm, and per trial when repeated) from scored rows.
+
+    A row without an arm or instance id, or whose patch file is missing, is skipped with a warning naming it.
+    ``model_patch`` is text (SWE-bench's format): a patch that is not UTF-8 (a fix in a Latin-1 file) is
+    decoded with U+FFFD for the bytes that are not, with a warning naming the cell; it will not apply as
+    it is, and its exact bytes stay in ``patches/``.
+    """
+    by_file: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        if not row.get("patch_file"):
+            continue
+        arm, instance_id = row.get("arm"), row.get("instance_id")
+        if not isinstance(arm, str) or not isinstance(instance_id, str):
+            warnings.warn(f"{out / LEDGER_NAME}: skipping a row without 'arm' or 'instance_id' "
+                          f"(patch_file {row['patch_file']!r})", stacklevel=2)
+            continue
+        name = predictions_name(arm, row.get("trial", 1))
+        try:
+            data = (out / row["patch_file"]).read_bytes()
+        except OSError as error:
+            warnings.warn(f"{out / LEDGER_NAME}: skipping {CellName.of_row(row).shown}: cannot read its patch "
+                          f"{row['patch_file']}: {error.strerror or error}", stacklevel=2)
+            continue
+        try:
+            patch = data.decode("utf-8")
+        except UnicodeDecodeError:
+            patch = data.decode("utf-8", errors="replace")
+            warnings.warn(f"{out / LEDGER_NAME}: {CellName.of_row(row).shown}: its patch {row['patch_file']} is not UTF-8: "
+                          f"written to {name} with U+FFFD for the bytes that are not, so it will "
+                          f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
+        by_file.setdefault(name, []).append(
+            {"instance_id": instance_id, "model_name_or_path": arm, "model_patch": patch}
+        )
+    return by_file
+
+
+def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path]:
+    """Write ``predictions/<ARM>.jsonl`` (``<ARM>.r2.jsonl`` for a later trial), each atomically; return the paths."""
+    written = []
+    for name, entries in sorted(predictions(rows, out).items()):
+        path = out / name
+        entries.sort(key=lambda entry: entry["instance_id"])
+        write_atomic(path, "".join(finite_json(entry, path, ensure_ascii=False) + "\n" for entry in entries))
+        written.append(path)
+    return written

@@ -1,0 +1,266 @@
+"""Ledger rows as records: the few fields a summary or a report reads from each cell's row.
+
+A ``CellRecord`` is decoded straight from a ledger line by ``msgspec``, skipping every other
+field, so a 100,000-row ledger is read in well under a second and stays small in memory. Any
+row the ledger may hold is read, whoever wrote it: a usage figure or phase that is not a
+plausible number (NaN, infinite, negative, absurd, a string; see
+``spend.usage.plausible_usage_json``) is unknown there, with a warning naming the line; only a
+line that is not a cell at all is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, NamedTuple, TypeVar
+
+import msgspec
+
+from ..files import read_json_lines
+from ..naming import LEDGER_NAME, CellName
+from ..outcome import COUNTED_STATUSES, CellStatus
+from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, TOKEN_PARTS, plausible_usage_json, token_total
+
+T = TypeVar("T")
+
+#: The longest phase a summary believes: a year (a longer one is unknown).
+MAX_PHASE_SECONDS = 365 * 24 * 3600.0
+
+# What a plausible figure is, as msgspec checks it while decoding (the bounds of ``usage``): a row
+# holding anything else takes the slower path of ``cell_record``, which makes that figure unknown.
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_CELL_TOKENS)]
+Dollars = Annotated[float, msgspec.Meta(ge=0, le=MAX_CELL_USD)]
+Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_PHASE_SECONDS)]
+
+
+class UsageRecord(msgspec.Struct, frozen=True, gc=False):
+    """The part of a row's ``usage`` a summary reads, as recorded (``cost_source`` None when the row has no usage).
+
+    Not ``spend.usage.Usage``: a row's ``{}`` (an arm that never ran) must differ from unknown spend.
+    """
+
+    input_tokens: Count | None = None
+    output_tokens: Count | None = None
+    reasoning_tokens: Count | None = None
+    cost_usd: Dollars | None = None
+    cost_source: str | None = None
+
+    @property
+    def tokens(self) -> int | None:
+        """Input + output + reasoning tokens; None if any is unknown."""
+        return token_total(getattr(self, key) for key in TOKEN_PARTS)
+
+
+NO_USAGE = UsageRecord()
+
+
+class CellRecord(msgspec.Struct, frozen=True, gc=False):
+    """What the summary and the report read from one ledger row.
+
+    Decoded straight from a ledger line, skipping every other field, so a 100,000-row
+    ledger is read fast and stays small in memory (see ``read_cells``).
+    """
+
+    instance_id: str
+    arm: str
+    status: str
+    run_id: str | None = None
+    trial: int = 1
+    usage: UsageRecord | None = None
+    #: A phase whose seconds are unknown (a refused value) is None: the wall time is then unknown.
+    phases: dict[str, Seconds | None] = {}
+    started_at: str | None = None
+    ended_at: str | None = None
+    patch_file: str | None = None
+    run_dir: str | None = None
+    asked_model: str | None = None
+    served_model: str | None = None
+    model_mismatch: bool = False
+    reused_from: str | None = None
+    error: str | None = None
+
+    @property
+    def ran(self) -> bool:
+        """Whether the arm ran: usage was recorded, or it has an ``arm`` phase (it raised).
+
+        False for a cell whose arm never started (skipped, its setup failed): it spent nothing.
+        """
+        return (self.usage is not None and self.usage != NO_USAGE) or "arm" in self.phases
+
+    @property
+    def cost_usd(self) -> float | None:
+        """Dollars spent; 0 for a cell that never ran, None when not known."""
+        return self.spend()[1]
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens spent; 0 for a cell that never ran, None when not known."""
+        return self.spend()[2]
+
+    def spend(self) -> Spent:
+        """Whether it ran, its USD and tokens in one pass: what a 100,000-cell report reads twice per cell."""
+        if not self.ran:
+            return Spent(False, 0.0, 0)
+        usage = self.usage
+        if usage is None:
+            return Spent(True, None, None)
+        return Spent(True, usage.cost_usd, usage.tokens)
+
+    @property
+    def wall_seconds(self) -> float | None:
+        """The sum of the cell's phases, else ended minus started; None if neither is known."""
+        if self.phases:
+            phases = self.phases.values()
+            if None in phases:
+                return None
+            return math.fsum(phases)  # type: ignore[arg-type]  # exact: the order of the phases cannot matter
+        try:
+            seconds = (datetime.fromisoformat(self.ended_at or "")
+                       - datetime.fromisoformat(self.started_at or "")).total_seconds()
+        except ValueError:
+            return None
+        return seconds if seconds >= 0 else None
+
+    @property
+    def name(self) -> CellName:
+        return CellName(self.instance_id, self.arm, self.trial)
+
+    @property
+    def error_line(self) -> str | None:
+        """The first line of the row's error text."""
+        text = (self.error or "").strip()
+        return text.splitlines()[0] if text else None
+
+    @property
+    def counts(self) -> bool:
+        """Whether the cell counts in its arm's resolve rate."""
+        return self.status in COUNTED_STATUSES
+
+    @property
+    def resolved(self) -> bool:
+        return self.status == CellStatus.RESOLVED
+
+
+def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: str | None,
+                    phases: Mapping[str, float] | None = None) -> list[tuple[str, object]]:
+    """A cell's status, spend and patch as pytest ``user_properties`` (for ``--junitxml`` and JSON reports).
+
+    Cost and tokens are None when unknown (also when the arm ran, per ``phases``, but reported
+    nothing); the patch is relative to the out dir, None when not graded.
+    """
+    cell = CellRecord("", "", status, usage=usage_record(usage), phases=dict(phases or {}))
+    return [("arena_status", status), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
+            ("arena_patch", patch_file)]
+
+
+def usage_record(usage: Any) -> UsageRecord:
+    """The summary's view of a ``usage`` mapping; a figure that is not plausible is unknown (None)."""
+    try:
+        return msgspec.convert(usage or {}, UsageRecord)
+    except msgspec.ValidationError:
+        return msgspec.convert(plausible_usage_json(usage)[0], UsageRecord)
+
+
+def plausible_row(row: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``row`` with each usage figure and phase a summary cannot believe set to None (unknown), and why."""
+    fixed, problems = dict(row), []
+    usage = row.get("usage")
+    if usage is not None:
+        fixed["usage"], usage_problems = plausible_usage_json(usage)
+        problems += [f"usage.{problem}" for problem in usage_problems]
+    phases = row.get("phases")
+    if isinstance(phases, Mapping):
+        fixed["phases"] = {}
+        for name, value in phases.items():
+            believed = (not isinstance(value, bool) and isinstance(value, (int, float))
+                        and 0 <= value <= MAX_PHASE_SECONDS)  # NaN fails the comparison too
+            fixed["phases"][str(name)] = value if believed else None
+            if not believed:
+                problems.append(f"phases.{name}: {value!r} is not a number of seconds from 0 to {MAX_PHASE_SECONDS:g}")
+    elif phases is not None:
+        fixed["phases"] = {}
+        problems.append(f"phases: {phases!r} is not an object")
+    return fixed, problems
+
+
+def cell_record(row: Any, where: str) -> CellRecord | None:
+    """The cell of one ledger row, whoever wrote it; None, with a warning, when it is not a cell.
+
+    A figure the summary cannot believe is unknown, with a warning naming ``where`` (file:line).
+    """
+    if isinstance(row, Mapping):
+        try:
+            return msgspec.convert(row, CellRecord)
+        except msgspec.ValidationError:
+            fixed, problems = plausible_row(row)
+            try:
+                cell = msgspec.convert(fixed, CellRecord)
+            except msgspec.ValidationError as error:
+                warnings.warn(f"{where}: skipping a ledger line that is not a cell ({error})", stacklevel=3)
+                return None
+            warnings.warn(f"{where}: {cell.name.shown}: {'; '.join(problems)}; "
+                          "taken as unknown", stacklevel=3)
+            return cell
+    warnings.warn(f"{where}: skipping a ledger line that is not a cell (not a JSON object)", stacklevel=3)
+    return None
+
+
+def cell_records(rows: Iterable[Mapping[str, Any]], where: str = LEDGER_NAME) -> list[CellRecord]:
+    cells = (cell_record(row, f"{where} row {number}") for number, row in enumerate(rows, start=1))
+    return [cell for cell in cells if cell is not None]
+
+
+def read_cells(path: Path) -> Iterator[CellRecord]:
+    """Stream a ledger's cells; a torn, corrupt or malformed line is skipped with a warning naming it.
+
+    Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
+    which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
+    """
+    decoder = msgspec.json.Decoder(CellRecord)
+
+    def decode(line: bytes) -> Any:
+        try:
+            return decoder.decode(line)
+        except msgspec.DecodeError:
+            return json.loads(line)  # not JSON at all: a torn line, which read_json_lines skips
+
+    for number, value in read_json_lines(path, decode, what="ledger line"):
+        cell = value if isinstance(value, CellRecord) else cell_record(value, f"{path}:{number}")
+        if cell is not None:
+            yield cell
+
+
+def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
+    """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming."""
+    records = read_cells(path)
+    if run_id is None:
+        return latest_run(records, lambda cell: cell.run_id)
+    return [cell for cell in records if cell.run_id == run_id]
+
+
+class Spent(NamedTuple):
+    """What a cell spent, as a summary counts it: 0 for a cell that never ran, None when not known."""
+
+    ran: bool
+    usd: float | None
+    tokens: int | None
+
+
+def latest_run(items: Iterable[T], run_id: Callable[[T], object]) -> list[T]:
+    """The items of the last run in a ledger (a resumed run re-records what it reused), streaming."""
+    current: list[T] = []
+    latest: object = None
+    for item in items:
+        if run_id(item) != latest:
+            latest, current = run_id(item), []
+        current.append(item)
+    return current
+
+
+def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the last run in a ledger."""
+    return [dict(row) for row in latest_run(rows, lambda row: row.get("run_id"))]

@@ -1,0 +1,265 @@
+"""Summaries of a sweep: per-arm results, paired comparisons and warnings (``summary.json``).
+
+``summarize`` turns one run's ``CellRecord``s into plain data; ``text.format_summary`` turns
+that into the terminal text. The plugin and the ``swe-arena`` command share these functions,
+so both show the same numbers. A value that cannot be computed is None ("n/a").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from ..outcome import COUNTED_STATUSES, CellStatus
+from ..spend.budget import SWEEP
+from .records import CellRecord
+from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
+
+SUMMARY_SCHEMA_VERSION = 1
+#: How many example cells a warning lists.
+WARNING_EXAMPLES = 5
+
+
+def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
+              budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
+
+    Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name. ``budget`` is the
+    sweep's ``budget.json`` (caps and spend) when it had caps.
+    """
+    by_arm: dict[str, list[CellRecord]] = defaultdict(list)
+    for cell in cells:
+        by_arm[cell.arm].append(cell)
+    rank = {name: index for index, name in enumerate(arm_order)}
+    names = sorted(by_arm, key=lambda name: (rank.get(name, len(rank)), name))
+    gathered = {name: ArmCells.gather(by_arm[name]) for name in names}
+    trials = max((cell.trial for cell in cells), default=0)
+    return {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "run_id": run_id,
+        "arm_order": names,
+        "rows": len(cells),
+        "instances": len({cell.instance_id for cell in cells}),
+        "trials": trials,
+        "arms": [arm_summary(name, gathered[name]) for name in names],
+        "pairs": paired_comparisons(names, gathered),
+        "budget": dict(budget) if budget else None,
+        "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
+        + budget_warnings(budget) + repeat_warnings(trials),
+    }
+
+
+@dataclass
+class ArmCells:
+    """One arm's cells, sorted out in a single pass (each derived value computed once)."""
+
+    counted: list[CellRecord] = field(default_factory=list)
+    resolved: int = 0
+    ran: int = 0
+    costs: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    walls: list[float] = field(default_factory=list)
+    unknown_cost: list[CellRecord] = field(default_factory=list)
+    unknown_tokens: list[CellRecord] = field(default_factory=list)
+    by_status: dict[str, list[CellRecord]] = field(default_factory=lambda: defaultdict(list))
+    mismatched: list[CellRecord] = field(default_factory=list)
+    reused: int = 0
+    trials: int = 0
+    #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
+    keys: set[tuple[str, int]] = field(default_factory=set)
+    resolved_keys: set[tuple[str, int]] = field(default_factory=set)
+
+    @classmethod
+    def gather(cls, cells: Sequence[CellRecord]) -> ArmCells:
+        arm = cls()
+        by_status, counted, keys, resolved_keys = arm.by_status, arm.counted, arm.keys, arm.resolved_keys
+        costs, tokens, walls = arm.costs, arm.tokens, arm.walls
+        trials = 0
+        for cell in cells:
+            by_status[cell.status].append(cell)
+            if cell.trial > trials:
+                trials = cell.trial
+            if cell.status in COUNTED_STATUSES:
+                counted.append(cell)
+                key = (cell.instance_id, cell.trial)
+                keys.add(key)
+                if cell.status == CellStatus.RESOLVED:
+                    arm.resolved += 1
+                    resolved_keys.add(key)
+                wall = cell.wall_seconds
+                if wall is not None:
+                    walls.append(wall)
+            ran, cost, used = cell.spend()
+            if ran:
+                arm.ran += 1
+                if cost is None:
+                    arm.unknown_cost.append(cell)
+                else:
+                    costs.append(cost)
+                if used is None:
+                    arm.unknown_tokens.append(cell)
+                else:
+                    tokens.append(used)
+            if cell.model_mismatch:
+                arm.mismatched.append(cell)
+            if cell.reused_from is not None:
+                arm.reused += 1
+        arm.trials = trials
+        return arm
+
+
+def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
+    """One arm's resolve rate (Wilson 95%), spend, efficiency, wall time and pass@k."""
+    counted, resolved, ran = arm.counted, arm.resolved, arm.ran
+    known_cost, known_tokens = math.fsum(arm.costs), sum(arm.tokens)
+    cost_total = round(known_cost, 6) if not arm.unknown_cost else None
+    token_total = known_tokens if not arm.unknown_tokens else None
+    interval = wilson_interval(resolved, len(counted))
+    statuses = {status: len(cells) for status, cells in sorted(arm.by_status.items())}
+    return {
+        "arm": name,
+        "cells": len(counted),
+        "resolved": resolved,
+        "resolve_rate": resolved / len(counted) if counted else None,
+        "resolve_rate_ci95": list(interval) if interval else None,
+        "instances": len({instance_id for instance_id, _ in arm.keys}),
+        "trials": arm.trials,
+        "statuses": statuses,
+        "harness_errors": statuses.get(CellStatus.HARNESS_ERROR, 0),
+        "skipped": statuses.get(CellStatus.SKIPPED_BUDGET, 0),
+        "interrupted": statuses.get(CellStatus.INTERRUPTED, 0),
+        "reused": arm.reused,
+        "model_mismatches": len(arm.mismatched),
+        "cost_usd": cost_total,
+        "cost_usd_known": round(known_cost, 6),
+        "unknown_cost_cells": len(arm.unknown_cost),
+        "tokens": token_total,
+        "tokens_known": known_tokens,
+        "unknown_token_cells": len(arm.unknown_tokens),
+        "cost_per_cell_usd": cost_total / ran if cost_total is not None and ran else None,
+        "cost_per_resolved_usd": per_resolved(cost_total, resolved),
+        "tokens_per_resolved": per_resolved(token_total, resolved),
+        "median_wall_seconds": median(arm.walls),
+        "cost_distribution": five_numbers(arm.costs),
+        "token_distribution": five_numbers(arm.tokens),
+        "pass_at_k": pass_at_k_table(counted) if arm.trials > 1 else [],
+    }
+
+
+def pass_at_k_table(counted: Sequence[CellRecord]) -> list[dict[str, Any]]:
+    """pass@k and pass^k for k = 1..max trials, averaged over the instances with at least k trials.
+
+    Empty when no instance was tried more than once.
+    """
+    trials: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for cell in counted:
+        tally = trials[cell.instance_id]
+        tally[0] += 1
+        tally[1] += cell.resolved
+    most = max((n for n, _ in trials.values()), default=0)
+    if most < 2:
+        return []
+    table = []
+    for k in range(1, most + 1):
+        # An instance with fewer than k trials has no estimate (None) and is left out of the mean.
+        at_k = [value for n, c in trials.values() if (value := pass_at_k(n, c, k)) is not None]
+        hat_k = [value for n, c in trials.values() if (value := pass_hat_k(n, c, k)) is not None]
+        table.append({"k": k, "instances": len(at_k), "pass_at_k": sum(at_k) / len(at_k),
+                      "pass_hat_k": sum(hat_k) / len(hat_k)})
+    return table
+
+
+def paired_comparisons(names: Sequence[str], arms: Mapping[str, ArmCells]) -> list[dict[str, Any]]:
+    """For each pair of arms, the split over the (instance, trial) cells both have in the rate."""
+    counted = {name: arms[name].keys for name in names}
+    resolved = {name: arms[name].resolved_keys for name in names}
+    pairs = []
+    for first, second in combinations(names, 2):
+        common = len(counted[first] & counted[second])
+        if not common:
+            continue
+        both = len(resolved[first] & resolved[second])
+        only_first = len((resolved[first] & counted[second]) - resolved[second])
+        only_second = len((resolved[second] & counted[first]) - resolved[first])
+        pairs.append({
+            "arms": [first, second],
+            "cells": common,
+            "both": both,
+            "only_first": only_first,
+            "only_second": only_second,
+            "neither": common - both - only_first - only_second,
+            "rate_first": (both + only_first) / common,
+            "rate_second": (both + only_second) / common,
+            "mcnemar_p": mcnemar_exact_p(only_first, only_second),
+        })
+    return pairs
+
+
+def _examples(cells: Sequence[CellRecord]) -> list[str]:
+    return [cell.name.shown for cell in cells[:WARNING_EXAMPLES]]
+
+
+def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
+    """What a reader must know before trusting this arm's numbers."""
+    found: list[dict[str, Any]] = []
+
+    def warn(kind: str, which: Sequence[CellRecord], message: str) -> None:
+        if which:
+            found.append({"kind": str(kind), "arm": name, "count": len(which), "message": message,
+                          "examples": _examples(which)})
+
+    harness = arm.by_status.get(CellStatus.HARNESS_ERROR, [])
+    warn(CellStatus.HARNESS_ERROR, harness,
+         f"{name}: {len(harness)} harness error(s), not counted in the rate (--arena-resume runs them again)")
+    skipped = arm.by_status.get(CellStatus.SKIPPED_BUDGET, [])
+    reasons = sorted({cell.error_line for cell in skipped if cell.error_line})
+    warn(CellStatus.SKIPPED_BUDGET, skipped,
+         f"{name}: {len(skipped)} cell(s) skipped, budget spent" + (f": {reasons[0]}" if reasons else ""))
+    interrupted = arm.by_status.get(CellStatus.INTERRUPTED, [])
+    warn(CellStatus.INTERRUPTED, interrupted, f"{name}: {len(interrupted)} cell(s) interrupted, not counted")
+    if arm.mismatched:
+        first = arm.mismatched[0]
+        warn("model_mismatch", arm.mismatched,
+             f"served model differs from the asked one in {len(arm.mismatched)} cell(s) of {name} "
+             f"(e.g. asked {first.asked_model}, served {first.served_model})")
+    warn("unknown_cost", arm.unknown_cost,
+         f"{name}: cost unknown for {len(arm.unknown_cost)} of {arm.ran} cell(s), so its USD figures are n/a "
+         f"(known part: ${math.fsum(arm.costs):.4f})")
+    warn("unknown_tokens", arm.unknown_tokens,
+         f"{name}: tokens unknown for {len(arm.unknown_tokens)} of {arm.ran} cell(s), so its token figures are n/a")
+    return found
+
+
+def repeat_warnings(trials: int) -> list[dict[str, Any]]:
+    """With repeats, the interval and McNemar p count every trial as an independent cell: say so.
+
+    Trials of one instance are correlated (the same task, often the same verdict), so both are
+    optimistic. They are kept per cell, labelled, rather than replaced: per-instance numbers are
+    in pass@k and pass^k.
+    """
+    if trials <= 1:
+        return []
+    return [{"kind": "correlated_trials", "arm": None, "count": trials, "examples": [],
+             "message": f"{trials} trials per instance: the 95% CI and McNemar p assume independent trials; "
+                        "trials of one instance are correlated, so the CI is too narrow and p too small "
+                        "(pass@k and pass^k are per instance)"}]
+
+
+def budget_warnings(budget: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Spent caps (from the controller's ``budget.json``), and dollars a cap could not count."""
+    if not budget:
+        return []
+    found: list[dict[str, Any]] = [{"kind": "budget_exhausted", "arm": None if arm == SWEEP else arm, "count": 1,
+                 "message": f"{reason}: no new cell started after that", "examples": []}
+                for arm, reason in sorted((budget.get("exhausted") or {}).items())]
+    spent = budget.get("spent") or {}
+    unknown = spent.get("unknown_usd_cells") or 0
+    if unknown and (budget.get("limits") or {}).get("sweep", {}).get("max_usd") is not None:
+        found.append({"kind": "budget_unknown_cost", "arm": None, "count": unknown,
+                         "message": f"{unknown} cell(s) of unknown USD cost were not counted against --arena-max-usd",
+                         "examples": []})
+    return found

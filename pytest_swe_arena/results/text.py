@@ -1,0 +1,165 @@
+"""The terminal's text: the summary table, pass@k, the paired comparison, the budget, warnings.
+
+Tables fit in 100 columns for arm names up to 16 characters; numbers that cannot be computed
+are "n/a". The same lines end a sweep and ``swe-arena report``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..outcome import CellStatus
+
+#: The terminal summary's width.
+TERMINAL_WIDTH = 100
+
+
+def percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def interval_text(interval: Sequence[float] | None) -> str:
+    return "n/a" if interval is None else f"{100 * interval[0]:.1f}-{100 * interval[1]:.1f}%"
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4f}" if value < 10 else f"{value:,.2f}"
+
+
+def count(value: float | None) -> str:
+    """A token count, exact below 100,000, then in k and M (the JSON keeps it exact)."""
+    if value is None:
+        return "n/a"
+    if value < 100_000:
+        return f"{value:,.0f}"
+    return f"{value / 1000:,.0f}k" if value < 999_500 else f"{value / 1_000_000:,.1f}M"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.1f}s" if value < 600 else f"{value / 60:.1f}m"
+
+
+def p_value(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return "<0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A plain text table: the first column left-aligned, the others right-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = (cell.ljust(width) if index == 0 else cell.rjust(width)
+                  for index, (cell, width) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(padded).rstrip()
+
+    return [line(header), "  ".join("-" * width for width in widths), *(line(row) for row in rows)]
+
+
+def format_budget(budget: Mapping[str, Any]) -> list[str]:
+    """What the sweep spent against its caps, then per model."""
+    limits = (budget.get("limits") or {}).get("sweep") or {}
+    spent = budget.get("spent") or {}
+    usd_cap = "" if limits.get("max_usd") is None else f" of ${limits['max_usd']:g}"
+    token_cap = "" if limits.get("max_tokens") is None else f" of {limits['max_tokens']:,}"
+    unknown = spent.get("unknown_usd_cells") or 0
+    unknown_tokens = spent.get("unknown_token_cells") or 0
+    lines = [f"budget: ${usd(spent.get('usd'))}{usd_cap} and {count(spent.get('tokens'))} tokens{token_cap} spent"]
+    uncounted = ([f"{unknown} cell(s) of unknown USD cost"] if unknown else []) + (
+        [f"{unknown_tokens} cell(s) of unknown tokens"] if unknown_tokens else [])
+    if uncounted:
+        lines.append(f"  + {', '.join(uncounted)} (not in the totals)")
+    for model, model_spend in sorted((budget.get("models") or {}).items()):
+        lines.append(f"  {model}: ${usd(model_spend.get('usd'))}, {count(model_spend.get('tokens'))} tokens "
+                     f"in {model_spend.get('cells')} cell(s)")
+    return lines
+
+
+def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> list[str]:
+    """The terminal summary: per-arm table, pass@k (with repeats), paired comparison, budget, warnings.
+
+    Tables fit in 100 columns for arm names up to 16 characters; warnings wrap at ``width``.
+    """
+    header = ["arm", "resolved", "rate", "95% CI", "USD", "USD/res", "tokens", "tok/res", "wall p50"]
+    body = [
+        [arm["arm"], f"{arm['resolved']}/{arm['cells']}", percent(arm["resolve_rate"]),
+         interval_text(arm["resolve_rate_ci95"]), usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]),
+         count(arm["tokens"]), count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])]
+        for arm in summary["arms"]
+    ]
+    trials = f", {summary['trials']} trials" if summary["trials"] > 1 else ""
+    independent = ", trials as independent" if summary["trials"] > 1 else ""
+    lines = [f"{summary['instances']} instances x {len(summary['arms'])} arms{trials}: {summary['rows']} cells "
+             f"(95% CI: Wilson{independent}; n/a: not computable)", ""]
+    lines += format_table(header, body)
+    most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
+    if most > 1:
+        def at(arm: Mapping[str, Any], k: int, key: str) -> str:
+            entry = next((row for row in arm["pass_at_k"] if row["k"] == k), None)
+            return percent(entry[key]) if entry else "n/a"
+
+        lines.append("")
+        lines += format_table(
+            ["repeats", "trials", "pass@1", f"pass@{most}", f"pass^{most}"],
+            [[arm["arm"], str(arm["trials"]), at(arm, 1, "pass_at_k"), at(arm, most, "pass_at_k"),
+              at(arm, most, "pass_hat_k")] for arm in summary["arms"]],
+        )
+    if summary["pairs"]:
+        lines.append("")
+        lines += format_table(
+            ["paired (A vs B)", "pairs", "both", "only A", "only B", "neither", "McNemar p"],
+            [[f"{pair['arms'][0]} vs {pair['arms'][1]}", str(pair["cells"]), str(pair["both"]),
+              str(pair["only_first"]), str(pair["only_second"]), str(pair["neither"]), p_value(pair["mcnemar_p"])]
+             for pair in summary["pairs"]],
+        )
+    if summary.get("budget"):
+        lines += ["", *format_budget(summary["budget"])]
+    if summary["warnings"]:
+        lines += ["", "warnings:"]
+        for warning in summary["warnings"]:
+            lines += textwrap.wrap(warning["message"], width, initial_indent="  ! ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
+    return lines
+
+
+def written_lines(out: Path, run_id: str | None, paths: Sequence[Path]) -> list[str]:
+    """Where the results went: the out dir, then each file written, relative to it."""
+    names = [str(path.relative_to(out)) if path.is_relative_to(out) else str(path) for path in paths]
+    return [f"out: {out} (run {run_id})", *(f"  {name}" for name in names)]
+
+
+def cell_teststatus(data: Mapping[str, Any]) -> tuple[str, str, tuple[str, Mapping[str, bool]]]:
+    """How the terminal shows a cell (``pytest_report_teststatus``): its status's outcome, letter, word and colour."""
+    status = CellStatus(data["status"])
+    meaning = status.meaning
+    word = status.upper() + (" (reused)" if data.get("reused") else "")
+    return meaning.pytest_outcome, meaning.letter, (word, {meaning.colour: True})
+
+
+def calibrated_only_header(failed: Sequence[str]) -> str:
+    """The header line of a sweep run with --arena-calibrated-only."""
+    names = f": {', '.join(failed[:10])}{' ...' if len(failed) > 10 else ''}" if failed else ""
+    return f"swe-arena: calibrated only: {len(failed)} instance(s) failed calibration and are deselected{names}"
+
+
+def cells_line(cells: int, reused: int) -> str:
+    """The line after collection: how many cells run and how many are reused."""
+    return f"swe-arena: {cells} cells, {cells - reused} to run, {reused} reused from earlier runs"
+
+
+def calibration_lines(verdicts: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The calibration verdicts under the results: how many failed, and why each failed or was inconclusive."""
+    failed = sorted(iid for iid, verdict in verdicts.items() if verdict["ok"] is False)
+    unsure = sorted(iid for iid, verdict in verdicts.items() if verdict.get("inconclusive"))
+    lines = [f"calibration: {len(verdicts)} instance(s), {len(failed)} failed"
+             + (f": {', '.join(failed)}" if failed else "")
+             + (f"; {len(unsure)} inconclusive (run again): {', '.join(unsure)}" if unsure else "")]
+    return lines + [f"  {iid}: {'; '.join(verdicts[iid]['problems'])}" for iid in failed + unsure]

@@ -1,0 +1,190 @@
+"""One cell, after its fixtures, in phases: environment -> arm -> patch -> grade.
+
+This is where the line between a failing arm (counts against the arm) and a
+failing harness (not counted, run again on resume) is drawn; grading itself is
+``grading.verify``'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
+from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
+from ..spend.usage import Usage, accounting_errors, checked_spend
+from ..state import Case
+from .cell import CellEnvironment
+from .git import WorkspaceError
+from .patches import commit_environment_setup, extract_patch
+from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
+from .workspace import Workspace
+
+#: A run dir file larger than this is cut (head and tail kept) before it travels.
+MAX_LOG_BYTES = 8 * 1024 * 1024
+
+
+def run_cell(
+    case: Case,
+    nodeid: str,
+    cell: CellEnvironment,
+    workspace: Workspace,
+    phases: Mapping[str, float],
+    started_at: str,
+) -> CellOutcome:
+    """Run the arm and grade its patch. Never raises for arm or harness failures."""
+    timings = dict(phases)
+    outcome = started(case, nodeid, started_at)
+
+    def finish(outcome: CellOutcome, status: CellStatus, error: str | None) -> CellOutcome:
+        return finished(outcome, status, error, timings, collect_logs(cell.run_dir))
+
+    python_env = None
+    store = EnvironmentStore(case.cache or cell.root / "cache")
+    if case.instance.env is not None and case.instance.source.kind != "image":
+        clock = time.monotonic()
+        try:
+            python_env, workspace = build_environment(case, cell, workspace, store)
+        except (EnvBuildError, WorkspaceError) as error:
+            timings["env"] = time.monotonic() - clock
+            return finish(outcome, CellStatus.HARNESS_ERROR, f"env: {error}")
+        timings["env"] = time.monotonic() - clock
+        cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
+    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial)
+
+    clock = time.monotonic()
+    try:
+        result = case.arm.run(request)
+    except ArmError as error:
+        result = ArmResult(status=ArmStatus.ARM_ERROR, error=str(error))
+    except ArmStartError as error:
+        # The agent never started: nothing was spent, and the setup (not the arm) is at fault.
+        timings["arm"] = time.monotonic() - clock
+        return finish(outcome, CellStatus.HARNESS_ERROR, str(error))
+    except pytest.fail.Exception as error:
+        if not is_pytest_timeout(error):
+            raise
+        result = ArmResult(status=ArmStatus.TIMEOUT, error=f"pytest-timeout fired while the arm ran: {error}")
+    except Exception:
+        timings["arm"] = time.monotonic() - clock
+        # The arm started and may have spent: what it spent is unknown, never "did not run" ($0).
+        return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
+                      f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
+    timings["arm"] = time.monotonic() - clock
+    mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
+    # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
+    usage, models, problems = checked_spend(result.usage, result.models)
+    outcome = outcome.replace(
+        usage=usage.to_json(),
+        models={model: model_usage.to_json() for model, model_usage in models.items()},
+        asked_model=result.asked_model,
+        served_model=result.served_model,
+        model_mismatch=mismatch,
+        provenance={**outcome.provenance, **result.provenance},
+        details=accounting_errors(result.details, problems),
+    )
+    ended = result.status.cell_status
+
+    clock = time.monotonic()
+    try:
+        patch = extract_patch(workspace)
+    except WorkspaceError as error:
+        if ended is not None:
+            # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.
+            return finish(outcome, ended, f"{result.error or result.status}; patch extraction also failed: {error}")
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction: {error}")
+    timings["patch"] = time.monotonic() - clock
+    outcome = outcome.replace(patch=patch)
+
+    if ended is not None:
+        # Never scored from partial work: keep the patch for forensics, do not verify it.
+        return finish(outcome, ended, result.error)
+    if mismatch and case.strict_models:
+        return finish(outcome, CellStatus.HARNESS_ERROR,
+                      f"served model {result.served_model!r} is not the asked {result.asked_model!r} "
+                      "(--arena-strict-models)")
+
+    clock = time.monotonic()
+    try:
+        verdict = run_verify(
+            workspace, case.instance, patch, verify_on=case.verify_on,
+            env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
+            after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
+        )
+    except (VerifyInfrastructureError, WorkspaceError, EnvBuildError) as error:
+        timings["verify"] = time.monotonic() - clock
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"verify: {error}")
+    except pytest.fail.Exception as fired:
+        if not is_pytest_timeout(fired):
+            raise
+        timings["verify"] = time.monotonic() - clock
+        return finish(outcome.replace(patch_scored=False), CellStatus.TIMEOUT,
+                      f"pytest-timeout fired during verify: {fired}")
+    timings["verify"] = time.monotonic() - clock
+    status, why = graded_status(verdict, patch)
+    return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
+                      store: EnvironmentStore) -> tuple[PythonEnvironment, Workspace]:
+    """Build the cell's venv for the instance's ``env``; commit what its steps changed in the workspace.
+
+    Each uv and shell step is bounded by ``--arena-verify-timeout``.
+    """
+    assert case.instance.env is not None
+    log = cell.run_dir / "env.log"
+    python_env = store.build(EnvSpec.from_mapping(case.instance.env), cell.root / "venv", workspace.path,
+                             cell.env(), log, case.verify_timeout)
+    if case.instance.verify is None and case.instance.test_cmd is None:
+        # Without pytest the default runner reports nothing: every test of every arm, GOLD too, would be missing.
+        store.check_pytest(python_env, cell.env(), log, case.verify_timeout)
+    return python_env, commit_environment_setup(workspace)
+
+
+def reinstaller(case: Case, cell: CellEnvironment, workspace: Workspace, python_env: PythonEnvironment | None,
+                store: EnvironmentStore) -> Callable[[], None] | None:
+    """The install step again, for verify: resetting to base removed what it built in the workspace."""
+    if python_env is None or not python_env.spec.install:
+        return None
+    install = python_env.spec.install
+    return lambda: store.run_step(python_env, install, workspace.path, cell.env(), cell.run_dir / "env.log",
+                                  case.verify_timeout, "install (before verify)")
+
+
+def container_host(case: Case) -> ContainerHost | None:
+    source = case.instance.source
+    return ContainerHost(case.engine, source.location) if source.kind == "image" else None
+
+
+def is_pytest_timeout(error: BaseException) -> bool:
+    """Whether pytest-timeout's signal method interrupted the cell (it raises ``pytest.fail("Timeout...")``)."""
+    return str(error).startswith("Timeout")
+
+
+def collect_logs(run_dir: Path) -> dict[str, str]:
+    """The run dir's files as text (large ones cut in the middle), to travel on the report.
+
+    Logs are for reading: a byte that is not UTF-8 becomes U+FFFD (the patch itself travels as bytes).
+    """
+    logs: dict[str, str] = {}
+    if not run_dir.is_dir():
+        return logs
+    for path in sorted(run_dir.rglob("*")):
+        if not path.is_file():
+            continue
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            if size > MAX_LOG_BYTES:
+                head = handle.read(MAX_LOG_BYTES // 2)
+                handle.seek(size - MAX_LOG_BYTES // 2)
+                data = head + f"\n[... {size - MAX_LOG_BYTES} bytes cut ...]\n".encode() + handle.read()
+            else:
+                data = handle.read()
+        logs[path.relative_to(run_dir).as_posix()] = data.decode("utf-8", errors="replace")
+    return logs

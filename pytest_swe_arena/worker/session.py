@@ -1,0 +1,125 @@
+"""The cell plugin: the hooks of every process that collects and runs cells.
+
+Registered wherever the arena is on: each xdist worker, and the only process without xdist
+(where the controller's plugin sits beside it). It builds the sweep's arms, turns instance
+files into items (``collection``), deselects uncalibrated instances, and puts each cell's
+outcome on the report that finishes it, as plain JSON: all the controller gets of a cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..arms.kinds import arm_kinds, build_arms
+from ..interrupts import stop_signals
+from ..naming import CellName, is_instance_file
+from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
+from ..results.records import user_properties
+from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
+from .collection import InstanceFile
+
+
+class CellPlugin:
+    """Collects instance files into cells, and reports each cell's outcome."""
+
+    def __init__(self, config: pytest.Config, state: ArenaState):
+        self.config = config
+        self.state = state
+        config.addinivalue_line("markers", "arena: an arena cell (instance x arm x trial)")
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None and state.sweep_run:
+            take_from_controller(state, workerinput)
+            state.interrupts = stop_signals(state.sweep_token, controller=False)
+            state.interrupts.install()
+
+    def pytest_sessionstart(self) -> None:
+        # A bad arm table is a usage error now, before any cell.
+        settings = self.state.settings
+        self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
+                                     source=settings.sources["arms"], strict_models=settings.strict_models)
+
+    def pytest_unconfigure(self) -> None:
+        if hasattr(self.config, "workerinput") and self.state.interrupts is not None:
+            self.state.interrupts.uninstall()
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        if is_instance_file(file_path) and self.state.covers(file_path):
+            collector: pytest.Collector = InstanceFile.from_parent(parent, path=file_path)
+            return collector
+        return None
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        deselect_uncalibrated(config, self.state, items)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        case = item.stash.get(CASE_KEY, None)
+        if case is not None and call.when != "teardown":
+            attach_outcome(item, case, call.when, report, self.state.settings.repeat)
+        return report
+
+
+def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[pytest.Item]) -> None:
+    """With --arena-calibrated-only, drop the cells of instances that failed calibration."""
+    if not state.calibration_failed:
+        return
+    failed = set(state.calibration_failed)
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        case = item.stash.get(CASE_KEY, None)
+        (drop if case is not None and case.instance.instance_id in failed else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def attach_outcome(item: pytest.Item, case: Case, when: str, report: pytest.TestReport, repeat: int) -> None:
+    """Put the cell's outcome on the report that finishes it, as plain JSON.
+
+    A successful setup report carries the row to write should the cell never
+    finish (``arena_pending``, status ``interrupted``); a reused cell's call
+    report carries only its cell key, the controller holds its recorded row.
+    """
+    shortcut = item.stash.get(SHORTCUT_KEY, Shortcut())
+    if shortcut.reused is not None:
+        if when == "call":
+            verdict = shortcut.reused
+            report.arena = {"reused": True, "cell_key": case.key, "status": verdict["status"]}  # type: ignore[attr-defined]
+            _add_user_properties(item, report, user_properties(verdict["status"], verdict.get("usage"),
+                                                               verdict.get("patch_file")))
+        return
+    outcome: CellOutcome | None
+    if shortcut.skipped is not None:
+        outcome = skipped_budget(case, item.nodeid, shortcut.skipped)
+    elif when == "setup" and report.passed:
+        report.arena_pending = pending(case, item.nodeid).to_json()  # type: ignore[attr-defined]
+        return
+    else:
+        outcome = item.stash.get(OUTCOME_KEY, None) if when == "call" else None
+        if outcome is None:
+            if not report.failed:
+                return
+            outcome = setup_failed(case, item.nodeid, when, _failure_text(report))
+    report.arena = outcome.to_json()  # type: ignore[attr-defined]
+    patch_file = (CellName(outcome.instance_id, outcome.arm, outcome.trial).patch_file(repeat)
+                  if outcome.patch_scored else None)
+    _add_user_properties(item, report, user_properties(outcome.status, outcome.usage, patch_file))
+
+
+def _add_user_properties(item: pytest.Item, report: pytest.TestReport, properties: list[tuple[str, Any]]) -> None:
+    # On the item too: the teardown report, which --junitxml reads, is built from the item.
+    report.user_properties.extend(properties)
+    item.user_properties.extend(properties)
+
+
+def _failure_text(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    return text.removeprefix("Failed: ").removeprefix("harness_error: ")

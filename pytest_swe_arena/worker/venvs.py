@@ -1,0 +1,279 @@
+"""Python environments without a container: a per-cell virtual environment built with uv.
+
+An instance's ``env`` (or the ``--arena-env-specs`` entry for its repo and
+version) names a Python version, requirements, pre-install steps and an
+install command. The requirements are resolved once per spec and interpreter
+(``uv pip compile``, under a file lock, so concurrent xdist workers resolve
+once between them) into a pinned ``requirements.lock`` in the shared cache;
+each cell then creates its own venv and syncs it from that lock out of uv's
+shared package cache, offline, before running the spec's steps in its workspace.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import processes
+
+#: ``version_info`` of an interpreter, read by running it (shims and symlinks are resolved by the answer).
+_PROBE = "import sys, json; print(json.dumps([list(sys.version_info[:3]), sys.executable]))"
+
+
+class EnvBuildError(Exception):
+    """The cell's environment could not be built: a harness error, its log in the run dir."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an environment holds: ``{"python", "requirements", "pre_install", "install"}``, all optional."""
+
+    python: str | None = None
+    requirements: tuple[str, ...] = ()
+    pre_install: tuple[str, ...] = ()
+    install: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> EnvSpec:
+        return cls(
+            python=data.get("python"),
+            requirements=tuple(data.get("requirements") or ()),
+            pre_install=tuple(data.get("pre_install") or ()),
+            install=data.get("install") or None,
+        )
+
+
+@dataclass(frozen=True)
+class PythonEnvironment:
+    """A cell's built venv, and the variables that put it first for the arm and verify."""
+
+    venv: Path
+    spec: EnvSpec
+
+    def variables(self, path: str) -> dict[str, str]:
+        return {"VIRTUAL_ENV": str(self.venv), "PATH": os.pathsep.join([str(self.venv / "bin"), path])}
+
+
+@functools.cache
+def find_interpreter(version: str | None) -> tuple[Path, str]:
+    """An interpreter on this machine whose version starts with ``version`` (PATH, pyenv, uv).
+
+    None means the harness's own interpreter. A version that is not installed is
+    an ``EnvBuildError`` naming where it looked: never another version instead.
+    Looked up once per process (every cell of a spec asks); a failure is not cached.
+    """
+    if version is None:
+        return Path(sys.executable), ".".join(map(str, sys.version_info[:3]))
+    wanted = [int(part) for part in version.split(".")]
+    looked: list[str] = []
+    for candidate in _candidates(version):
+        looked.append(str(candidate))
+        found = _probe(candidate)
+        if found and found[0][: len(wanted)] == wanted:
+            return Path(found[1]), ".".join(map(str, found[0]))
+    managed = _uv_managed(version)
+    if managed:
+        return managed
+    raise EnvBuildError(
+        f"Python {version} is not installed on this machine (looked on PATH, in pyenv's versions and "
+        f"uv's managed Pythons: {', '.join(looked) or 'nothing found'}); install it, e.g. `uv python install {version}`"
+    )
+
+
+def _candidates(version: str) -> list[Path]:
+    major_minor = ".".join(version.split(".")[:2])
+    found: list[Path] = []
+    for name in (f"python{major_minor}", f"python{version.split('.')[0]}", "python"):
+        located = shutil.which(name)
+        if located:
+            found.append(Path(located))
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    versions = pyenv_root / "versions"
+    if versions.is_dir():
+        for entry in sorted(versions.iterdir(), reverse=True):
+            if entry.name == version or entry.name.startswith(version + "."):
+                found.append(entry / "bin" / "python")
+    return found
+
+
+def _probe(interpreter: Path) -> tuple[list[int], str] | None:
+    try:
+        completed = subprocess.run([str(interpreter), "-c", _PROBE], capture_output=True, text=True, timeout=30,
+                                   check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if completed.returncode != 0:
+        return None
+    try:
+        numbers, executable = json.loads(completed.stdout)
+        return [int(number) for number in numbers], str(executable)
+    except (ValueError, TypeError):
+        raise EnvBuildError(
+            f"{interpreter} did not answer the version probe as a Python interpreter does (expected a JSON "
+            f"[version, executable] line, got {completed.stdout.strip()[:200]!r}); fix or remove it"
+        ) from None
+
+
+def _uv_managed(version: str) -> tuple[Path, str] | None:
+    uv = find_uv()
+    if uv is None:
+        return None
+    completed = subprocess.run(
+        # --python-preference only-managed, not --managed-python: uv 0.5 (the declared minimum) has only this.
+        [uv, "python", "find", "--python-preference", "only-managed", "--no-python-downloads", version],
+        capture_output=True, text=True, check=False, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+    )
+    if completed.returncode != 0:
+        return None
+    found = _probe(Path(completed.stdout.strip()))
+    return (Path(found[1]), ".".join(map(str, found[0]))) if found else None
+
+
+def find_uv() -> str | None:
+    """The uv binary: the ``uv`` package's (``pip install uv``), else ``uv`` on PATH."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        return shutil.which("uv")
+    try:
+        return str(find_uv_bin())
+    except FileNotFoundError:
+        return shutil.which("uv")
+
+
+class EnvironmentStore:
+    """Resolved specs and uv's package cache under ``root``, shared by every cell and worker."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    @property
+    def uv_cache(self) -> Path:
+        return self.root / "uv"
+
+    def spec_dir(self, spec: EnvSpec, python_version: str) -> Path:
+        material = json.dumps({"python": python_version, "requirements": list(spec.requirements)}, sort_keys=True)
+        return self.root / "envs" / hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def build(self, spec: EnvSpec, venv: Path, workspace: Path, cell_env: Mapping[str, str],
+              log: Path, timeout: float) -> PythonEnvironment:
+        """Create ``venv`` for ``spec``, then run its pre-install and install steps in ``workspace``."""
+        uv = find_uv()
+        if uv is None:
+            raise EnvBuildError("uv is needed to build instance environments: pip install uv (or the 'envs' extra)")
+        interpreter, python_version = find_interpreter(spec.python)
+        _log(log, f"interpreter {interpreter} (Python {python_version})")
+        if not self._resolve_and_create(uv, spec, interpreter, python_version, venv, log, timeout):
+            lock = self.spec_dir(spec, python_version) / "requirements.lock"
+            try:
+                # Resolved earlier and its packages are in uv's shared cache: no network needed.
+                self._create(uv, interpreter, venv, lock, ["--offline"], log, timeout)
+            except EnvBuildError:
+                _log(log, "offline install from the shared cache failed (pruned?); retrying online")
+                self._create(uv, interpreter, venv, lock, [], log, timeout)
+        environment = PythonEnvironment(venv=venv, spec=spec)
+        for step in spec.pre_install:
+            self.run_step(environment, step, workspace, cell_env, log, timeout, "pre_install")
+        if spec.install:
+            self.run_step(environment, spec.install, workspace, cell_env, log, timeout, "install")
+        return environment
+
+    def _resolve_and_create(self, uv: str, spec: EnvSpec, interpreter: Path, python_version: str, venv: Path,
+                            log: Path, timeout: float) -> bool:
+        """Resolve the spec to a pinned lock and build the first venv from it, if nobody has; True if we did.
+
+        Both happen under the spec's file lock, so a cell that waited for it finds
+        the lock resolved and uv's cache warm, and builds offline.
+        """
+        from filelock import FileLock
+
+        directory = self.spec_dir(spec, python_version)
+        lock = directory / "requirements.lock"
+        if lock.is_file():
+            return False
+        directory.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(directory) + ".lock"):
+            if lock.is_file():
+                return False
+            requirements = directory / "requirements.in"
+            requirements.write_text("".join(line + "\n" for line in spec.requirements))
+            staging = directory / f"requirements.lock.{os.getpid()}"
+            clock = time.monotonic()
+            if spec.requirements:
+                self._uv(uv, ["pip", "compile", "--quiet", "--python", str(interpreter), "--output-file",
+                              str(staging), str(requirements)], log, timeout)
+            else:
+                staging.write_text("")
+            self._create(uv, interpreter, venv, staging, [], log, timeout)
+            os.replace(staging, lock)
+            with open(directory / "arena-builds.log", "a") as builds:
+                builds.write(f"{time.time():.3f} pid={os.getpid()} resolved and built in "
+                             f"{time.monotonic() - clock:.2f}s\n")
+            return True
+
+    def _create(self, uv: str, interpreter: Path, venv: Path, lock: Path, extra: Sequence[str],
+                log: Path, timeout: float) -> None:
+        self._uv(uv, ["venv", "--quiet", "--clear", "--seed", *extra, "--python", str(interpreter), str(venv)],
+                 log, timeout)
+        if lock.read_text().strip():
+            self._uv(uv, ["pip", "sync", "--quiet", *extra, "--python", str(venv / "bin" / "python"), str(lock)],
+                     log, timeout)
+
+    def _uv(self, uv: str, args: list[str], log: Path, timeout: float) -> None:
+        env = {**os.environ, "UV_CACHE_DIR": str(self.uv_cache), "UV_PYTHON_DOWNLOADS": "never"}
+        env.pop("VIRTUAL_ENV", None)
+        _log(log, "$ uv " + " ".join(args))
+        result = processes.run([uv, *args], cwd=self.root, env=env, stdout=log, timeout=timeout)
+        _log(log, f"# took {result.seconds:.2f}s")
+        if result.returncode != 0:
+            why = "timed out" if result.timed_out else f"exited {result.returncode}"
+            raise EnvBuildError(f"environment build failed: `uv {args[0]} {args[1]}` {why} (see env.log)")
+
+    def run_step(self, environment: PythonEnvironment, command: str, workspace: Path,
+                 cell_env: Mapping[str, str], log: Path, timeout: float, what: str) -> None:
+        """Run one of the spec's shell steps in the workspace with the venv first on PATH."""
+        env = {**cell_env, **environment.variables(cell_env.get("PATH", os.defpath)),
+               "UV_CACHE_DIR": str(self.uv_cache)}
+        _log(log, f"$ ({what}) {command}")
+        result = processes.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
+        _log(log, f"# took {result.seconds:.2f}s")
+        if result.returncode != 0:
+            why = "timed out" if result.timed_out else f"exited {result.returncode}"
+            raise EnvBuildError(f"environment build failed: {what} step `{command}` {why} (see env.log)")
+
+
+    def check_pytest(self, environment: PythonEnvironment, cell_env: Mapping[str, str], log: Path,
+                     timeout: float) -> None:
+        """Raise ``EnvBuildError`` unless the venv runs pytest (the default per-test runner needs it).
+
+        Run in the venv, not the workspace: only the environment is checked, not the repository's conftests.
+        """
+        try:
+            self.run_step(environment, "python -m pytest --version", environment.venv, cell_env, log, timeout,
+                          "pytest check")
+        except EnvBuildError:
+            raise EnvBuildError(
+                "environment has no working pytest (`python -m pytest --version` failed, see env.log); the "
+                "default per-test runner needs it: add pytest to the spec's requirements, or give a 'test_cmd'"
+            ) from None
+
+
+def shell_argv(command: str) -> list[str]:
+    """The argv that runs a shell command line: bash where there is one, else sh."""
+    return [shutil.which("bash") or "/bin/sh", "-c", command]
+
+
+def _log(log: Path, line: str) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(line + "\n")

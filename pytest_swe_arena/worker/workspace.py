@@ -1,0 +1,262 @@
+"""Workspaces: materialize a repository at ``base_commit``, extract the patch.
+
+Each repository is fetched once into a bare mirror in the shared cache (under
+a file lock, so concurrent xdist workers fetch it once between them). The
+mirror holds the whole history, including the fix and everything after it, so
+no workspace ever reads from it. Instead each base commit gets a *snapshot*
+once per cache: a bare repository whose single pack holds exactly the objects
+reachable from ``base_commit`` (built with ``git pack-objects --revs`` under a
+file lock, into a temporary directory renamed into place). Every arm and trial
+of that base borrows the snapshot's objects through ``objects/info/alternates``:
+nothing is copied per cell, only the tree is checked out, and the workspace's
+refs, index and new objects stay private. A commit after base is not in any
+object store the workspace can see, by name or by sha.
+
+Every git call goes through ``git.git()`` (the harness's git, whatever the
+user's config); extracting and applying patches is ``patches``' job.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..instances.model import Instance, Source
+from .git import WorkspaceError, git, run_git
+
+WORK_BRANCH = "arena-work"
+
+#: Set on every mirror and snapshot: nothing may repack or prune a store that
+#: other processes are reading from.
+_NO_GC = ("gc.auto=0", "maintenance.auto=false")
+#: The same, as config file text.
+_NO_GC_CONFIG = "[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A cell's private checkout of the instance's repository at ``base_commit``."""
+
+    path: Path
+    base_commit: str  # full sha
+    #: False for an image's /testbed, whose ignored files are the image's build (compiled extensions...).
+    clean_ignored: bool = True
+
+
+class RepoStore:
+    """One bare mirror per repository source in ``root``, and one snapshot per base commit.
+
+    Both are shared by every cell and worker; only snapshots are ever borrowed by a workspace.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        #: (mirror, commit as given) -> full sha: resolved once per session, not once per cell.
+        self._resolved: dict[tuple[Path, str], str] = {}
+        #: (mirror, commit as given) -> why it cannot be used: fetched for once per session, not once per cell.
+        self._unusable: dict[tuple[Path, str], str] = {}
+        self._snapshots: set[Path] = set()
+
+    def mirror_path(self, source: Source, repo: str) -> Path:
+        digest = hashlib.sha256(f"{source.kind}:{source.location}".encode()).hexdigest()[:12]
+        slug = re.sub(r"[^A-Za-z0-9._-]", "_", repo.replace("/", "__"))
+        return self.root / "mirrors" / f"{slug}-{digest}.git"
+
+    def snapshot_path(self, mirror: Path, full: str) -> Path:
+        return self.root / "snapshots" / mirror.name.removesuffix(".git") / f"{full}.git"
+
+    def ensure_commit(self, source: Source, repo: str, commit: str) -> tuple[Path, str]:
+        """Return the mirror holding ``commit`` and the commit's full sha; fetch if needed."""
+        from filelock import FileLock
+
+        mirror = self.mirror_path(source, repo)
+        key = (mirror, commit)
+        if key in self._unusable:
+            raise WorkspaceError(self._unusable[key])
+        full = self._resolved.get(key)
+        if full is None and mirror.exists():
+            full = self._resolve(mirror, commit, source)
+        if full:
+            self._resolved[key] = full
+            return mirror, full
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(mirror) + ".lock"):
+            # Another worker may have fetched while we waited for the lock.
+            full = self._resolve(mirror, commit, source) if mirror.exists() else None
+            if full:
+                self._resolved[key] = full
+                return mirror, full
+            if mirror.exists():
+                no_gc = [arg for setting in _NO_GC for arg in ("-c", setting)]
+                git(*no_gc, "fetch", "--quiet", "--force", source.location, "+refs/*:refs/*", cwd=mirror)
+            else:
+                staging = Path(tempfile.mkdtemp(prefix=mirror.name + ".", dir=mirror.parent))
+                try:
+                    no_gc = [arg for setting in _NO_GC for arg in ("--config", setting)]
+                    git("clone", "--quiet", "--mirror", *no_gc, source.location, str(staging / "m.git"),
+                        cwd=mirror.parent)
+                    os.rename(staging / "m.git", mirror)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+            with open(mirror / "arena-fetches.log", "a") as log:
+                log.write(f"{time.time():.3f} pid={os.getpid()} {source.describe()}\n")
+            full = self._resolve(mirror, commit, source)
+            if not full:
+                self._unusable[key] = f"base_commit {commit} not found in {source.describe()}"
+                raise WorkspaceError(self._unusable[key])
+            self._resolved[key] = full
+            return mirror, full
+
+    def _resolve(self, mirror: Path, commit: str, source: Source) -> str | None:
+        try:
+            return _resolve_commit(mirror, commit)
+        except AmbiguousCommitError as error:
+            # More history can only add candidates: fetching again would not help.
+            self._unusable[mirror, commit] = f"base_commit {commit} is ambiguous in {source.describe()}: {error}"
+            raise WorkspaceError(self._unusable[mirror, commit]) from None
+
+    def snapshot(self, mirror: Path, full: str) -> Path:
+        """The object store (``objects`` folder) of the snapshot of ``full``: only objects reachable from it.
+
+        Built once per cache for every arm and trial of that base, under a file lock,
+        into a temporary folder renamed into place (so a snapshot that exists is complete).
+        """
+        from filelock import FileLock
+
+        snapshot = self.snapshot_path(mirror, full)
+        if snapshot in self._snapshots or snapshot.exists():
+            self._snapshots.add(snapshot)
+            return snapshot / "objects"
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        # One lock per snapshot: snapshots of different bases only read the mirror, so they build in parallel.
+        with FileLock(str(snapshot) + ".lock"):
+            if not snapshot.exists():
+                staging = Path(tempfile.mkdtemp(prefix=snapshot.name + ".", dir=snapshot.parent))
+                try:
+                    repo = staging / "s.git"
+                    _init_snapshot(repo)
+                    git("pack-objects", "--revs", "--quiet", "--delta-base-offset", str(repo / "objects/pack/pack"),
+                        cwd=mirror, input=f"{full}\n".encode())
+                    # A detached HEAD keeps every object reachable inside the snapshot itself.
+                    (repo / "HEAD").write_text(full + "\n")
+                    os.rename(repo, snapshot)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+        self._snapshots.add(snapshot)
+        return snapshot / "objects"
+
+
+def _init_snapshot(repo: Path) -> None:
+    git("init", "--quiet", "--bare", "--template=", str(repo), cwd=repo.parent)
+    (repo / "objects" / "pack").mkdir(parents=True, exist_ok=True)
+    with open(repo / "config", "a", encoding="utf-8") as config:
+        config.write(_NO_GC_CONFIG)
+
+
+class AmbiguousCommitError(Exception):
+    """A short sha names more than one commit; the message lists the candidates."""
+
+
+def _resolve_commit(repo: Path, commit: str) -> str | None:
+    """The full sha of ``commit`` in ``repo``; None if it is not there; ``AmbiguousCommitError`` if not unique."""
+    completed = run_git("rev-parse", "--verify", "--end-of-options", f"{commit}^{{commit}}", cwd=repo)
+    if completed.returncode == 0:
+        return completed.stdout.decode().strip() or None
+    stderr = completed.stderr.decode(errors="replace")
+    if "is ambiguous" in stderr:
+        candidates = [line.split(":", 1)[1].strip() for line in stderr.splitlines()
+                      if line.startswith("hint:  ") and line.split(":", 1)[1].strip()]
+        raise AmbiguousCommitError(
+            f"it names {len(candidates) or 'several'} commits ({'; '.join(candidates)}); give more hex digits")
+    return None
+
+
+#: Appended to a fresh workspace's .git/config: written directly, not with three
+#: ``git config`` processes, because process start-up is most of a cell's git cost.
+_WORKSPACE_CONFIG = _NO_GC_CONFIG + """[user]
+\tname = swe-arena
+\temail = swe-arena@localhost
+"""
+
+
+def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = "docker") -> Workspace:
+    """Check out ``instance`` at its base commit into ``dest`` on the work branch, clean."""
+    if instance.source.kind == "image":
+        return materialize_image(instance, engine, dest)
+    mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
+    objects = store.snapshot(mirror, full)
+    dest.mkdir(parents=True, exist_ok=True)
+    git("init", "--quiet", "--template=", f"--initial-branch={WORK_BRANCH}", str(dest), cwd=dest)
+    git_dir = dest / ".git"
+    info = git_dir / "objects" / "info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "alternates").write_text(str(objects) + "\n")
+    with open(git_dir / "config", "a", encoding="utf-8") as config:
+        config.write(_WORKSPACE_CONFIG)
+    # On the unborn work branch, this creates the branch at ``full`` and checks it out.
+    git("reset", "--quiet", "--hard", full, cwd=dest)
+    return Workspace(path=dest, base_commit=full)
+
+
+def reset_to_base(workspace: Workspace) -> None:
+    """Discard every change: tracked, untracked and ignored files."""
+    git("reset", "--quiet", "--hard", workspace.base_commit, cwd=workspace.path)
+    git("clean", "-qfdx" if workspace.clean_ignored else "-qfd", cwd=workspace.path)
+
+
+@functools.cache
+def engine_problem(engine: str) -> str | None:
+    """None when ``engine`` answers; otherwise one line saying why it does not (asked once per process)."""
+    if shutil.which(engine) is None:
+        return f"container engine {engine!r} is not installed"
+    try:
+        completed = subprocess.run([engine, "info", "--format", "{{json .}}"], capture_output=True, text=True,
+                                   timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return f"container engine {engine!r} does not answer (`{engine} info` timed out)"
+    if completed.returncode != 0:
+        why = " ".join((completed.stderr or completed.stdout).split())[:300]
+        return f"container engine {engine!r} does not answer ({why})"
+    return None
+
+
+def materialize_image(instance: Instance, engine: str, dest: Path) -> Workspace:
+    """Copy the image's ``/testbed`` out, then reset it to base on the work branch, clean."""
+    image = instance.source.location
+    problem = engine_problem(engine)
+    if problem:
+        raise WorkspaceError(f"image {image} needs a container engine: {problem}")
+    name = f"arena-{instance.instance_id}-{os.getpid()}-{time.monotonic_ns()}"
+    # The container is never started (only copied from), so its command never runs; an image
+    # without CMD still needs one for `create`.
+    created = subprocess.run([engine, "create", "--name", name, image, "true"], capture_output=True, text=True,
+                             check=False)
+    if created.returncode != 0:
+        raise WorkspaceError(f"{engine} create {image} failed: {' '.join(created.stderr.split())[:500]}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        copied = subprocess.run([engine, "cp", f"{name}:/testbed", str(dest)], capture_output=True,
+                                text=True, check=False)
+        if copied.returncode != 0:
+            raise WorkspaceError(f"{engine} cp {image}:/testbed failed: {' '.join(copied.stderr.split())[:500]}")
+    finally:
+        subprocess.run([engine, "rm", "--force", name], capture_output=True, check=False)
+    try:
+        full = _resolve_commit(dest, instance.base_commit)
+    except AmbiguousCommitError as error:
+        raise WorkspaceError(f"base_commit {instance.base_commit} is ambiguous in {image}:/testbed: {error}") from None
+    if not full:
+        raise WorkspaceError(f"base_commit {instance.base_commit} not found in {image}:/testbed")
+    with open(dest / ".git" / "config", "a", encoding="utf-8") as config:
+        config.write(_WORKSPACE_CONFIG)
+    git("checkout", "--quiet", "--force", "-B", WORK_BRANCH, full, cwd=dest)
+    git("clean", "-qfd", cwd=dest)
+    return Workspace(path=dest, base_commit=full, clean_ignored=False)
