@@ -181,7 +181,7 @@ def test_files_that_configure_the_run_come_from_base_and_are_flagged(grading, ca
     assert (tree.path / "README.md").read_text() == "# calc\n\nThe bug is still there.\n"
     nested = {"kind": "nested_repository", "path": "vendor/pytest",
               "detail": "a directory with its own .git: taken in as files"}
-    assert integrity_details(tree, ("vendor/pytest",))[0] == nested
+    assert integrity_details(("vendor/pytest",), tree.integrity)[0] == nested
 
 
 @needs_bwrap

@@ -185,6 +185,8 @@ class SupervisorArm:
         self.grace: float = reader.number("grace") or computed_grace
         self.secrets = read_secrets(reader, suite)
         executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
+        #: What the driver's workers run: shown read-only in the sandbox with its node_modules.
+        self.opencode = executable
         self.home = read_opencode_home(reader, executable)
         self.prices = suite.prices
         reader.finish()
@@ -220,9 +222,11 @@ class SupervisorArm:
         env = {**OPENCODE_QUIET_ENV, **self.knobs, "LOOPS_BRAIN_LOG": str(request.run_dir / "brain.jsonl")}
         outcome = run_agent(
             [part.format_map(values) for part in self.command], cwd=self.loops_repo,
-            env=request.cell.env(env), secrets=self.secrets, timeout=self.timeout, grace=self.grace,
-            stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
-            what="the supervisor driver",
+            env=request.cell.env(env), secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout,
+            grace=self.grace, stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
+            what="the supervisor driver", programs=[self.opencode],
+            read_only=[self.loops_repo, self.home.packages,
+                       *(path for path in (self.shim, self.extension) if path is not None)],
         )
         run = read_supervisor_run(workspace)
         status, error = ArmStatus.COMPLETED, None

@@ -27,17 +27,17 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..instances.model import Instance
 from ..worker import processes
-from ..worker.cell import CellEnvironment
+from ..worker.cell import CellEnvironment, create_cell_environment
 from ..worker.git import ExtractionError, HarnessGit
 from ..worker.patches import files_touched, is_test_path
-from ..worker.sandbox import Sandbox
+from ..worker.sandbox import Sandbox, cell_policy, program_mounts
 from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
 from ..worker.workspace import WORK_BRANCH, Workspace
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
@@ -226,6 +226,8 @@ def grading_environment(store: EnvironmentStore, spec: EnvSpec, tree: Path, cell
     """
     environment = store.build(dataclasses.replace(spec, pre_install=(), install=None), cell.root / "venv", tree,
                               cell.env(), log, timeout)
+    if sandbox is not None:
+        sandbox = sandbox.showing(*program_mounts(environment.venv / "bin" / "python"))
     for step, what in [*((step, "pre_install") for step in spec.pre_install),
                        *(((spec.install, "install"),) if spec.install else ())]:
         run_step(environment, step, tree, cell, log, timeout, what, sandbox)
@@ -257,8 +259,70 @@ def grade(tree: GradingTree, instance: Instance, *, cell: CellEnvironment, timeo
                       timeout=timeout, sandbox=sandbox)
 
 
-def integrity_details(tree: GradingTree, nested_repositories: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """The row's ``details.integrity``: the grading tree's flags and the nested repositories extraction took in."""
+def integrity_details(nested_repositories: Sequence[str] = (),
+                      flags: Sequence[IntegrityFlag] = ()) -> list[dict[str, Any]]:
+    """The row's ``details.integrity``: the nested repositories extraction took in, and the grading tree's flags."""
     nested = [IntegrityFlag("nested_repository", path, "a directory with its own .git: taken in as files")
               for path in nested_repositories]
-    return [flag.to_json() for flag in (*nested, *tree.integrity)]
+    return [flag.to_json() for flag in (*nested, *flags)]
+
+
+# -- a cell's grading -----------------------------------------------------------------------
+
+
+def fresh_tree_grading(verify_on: str, workspace: Workspace) -> bool:
+    """Whether a cell's patch is graded on a fresh tree: with ``--arena-verify-on=patch`` (the default),
+    wherever there is a snapshot to check out (not an image's /testbed, which is graded in place)."""
+    return verify_on == "patch" and workspace.objects is not None
+
+
+#: Files of the grading run copied into the cell's run dir (the report reads them there).
+GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
+
+
+def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
+                        run_dir: Path, timeout: float, sandboxed: bool, spec: EnvSpec | None,
+                        store: EnvironmentStore) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+    """Grade ``patch`` on a new tree under ``root``: base from the snapshot, the environment's setup, the patch,
+    ``test_patch``; a fresh HOME and venv, everything it runs in a sandbox when ``sandboxed``.
+
+    The grading logs land in ``run_dir`` (the cell's). Raise ``PatchRejected`` when the patch does not
+    apply, or when the environment's install step fails on the patched tree (the arm's failure);
+    ``TestPatchRejected``, ``EnvBuildError`` (before the patch) and ``WorkspaceError`` are the harness's.
+    """
+    cell = create_cell_environment(root / "cell")
+    tree_dir = root / "tree"
+    log = cell.run_dir / "env.log"
+
+    def sandbox() -> Sandbox | None:
+        return Sandbox(cell_policy(cell, read_write=(tree_dir,), read_only=(objects,))) if sandboxed else None
+
+    built: list[PythonEnvironment] = []
+
+    def setup(tree: Path) -> None:
+        assert spec is not None
+        before_patch = dataclasses.replace(spec, install=None)
+        built.append(grading_environment(store, before_patch, tree, cell, log, timeout, sandbox()))
+
+    try:
+        tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
+                                  instance=instance, setup=setup if spec is not None else None)
+        extra: dict[str, str] = {}
+        grading_sandbox = sandbox()
+        if built:
+            environment = built[0]
+            if grading_sandbox is not None:
+                grading_sandbox = grading_sandbox.showing(*program_mounts(environment.venv / "bin" / "python"))
+            if spec is not None and spec.install:
+                try:
+                    run_step(environment, spec.install, tree.path, cell, log, timeout, "install (the patched tree)",
+                             grading_sandbox)
+                except EnvBuildError as error:
+                    raise PatchRejected(f"the environment's install step fails on the patched tree: {error}") from None
+            extra = environment.variables(cell.variables.get("PATH", ""))
+        verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra)
+        return verdict, tree.integrity
+    finally:
+        for name in GRADING_LOGS:
+            if (cell.run_dir / name).is_file():
+                shutil.copyfile(cell.run_dir / name, run_dir / name)

@@ -37,9 +37,11 @@ whether it works here and, if not, why.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 import sys
@@ -110,6 +112,11 @@ class Sandbox:
     #: The options every sandbox gets; see the module docstring.
     isolation: tuple[str, ...] = field(default=("--unshare-all", "--die-with-parent", "--new-session",
                                                   "--cap-drop", "ALL"))
+
+    def showing(self, *read_only: Path) -> Sandbox:
+        """This sandbox, with ``read_only`` shown as well."""
+        policy = dataclasses.replace(self.policy, read_only=(*self.policy.read_only, *read_only))
+        return dataclasses.replace(self, policy=policy)
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
         """The bwrap command line that runs ``argv`` in ``cwd`` inside the sandbox.
@@ -206,6 +213,62 @@ def cell_policy(cell: CellEnvironment, *, read_write: Sequence[Path] = (), read_
         identity=write_identity(cell.root / "sandbox", cell.home),
         unset_env=tuple(unset_env),
     )
+
+
+@dataclass(frozen=True)
+class CellSandbox:
+    """The sandbox every process of one cell's arm runs in: what the harness grants the cell.
+
+    The pipeline makes it (the cell, a workspace outside the cell's root, the base snapshot's
+    objects); ``arms.agent.run_agent`` asks it to ``wrap`` each command, adding what that command
+    runs: its program and the files its argv names (read-only), and what the arm says it needs
+    besides (``programs`` the agent starts, such as the supervisor's opencode workers, and
+    ``read_only`` directories, such as the loops checkout or opencode's shared packages).
+    """
+
+    cell: CellEnvironment
+    read_write: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
+    bwrap: str = "bwrap"
+
+    def wrap(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], *,
+             programs: Sequence[str | Path] = (), read_only: Sequence[Path] = ()) -> list[str]:
+        """The bwrap command line running ``argv`` in ``cwd`` (shown read-only when the cell does not hold it)."""
+        writable = (self.cell.root, *self.read_write)
+        named = [Path(word) for word in _words(argv[1:]) if os.path.isabs(word) and os.path.isfile(word)
+                 and not _under(Path(word), writable)]
+        shown = [*self.read_only, *read_only]
+        if not _under(cwd, writable):
+            shown.append(cwd)
+        venv_python = Path(env.get("VIRTUAL_ENV", "/nonexistent"), "bin", "python")
+        if venv_python.exists():  # the cell's venv is in the cell; the interpreter it was made from is not
+            programs = [*programs, venv_python]
+        policy = cell_policy(self.cell, read_write=self.read_write, read_only=shown,
+                             programs=[argv[0], *named, *programs],
+                             unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
+        return Sandbox(policy, self.bwrap).wrap(argv, cwd)
+
+
+#: dotenvx's key variables, removed before bwrap starts even when the harness's env does not set them:
+#: dotenvx may put them in the environment it gives its command.
+KEY_VARIABLES = ("DOTENV_PRIVATE_KEY", "DOTENV_KEY")
+
+
+def _words(args: Sequence[str]) -> list[str]:
+    """The arguments, and the words of each (a ``sh -c`` line names its script and interpreter in one)."""
+    words = list(args)
+    for arg in args:
+        try:
+            words += shlex.split(arg)
+        except ValueError:
+            continue
+    return words
+
+
+def _under(path: Path, roots: Sequence[Path]) -> bool:
+    resolved = Path(os.path.realpath(path))
+    return any(resolved == Path(os.path.realpath(root)) or Path(os.path.realpath(root)) in resolved.parents
+               for root in roots)
 
 
 # -- what a program needs -----------------------------------------------------------------
