@@ -184,9 +184,11 @@ class SupervisorArm:
         computed_grace = cancel_grace(self.knobs, origin)  # validates the knob even when 'grace' overrides it
         self.grace: float = reader.number("grace") or computed_grace
         self.secrets = read_secrets(reader, suite)
-        executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
-        #: What the driver's workers run: shown read-only in the sandbox with its node_modules.
-        self.opencode = executable
+        named = reader.string("opencode", "opencode")
+        executable = find_program(named, suite, origin, "opencode")
+        #: What the driver's workers run, as named (a link in another node_modules, say) and as found:
+        #: both shown read-only in the sandbox, with their node_modules.
+        self.opencode = tuple(dict.fromkeys([*([str(suite.base_dir / named)] if "/" in named else []), executable]))
         self.home = read_opencode_home(reader, executable)
         self.prices = suite.prices
         reader.finish()
@@ -224,7 +226,7 @@ class SupervisorArm:
             [part.format_map(values) for part in self.command], cwd=self.loops_repo,
             env=request.cell.env(env), secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout,
             grace=self.grace, stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
-            what="the supervisor driver", programs=[self.opencode],
+            what="the supervisor driver", programs=self.opencode,
             read_only=[self.loops_repo, self.home.packages,
                        *(path for path in (self.shim, self.extension) if path is not None)],
         )

@@ -20,6 +20,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 
 import msgspec
 
+from ..controller.chain import verify_ledger
 from ..files import read_json_lines
 from ..naming import LEDGER_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
@@ -220,6 +221,7 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
     Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
     which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
     """
+    verify_ledger(path)  # an edited or inserted row: ChainBroken, naming the first bad line
     decoder = msgspec.json.Decoder(CellRecord)
 
     def decode(line: bytes) -> Any:

@@ -26,12 +26,13 @@ from ..state import Case
 from .cell import CellEnvironment
 from .git import ExtractionError, HarnessGit, WorkspaceError
 from .patches import commit_environment_setup, extract, extract_patch
+from .rundir import collect_run_dir, patch_over_cap
 from .sandbox import CellSandbox
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace
 
-#: A run dir file larger than this is cut (head and tail kept) before it travels.
-MAX_LOG_BYTES = 8 * 1024 * 1024
+#: The harness's own files of a run dir: collected first, so a flood of the agent's files cannot crowd them out.
+HARNESS_LOGS = ("verify.log", "env.log", "verify-junit.xml")
 
 
 def run_cell(
@@ -60,7 +61,10 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     outcome = started(case, nodeid, started_at)
 
     def finish(outcome: CellOutcome, status: CellStatus, error: str | None) -> CellOutcome:
-        return finished(outcome, status, error, timings, collect_logs(cell.run_dir))
+        collected = collect_run_dir(cell.run_dir, first=HARNESS_LOGS)
+        if collected.cut:  # what the caps left out or cut, with why
+            outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
+        return finished(outcome, status, error, timings, collected.logs)
 
     python_env = None
     store = EnvironmentStore(case.cache or cell.root / "cache")
@@ -129,6 +133,11 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         # The arm has run: what it left cannot be read, and that is the arm's failure, counted in its rate.
         return finish(outcome, CellStatus.ARM_ERROR, f"patch extraction: {error}")
     timings["patch"] = time.monotonic() - clock
+    too_large = patch_over_cap(patch)
+    if too_large is not None:
+        # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).
+        return finish(outcome, ended or CellStatus.ARM_ERROR, f"{result.error + '; ' if result.error else ''}"
+                      f"{too_large}")
     outcome = outcome.replace(patch=patch)
     if nested:
         outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested)})
@@ -235,26 +244,3 @@ def container_host(case: Case) -> ContainerHost | None:
 def is_pytest_timeout(error: BaseException) -> bool:
     """Whether pytest-timeout's signal method interrupted the cell (it raises ``pytest.fail("Timeout...")``)."""
     return str(error).startswith("Timeout")
-
-
-def collect_logs(run_dir: Path) -> dict[str, str]:
-    """The run dir's files as text (large ones cut in the middle), to travel on the report.
-
-    Logs are for reading: a byte that is not UTF-8 becomes U+FFFD (the patch itself travels as bytes).
-    """
-    logs: dict[str, str] = {}
-    if not run_dir.is_dir():
-        return logs
-    for path in sorted(run_dir.rglob("*")):
-        if not path.is_file():
-            continue
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if size > MAX_LOG_BYTES:
-                head = handle.read(MAX_LOG_BYTES // 2)
-                handle.seek(size - MAX_LOG_BYTES // 2)
-                data = head + f"\n[... {size - MAX_LOG_BYTES} bytes cut ...]\n".encode() + handle.read()
-            else:
-                data = handle.read()
-        logs[path.relative_to(run_dir).as_posix()] = data.decode("utf-8", errors="replace")
-    return logs
