@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from ..controller.chain import ChainBroken
+from ..controller.chain import ChainBroken, UnsafeReference
 from .commands import command_compare, command_export, command_report, command_status
 
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning  # "swe-arena: warning: ...", not a source line
             result: int = args.run(args)
         return result
-    except ChainBroken as error:
+    except (ChainBroken, UnsafeReference) as error:
         raise SystemExit(f"swe-arena: {error}") from None
     except KeyboardInterrupt:
         return INTERRUPTED  # Ctrl-C on `status --watch`: no traceback

@@ -81,6 +81,8 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     asked_model: str | None = None
     served_model: str | None = None
     model_mismatch: bool = False
+    #: "bwrap" or "none"; None in rows from before the sandbox.
+    sandbox: str | None = None
     reused_from: str | None = None
     error: str | None = None
 

@@ -67,6 +67,8 @@ class ArmCells:
     unknown_tokens: list[CellRecord] = field(default_factory=list)
     by_status: dict[str, list[CellRecord]] = field(default_factory=lambda: defaultdict(list))
     mismatched: list[CellRecord] = field(default_factory=list)
+    #: Cells whose arm ran without a sandbox (``sandbox: none``).
+    unsandboxed: list[CellRecord] = field(default_factory=list)
     reused: int = 0
     trials: int = 0
     #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
@@ -106,6 +108,8 @@ class ArmCells:
                     tokens.append(used)
             if cell.model_mismatch:
                 arm.mismatched.append(cell)
+            if ran and cell.sandbox == "none":
+                arm.unsandboxed.append(cell)
             if cell.reused_from is not None:
                 arm.reused += 1
         arm.trials = trials
@@ -226,6 +230,9 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
         warn("model_mismatch", arm.mismatched,
              f"served model differs from the asked one in {len(arm.mismatched)} cell(s) of {name} "
              f"(e.g. asked {first.asked_model}, served {first.served_model})")
+    warn("unsandboxed", arm.unsandboxed,
+         f"{name}: {len(arm.unsandboxed)} cell(s) ran without a sandbox (sandbox: none): the agent could reach the "
+         "harness's files (the cache, the instance files, the out dir), so its results are not guarded")
     warn("unknown_cost", arm.unknown_cost,
          f"{name}: cost unknown for {len(arm.unknown_cost)} of {arm.ran} cell(s), so its USD figures are n/a "
          f"(known part: ${math.fsum(arm.costs):.4f})")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from helpers.agents import arm_table
 
-from pytest_swe_arena.worker.sandbox import harness_python_mounts, probe_bwrap
+from pytest_swe_arena.worker.sandbox import probe_bwrap
 
 HOSTILE = Path(__file__).parents[1] / "data" / "hostile"
 TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
@@ -96,18 +96,20 @@ def test_git_tricks_of_an_arm_neither_run_its_code_nor_hide_its_work_nor_reach_o
 @needs_bwrap
 @pytest.mark.parametrize("sandbox", ["auto", "none"])
 def test_an_arm_reads_nothing_of_the_harness_in_its_sandbox(suite, calc, sandbox):
-    """The instance file (the gold patch), the out dir, the repository cache and the user's HOME stay
+    """The instance file (the gold patch), the out dir, the repository cache and the harness's files stay
     out of the arm's reach; without the sandbox (``none``) the same arm reads them all."""
     instances = suite.instances([calc.row()])
     out = suite.path / "arena-out"
     out.mkdir()
     (out / "ledger.jsonl").write_text("")
     plan = suite.path / "plan.json"
+    private = suite.path / "private.txt"  # beside the suite's pyproject: the harness's HOME in this run
+    private.write_text("the harness's\n")
     actions = [{"name": "instance file", "op": "read", "arg": str(instances)},
                {"name": "out dir", "op": "read", "arg": str(out / "ledger.jsonl")},
                {"name": "cache", "op": "read", "arg": str(suite.cache / "mirrors")},
                {"name": "plan", "op": "read", "arg": str(plan)},
-               {"name": "user home", "op": "read", "arg": str(Path.home())}]
+               {"name": "harness files", "op": "read", "arg": str(private)}]
     plan.write_text(json.dumps(actions))
     # The plan is the only file of the suite the arm needs: the harness shows files its argv names, read-only.
     suite.arms_toml = arm_table("SPY", "command", command=[sys.executable, str(HOSTILE / "escape.py"), str(plan),
@@ -121,14 +123,12 @@ def test_an_arm_reads_nothing_of_the_harness_in_its_sandbox(suite, calc, sandbox
     assert results["plan"][0] == "ok"
     reached = {name for name, (status, _) in results.items() if status == "ok"} - {"plan"}
     if sandbox == "none":
-        assert reached == {"instance file", "out dir", "cache", "user home"}  # the attack works without it
+        assert reached == {"instance file", "out dir", "cache", "harness files"}  # the attack works without it
+        assert "unsandboxed" in [warning["kind"] for warning in suite.summary()["warnings"]]
+        assert "SPY: 1 cell(s) ran without a sandbox (sandbox: none)" in (out / "report.html").read_text()
         return
-    assert reached <= {"user home"}, results
-    if "user home" in reached:
-        # Only the folders bwrap made to reach the harness's interpreter, mounted read-only below the HOME.
-        home = Path.home()
-        shown = {mount.relative_to(home).parts[0] for mount in harness_python_mounts() if home in mount.parents}
-        assert set(results["user home"][1]) <= shown, results["user home"]
+    assert "unsandboxed" not in [warning["kind"] for warning in suite.summary()["warnings"]]
+    assert reached == set(), results
 
 
 @needs_bwrap
@@ -177,3 +177,24 @@ def test_a_forged_ledger_row_is_refused_by_resume_report_compare_and_export(suit
     for command in (["report", "arena-out"], ["export", "arena-out"], ["compare", "arena-out", "arena-out"]):
         completed = swe_arena(*command, cwd=suite.path)
         assert completed.returncode != 0 and where in completed.stderr, (command, completed.stderr)
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("arm", "../../x", "field 'arm': '../../x' is not an arm name"),
+    ("patch_file", "../../outside.diff", "field 'patch_file': '../../outside.diff' climbs out of the out dir"),
+])
+def test_export_refuses_a_row_naming_an_arm_or_file_outside_the_rules(tmp_path, field, value, said):
+    """Rows from before the chain are taken as they stand: what they name is still held to the rules."""
+    from helpers.arena import swe_arena
+
+    out = tmp_path / "arena-out"
+    (out / "patches").mkdir(parents=True)
+    (out / "patches" / "demo__calc-1.GOLD.diff").write_text("diff --git a/x b/x\n")
+    (tmp_path / "outside.diff").write_text("not the out dir's\n")
+    row = {"run_id": "20261201T000000Z-aaaaaa", "instance_id": "demo__calc-1", "arm": "GOLD", "trial": 1,
+           "status": "resolved", "patch_file": "patches/demo__calc-1.GOLD.diff", "patch_scored": True}
+    row[field] = value
+    (out / "ledger.jsonl").write_text(json.dumps(row) + "\n")
+    completed = swe_arena("export", out)
+    assert completed.returncode != 0 and said in completed.stderr, completed.stderr
+    assert not (tmp_path.parent / "x.jsonl").exists() and not (out / "predictions").exists()
