@@ -228,7 +228,7 @@ def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
     assert models[ASKED].cost_usd == pytest.approx(workers_usd + 0.5)
     assert models["unknown"].input_tokens == 500 and models["unknown"].cost_usd is None
     assert usage.input_tokens == 4500 and usage.cost_usd is None  # an unpriced session: the total is unknown
-    assert recovered is not None and recovered["unmatched_cwds"] == []
+    assert recovered and recovered["unmatched_cwds"] == []
 
     # a worker whose cwd matches no session: its spend is unknown, so is the total
     usage, models, served, recovered = arm.account(request, SupervisorRun(
@@ -253,5 +253,5 @@ def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
         SupervisorRun(spent_usd=0.5, workers=1, worker_cwds=["/sb/w1"]))
     assert (usage.input_tokens, usage.cost_source, served) == (1000, "priced", ASKED)
     assert usage.cost_usd == pytest.approx((1000 * 1.0 + 100 * 2.0) / 1e6 + 0.5)
-    assert recovered is not None
+    assert recovered
     assert recovered["accounting_error"] == "store session s1.cost_usd: 'a lot' is not a number"
