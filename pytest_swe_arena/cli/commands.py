@@ -104,7 +104,8 @@ def command_export(args: argparse.Namespace) -> int:
                              f"arms there: {', '.join(sorted(known)) or 'none'}")
         rows = [row for row in rows if row.get("arm") in args.arm]
     for row in rows:  # a forged arm of "../../x" or a patch_file outside the out dir is refused, not followed
-        checked_names(row, args.out, f"{args.out / LEDGER_NAME}: the row of {row.get('instance_id')!r}")
+        if "arm" in row and "instance_id" in row:  # a row without them is skipped with a warning below
+            checked_names(row, args.out, f"{args.out / LEDGER_NAME}: the row of {row.get('instance_id')!r}")
     written = write_predictions(rows, args.out)
     if not written:
         raise SystemExit(f"swe-arena: no graded patch to export in {args.out / LEDGER_NAME}")

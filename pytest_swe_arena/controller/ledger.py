@@ -108,9 +108,9 @@ class LedgerWriter:
         was. The caller defers Ctrl-C around this and its own bookkeeping
         (``interrupts.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
         """
-        head = self.head if self.head is not None else verify_ledger(self.path).head
-        sealed, new_head = seal(finite_json(row, self.path, sort_keys=True, ensure_ascii=False), head)
         try:
+            head = self.head if self.head is not None else verify_ledger(self.path).head
+            sealed, new_head = seal(finite_json(row, self.path, sort_keys=True, ensure_ascii=False), head)
             append_line(self.path, (sealed + "\n").encode())
         except OSError as error:
             raise RowNotWritten(row, error) from None
@@ -121,11 +121,12 @@ class LedgerWriter:
 def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
     """Stream the rows of a ledger; a torn or corrupt line is skipped with a warning.
 
-    The chain is verified first: ``ChainBroken`` (naming the first bad line) for an edited ledger.
+    The chain is verified first: ``ChainBroken`` (naming the first bad line) for an edited ledger;
+    rows come without their ``chain_sha256``.
     """
     if not path.exists():
         return
     verify_ledger(path)
     for _, row in read_json_lines(path, json.loads, what="ledger line"):
         if isinstance(row, dict):
-            yield row
+            yield without_seal(row)  # the chain is the ledger's framing, verified above
