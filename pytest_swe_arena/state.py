@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .outcome import CellOutcome
     from .settings import Settings
     from .spend.budget import BudgetGate
+    from .spend.meter.cells import SessionMeter
     from .suite import Suite
 
 
@@ -63,6 +64,8 @@ class ArenaState:
     sweep_token: str = ""
     #: Reads the controller's budget.json before each cell (None when no budget is set).
     budget_gate: BudgetGate | None = None
+    #: The metering proxy of this process's cells (None when no arm is metered).
+    meter: SessionMeter | None = None
     interrupts: InterruptSignals | None = None
     #: (repo, version) -> env spec, from --arena-env-specs.
     env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -104,6 +107,8 @@ class Case:
     engine: str = "docker"
     #: "bwrap": the arm's processes and the graded tests run in the cell's sandbox; "none": unsandboxed.
     sandbox: str = "none"
+    #: The session's meter when this cell's arm is metered.
+    meter: SessionMeter | None = None
 
     @cached_property
     def key(self) -> str:

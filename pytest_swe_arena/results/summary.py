@@ -69,6 +69,8 @@ class ArmCells:
     mismatched: list[CellRecord] = field(default_factory=list)
     #: Cells whose arm ran without a sandbox (``sandbox: none``).
     unsandboxed: list[CellRecord] = field(default_factory=list)
+    #: cells whose agent reported other usage than the meter counted
+    misreported: list[CellRecord] = field(default_factory=list)
     reused: int = 0
     trials: int = 0
     #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
@@ -110,6 +112,8 @@ class ArmCells:
                 arm.mismatched.append(cell)
             if ran and cell.sandbox == "none":
                 arm.unsandboxed.append(cell)
+            if cell.details is not None and cell.details.misreported:
+                arm.misreported.append(cell)
             if cell.reused_from is not None:
                 arm.reused += 1
         arm.trials = trials
@@ -233,6 +237,12 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
     warn("unsandboxed", arm.unsandboxed,
          f"{name}: {len(arm.unsandboxed)} cell(s) ran without a sandbox (sandbox: none): the agent could reach the "
          "harness's files (the cache, the instance files, the out dir), so its results are not guarded")
+    if arm.misreported:
+        first = arm.misreported[0]
+        note = first.details.misreported if first.details is not None else None
+        warn("misreported_usage", arm.misreported,
+             f"{name}: metered usage differs from the agent's reported usage in {len(arm.misreported)} cell(s); "
+             f"the ledger counts the metered (e.g. {first.name.shown}: {note})")
     warn("unknown_cost", arm.unknown_cost,
          f"{name}: cost unknown for {len(arm.unknown_cost)} of {arm.ran} cell(s), so its USD figures are n/a "
          f"(known part: ${math.fsum(arm.costs):.4f})")
