@@ -251,6 +251,8 @@ class CellOutcome:
     details: Mapping[str, Any] = field(default_factory=dict)
     host: str = ""
     worker: str = ""
+    #: What the arm and its grading ran in: "bwrap", or "none" (unsandboxed: report.html marks it).
+    sandbox: str = "none"
     started_at: str = ""
     ended_at: str = ""
     #: Files of the cell's run dir (name -> text), written to runs/<iid>/<ARM>/.
@@ -305,6 +307,7 @@ def _of_case(case: Case, nodeid: str, status: CellStatus, error: str | None) -> 
         provenance={"plugin_version": __version__},
         host=socket.gethostname(),
         worker=case.worker,
+        sandbox=case.sandbox,
         ended_at=timestamp(),
         instance=case.instance.card(),
     )

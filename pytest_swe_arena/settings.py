@@ -25,6 +25,8 @@ import pytest
 
 VERIFY_MODES = ("patch", "workspace")
 ENGINES = ("docker", "podman")
+#: Values of --arena-sandbox (``worker.sandbox`` resolves them).
+SANDBOX_MODES = ("auto", "bwrap", "none")
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,12 @@ OPTIONS: tuple[ArenaOption, ...] = (
         default="docker", metavar="ENGINE",
     ),
     ArenaOption(
+        "sandbox",
+        "run every process of an arm, and the graded tests, in a bubblewrap sandbox: 'auto' (where bwrap "
+        "works; the header says when it does not), 'bwrap' (a usage error where it does not), 'none'",
+        _choice(*SANDBOX_MODES), default="auto", metavar="MODE",
+    ),
+    ArenaOption(
         "calibrate",
         "also run GOLD and EMPTY and write calibration.json to the out dir: per instance, whether "
         "verify fails on the untouched base and passes with the gold patch",
@@ -380,6 +388,7 @@ class Settings:
     lock_stale: float
     env_specs: Path | None
     engine: str
+    sandbox: str
     calibrate: bool
     calibrated_only: bool
     #: True when the user asked for an arena sweep (an option, an ini value or a
@@ -529,6 +538,7 @@ def load_settings(config: pytest.Config) -> Settings:
         lock_stale=stale,
         env_specs=path_or_none("env-specs"),
         engine=single("engine"),
+        sandbox=single("sandbox"),
         calibrate=single("calibrate"),
         calibrated_only=single("calibrated-only"),
         enabled=enabled,

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.budget import SpendCap
@@ -29,7 +29,11 @@ from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
 from ..worker import processes
+from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
+
+if TYPE_CHECKING:
+    from ..worker.sandbox import CellSandbox
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -201,6 +205,7 @@ def run_agent(
     cwd: Path,
     env: Mapping[str, str],
     secrets: Secrets | None,
+    sandbox: CellSandbox | None,
     timeout: float,
     grace: float,
     stdout: Path,
@@ -208,8 +213,15 @@ def run_agent(
     stdin: Path | None = None,
     should_stop: Callable[[], str | None] | None = None,
     what: str = "the agent",
+    programs: Sequence[str | Path] = (),
+    read_only: Sequence[Path] = (),
 ) -> AgentOutcome:
     """Run the agent in its own process group (under dotenvx when it has secrets) and say how it ended.
+
+    With ``sandbox`` (the cell's, ``CellRequest.sandbox``; every kind passes it on), the agent runs
+    inside it: dotenvx stays outside and starts the sandbox, so the env files and keys never enter
+    it. ``programs`` are what the agent starts besides ``argv[0]`` (shown read-only with their
+    install), ``read_only`` the directories it reads besides the cell.
 
     Its failures are statuses, not exceptions; only an agent that cannot be
     started at all raises ``ArmStartError`` (a harness error: re-run on resume).
@@ -217,6 +229,17 @@ def run_agent(
     status ``interrupted``, so the arm still reads what the agent spent and keeps
     its transcript; the harness then stops the sweep after this cell.
     """
+    if sandbox is not None:
+        # Outside the sandbox a missing program or cwd is an OSError of the exec: say the same here.
+        program = argv[0] if argv else ""
+        found = shutil.which(program, path=env.get("PATH")) if os.sep not in program else str(cwd / program)
+        missing = next((path for path in (str(cwd), found) if path is None or not os.path.exists(path)), "")
+        if missing != "":
+            raise ArmStartError(f"cannot start {what}: No such file or directory: {missing or program}")
+        try:
+            argv = sandbox.wrap(argv, cwd, env, programs=programs, read_only=read_only)
+        except SandboxError as error:
+            raise ArmStartError(f"cannot start {what} in its sandbox: {error}") from None
     command, directory = (secrets.wrap(argv, cwd) if secrets else (list(argv), cwd))
     # opencode (Bun) takes its working directory from PWD when set: it must be the agent's cwd.
     env = {**env, "PWD": str(cwd)}

@@ -155,7 +155,7 @@ class CliAgentArm:
         # The kind's variables last: a user's CLAUDE_CONFIG_DIR (say) must not send two cells to one dir.
         env = request.cell.env({**self.env, **call.env})
         outcome = run_agent(call.argv, cwd=request.workspace.path, env=env, secrets=self.secrets,
-                            timeout=self.timeout, grace=self.grace, stdout=call.stdout,
+                            sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=call.stdout,
                             stderr=request.run_dir / "stderr.log", stdin=call.stdin, should_stop=watch,
                             what=self.kind)
         return self.settle(request, home, call, outcome, watch)

@@ -142,9 +142,10 @@ class CommandArm:
         watch = CapWatch(self.cap, StreamFollower(stdout)) if self.cap.is_set and streamed else None
         outcome = run_agent(
             self.argv(values), cwd=request.workspace.path, env=request.cell.env(env),
-            secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,
+            secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=stdout,
             stderr=request.run_dir / "stderr.log", stdin=prompt if self.stdin == "prompt" else None,
             should_stop=watch, what=f"command {self.spec.name}",
+            read_only=[self.home.packages] if self.home is not None else [],
         )
         provenance: dict[str, Any] = dict(self.home.provenance) if self.home else {}
         if self.secrets:

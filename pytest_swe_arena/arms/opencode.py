@@ -64,8 +64,9 @@ class OpencodeArm:
         watch = CapWatch(self.cap, StreamFollower(events)) if self.cap.is_set else None
         outcome = run_agent(
             argv, cwd=request.workspace.path, env=request.cell.env({**OPENCODE_QUIET_ENV, **self.env}),
-            secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=events,
+            secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=events,
             stderr=request.run_dir / "stderr.log", stdin=prompt, should_stop=watch, what="opencode",
+            read_only=[self.home.packages],
         )
         outcome, spent = settle_opencode_run(request, events, outcome, watch, self.cap, self.prices, self.price,
                                              "opencode")

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..controller.chain import checked_names
 from ..controller.ledger import read_ledger
 from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
@@ -112,6 +113,9 @@ def command_export(args: argparse.Namespace) -> int:
             raise SystemExit(f"swe-arena: no rows for arm {unknown[0]!r} in {args.out / LEDGER_NAME}; "
                              f"arms there: {', '.join(sorted(known)) or 'none'}")
         rows = [row for row in rows if row.get("arm") in args.arm]
+    for row in rows:  # a forged arm of "../../x" or a patch_file outside the out dir is refused, not followed
+        if "arm" in row and "instance_id" in row:  # a row without them is skipped with a warning below
+            checked_names(row, args.out, f"{args.out / LEDGER_NAME}: the row of {row.get('instance_id')!r}")
     written = write_predictions(rows, args.out)
     if not written:
         raise SystemExit(f"swe-arena: no graded patch to export in {args.out / LEDGER_NAME}")

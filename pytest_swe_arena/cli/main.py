@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ..controller.chain import ChainBroken, UnsafeReference
 from ..results.gate import METRICS, Limit, LimitError
 from .commands import command_compare, command_export, command_report, command_status, command_view
 
@@ -104,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning  # "swe-arena: warning: ...", not a source line
             result: int = args.run(args)
         return result
+    except (ChainBroken, UnsafeReference) as error:
+        raise SystemExit(f"swe-arena: {error}") from None
     except KeyboardInterrupt:
         return INTERRUPTED  # Ctrl-C on `status --watch`: no traceback
     except BrokenPipeError:

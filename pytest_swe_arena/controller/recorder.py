@@ -28,6 +28,7 @@ from ..results.text import (
 )
 from ..spend.budget import budget_sources, check_budgets_have_local_workers, sweep_limits
 from ..state import CASE_KEY, ArenaState, hand_to_worker
+from .chain import ChainBroken, verify_ledger
 from .forecasts import sweep_forecast
 from .ledger import read_ledger
 from .lock import SweepLock
@@ -51,7 +52,11 @@ class ControllerPlugin:
             state.sweep_token = new_sweep_token()
             state.interrupts = stop_signals(state.sweep_token, controller=True)
             state.interrupts.install()
-        reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME)) if settings.resume else {}
+        try:
+            verify_ledger(settings.out / LEDGER_NAME)  # before anything is read from it or appended to it
+            reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME)) if settings.resume else {}
+        except ChainBroken as error:
+            raise pytest.UsageError(f"{settings.sources['out']}: {error}") from None
         state.reuse = verdicts(reusable)
         self.records = SweepRecords(settings.out, new_run_id(), settings.arms, settings.repeat,
                                     sweep_limits(settings, state.suite), reusable, self.deferred)

@@ -20,6 +20,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 
 import msgspec
 
+from ..controller.chain import verify_ledger
 from ..files import read_json_lines
 from ..naming import LEDGER_NAME, SWEEPS_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
@@ -103,6 +104,8 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     asked_model: str | None = None
     served_model: str | None = None
     model_mismatch: bool = False
+    #: "bwrap" or "none"; None in rows from before the sandbox.
+    sandbox: str | None = None
     reused_from: str | None = None
     error: str | None = None
     details: DetailsRecord | None = None
@@ -245,6 +248,7 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
     Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
     which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
     """
+    verify_ledger(path)  # an edited or inserted row: ChainBroken, naming the first bad line
     decoder = msgspec.json.Decoder(CellRecord)
 
     def decode(line: bytes) -> Any:

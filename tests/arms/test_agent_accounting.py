@@ -178,13 +178,14 @@ def test_the_cap_is_asked_once_more_after_the_agent_exits(tmp_path):
     def should_stop():
         return "over_budget" if out.is_file() and out.read_text() else None
 
-    outcome = run_agent(["sh", "-c", "echo spent"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, secrets=None,
+    outcome = run_agent(["sh", "-c", "echo spent"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+                        secrets=None, sandbox=None,
                         timeout=30, grace=1, stdout=out, stderr=tmp_path / "err.log", should_stop=should_stop)
     assert (outcome.status, outcome.returncode) == ("over_budget", 0)
 
 
 def test_an_agent_that_cannot_start_is_a_harness_error_naming_what_is_missing(tmp_path):
-    common = {"env": {"PATH": "/usr/bin:/bin"}, "secrets": None, "timeout": 30, "grace": 1,
+    common = {"env": {"PATH": "/usr/bin:/bin"}, "secrets": None, "sandbox": None, "timeout": 30, "grace": 1,
               "stdout": tmp_path / "out.log", "stderr": tmp_path / "err.log"}
     with pytest.raises(ArmStartError, match=r"^cannot start the agent: No such file or directory: /no/such/agent$"):
         run_agent(["/no/such/agent"], cwd=tmp_path, **common)

@@ -18,6 +18,8 @@ import pytest
 from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 from helpers.browser import Browser
 
+from pytest_swe_arena.controller.chain import seal, verify_ledger
+
 # A real arm kind (registered through the hook) that does real work in the workspace; only what a
 # model would have spent is stated by the arm. ``resolve`` picks the instances it fixes; the ``hold``
 # ones finish only once the file named by $ARENA_TEST_RELEASE exists.
@@ -269,9 +271,12 @@ def test_swe_arena_export_skips_unreadable_rows_and_says_why(priced):
     ledger = out / "ledger.jsonl"
     run_id = json.loads(ledger.read_text().splitlines()[-1])["run_id"]
     (out / "patches/demo__calc-1.sup4.patch").unlink()
+    # Sealed into the chain, as the writer seals rows: the row is unreadable, not forged.
+    sealed, _ = seal(json.dumps({"run_id": run_id, "instance_id": "demo__calc-9", "status": "resolved",
+                                 "patch_file": "patches/demo__calc-9.x.patch"}, sort_keys=True),
+                     verify_ledger(ledger).head)
     with open(ledger, "a") as rows:
-        rows.write(json.dumps({"run_id": run_id, "instance_id": "demo__calc-9", "status": "resolved",
-                               "patch_file": "patches/demo__calc-9.x.patch"}) + "\n")
+        rows.write(sealed + "\n")
     exported = swe_arena("export", out)
     assert exported.returncode == 0, exported.stderr
     assert "Traceback" not in exported.stderr
