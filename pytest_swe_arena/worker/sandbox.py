@@ -366,6 +366,11 @@ def harness_python_mounts() -> tuple[Path, ...]:
     Worked out once per process (``harness_python_mounts.cache_clear()`` forgets it).
     """
     mounts = list(program_mounts(sys.executable))
+    # The interpreter's own prefixes (a venv and its base, a pyenv or /opt install): its stdlib, its
+    # site-packages (pytest, this plugin's dependencies) and every name of it (``python`` included).
+    for prefix in dict.fromkeys(Path(os.path.realpath(p)) for p in (sys.prefix, sys.base_prefix)):
+        if not is_system_path(prefix) and not any(root == prefix or root in prefix.parents for root in mounts):
+            mounts = [root for root in mounts if prefix not in root.parents] + [prefix]
     package = Path(__file__).resolve().parents[1]  # pytest_swe_arena, not only worker/
     if not is_system_path(package) and not any(root == package or root in package.parents for root in mounts):
         mounts.append(package)

@@ -425,3 +425,18 @@ class greeting_server:
     def __exit__(self, *exc: object) -> None:
         self.server.close()
         self.thread.join(timeout=30)
+
+
+@needs_bwrap
+def test_python_in_the_sandbox_is_the_harness_interpreter_by_every_name_with_its_packages(tmp_path):
+    """A verify command says ``python`` (not ``python3.11``): the harness's interpreter, wherever it is
+    installed (a venv, pyenv, /opt), answers to it inside the sandbox, with its stdlib and pytest."""
+    cell = create_cell_environment(tmp_path / "cell")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sandbox = Sandbox(cell_policy(cell, read_write=(tree,)))
+    script = "python -c 'import json, pytest, pytest_swe_arena, sys; print(sys.executable)'"
+    completed = subprocess.run(sandbox.wrap(["bash", "-c", script], tree), env=cell.env(), capture_output=True,
+                               text=True, timeout=120, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert Path(completed.stdout.strip()).resolve() == Path(sys.executable).resolve()
