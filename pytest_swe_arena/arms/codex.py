@@ -26,8 +26,9 @@ from ..suite import Suite
 from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under
 
-#: Codex's own sandbox for its commands: "workspace-write" lets them write the workspace (and TMPDIR);
-#: inside an outer sandbox that gives no writable /tmp, its bwrap cannot start: use "bypass" there.
+#: Codex's own sandbox for its commands: "workspace-write" lets them write the workspace (and TMPDIR).
+#: Its bwrap cannot start inside another sandbox, so in a cell the arena sandboxes (``--arena-sandbox``)
+#: the default is "bypass": the arena's sandbox is the boundary; unsandboxed, "workspace-write".
 SANDBOXES = {"workspace-write": ["--sandbox", "workspace-write"],
              "danger-full-access": ["--sandbox", "danger-full-access"],
              "bypass": ["--dangerously-bypass-approvals-and-sandbox"]}
@@ -73,8 +74,8 @@ class CodexArm(CliAgentArm):
     login_file = "auth.json"
 
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
-        self.sandbox: str = reader.string("sandbox", "workspace-write")
-        if self.sandbox not in SANDBOXES:
+        self.sandbox: str | None = reader.string("sandbox")
+        if self.sandbox is not None and self.sandbox not in SANDBOXES:
             raise ArmConfigError(f"{reader.spec.origin}: field 'sandbox': {self.sandbox!r} is not one of "
                                  f"{', '.join(SANDBOXES)}")
         config = reader.path("config")
@@ -92,7 +93,8 @@ class CodexArm(CliAgentArm):
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         write_atomic(home / "config.toml", self.config_text)
         overrides = [arg for key, value in self.overrides.items() for arg in ("-c", f"{key}={toml_value(value)}")]
-        argv = [self.executable, "exec", "--json", *SANDBOXES[self.sandbox],
+        own_sandbox = self.sandbox or ("bypass" if request.sandbox is not None else "workspace-write")
+        argv = [self.executable, "exec", "--json", *SANDBOXES[own_sandbox],
                 *(["-m", self.model] if self.model else []), *overrides, *self.args, "-"]
         return AgentCall(argv, {"CODEX_HOME": str(home)}, request.run_dir / "events.jsonl", stdin=prompt)
 
