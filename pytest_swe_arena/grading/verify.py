@@ -7,8 +7,10 @@ workspace mode keeps the tree as the arm left it. Both then restore the files
 ``test_patch`` touches to base and apply it, so an arm that edited those files
 (tests, or helpers ``test_patch`` changes) cannot change its grade. Without a
 ``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
-one (``runners`` runs them, ``parsers`` reads their statuses, ``grades`` grades
-them). ``graded_status`` turns the verdict into the cell's status.
+one: for a repository SWE-bench knows (or a row with ``eval_script`` / ``log_parser``) with
+SWE-bench's runner, its log parser and ``rules`` (``run_repo_runner``); otherwise with the
+harness's pytest runner and its JUnit XML (``runners`` runs them, ``parsers`` reads their
+statuses, ``grades`` grades them). ``graded_status`` turns the verdict into the cell's status.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from ..worker.patches import PatchApplyError, apply_patch, files_touched, restor
 from ..worker.venvs import shell_argv
 from ..worker.workspace import Workspace, reset_to_base
 from .grades import grade
-from .parsers import parse_junitxml, parse_output
-from .runners import runner_command, test_files, uses_junitxml
+from .parsers import parse_junitxml, parse_output, read_results
+from .rules import SWEBENCH, GradingRules
+from .rules import grade as grade_by_rules
+from .runners import Runner, RunnerChoiceError, runner_command, runner_for_row, test_files, uses_junitxml
 
 
 class VerifyInfrastructureError(Exception):
@@ -150,17 +154,22 @@ def run_verify(
     timeout: float,
     after_reset: Callable[[], None] | None = None,
     host: ContainerHost | None = None,
+    rules: GradingRules = SWEBENCH,
 ) -> VerifyResult:
     """Prepare the tree and run the instance's verify command (exit 0 = pass), or grade it test by test.
 
     :param after_reset: called once the tree is laid out in patch mode, to redo what the reset
         removed (an environment's install step).
     :param host: run inside the instance's image instead of on this machine.
+    :param rules: how a SWE-bench runner's results are graded (``rules``).
     """
     prepare_tree(workspace, instance, patch, verify_on)
     if after_reset is not None and verify_on == "patch":
         after_reset()
     if not instance.verify:
+        runner = repo_runner(instance)
+        if runner is not None:
+            return run_repo_runner(workspace, instance, runner, rules, env=env, log=log, timeout=timeout, host=host)
         return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host)
     result = _run(host, instance.verify, workspace.path, log, env, timeout)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
@@ -213,3 +222,44 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
         tests=grades.to_json(),
         detail=detail,
     )
+
+
+def repo_runner(instance: Instance) -> Runner | None:
+    """SWE-bench's runner for the row (its repo, ``eval_script``, ``test_cmd`` + ``log_parser``), or None."""
+    try:
+        return runner_for_row(instance.row)
+    except RunnerChoiceError as error:  # loading checks it first; a row built in code may not have been
+        raise VerifyInfrastructureError(f"{instance.instance_id}: field {error.field!r}: {error}") from None
+
+
+def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, rules: GradingRules, *,
+                    env: Mapping[str, str], log: Path, timeout: float,
+                    host: ContainerHost | None = None) -> VerifyResult:
+    """Run SWE-bench's test command for the row and grade its log as SWE-bench 5.0.2 does (``rules``)."""
+    recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
+    command = runner.command(instance.test_patch)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = log.stat().st_size if log.is_file() else 0
+    result = _run(host, command, workspace.path, log, env, timeout)
+    with open(log, "rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode("utf-8", errors="replace")
+    verdict = grade_by_rules(read_results(runner.log_parser, text), instance.fail_to_pass, instance.pass_to_pass,
+                             result.returncode, rules)
+    passed = verdict.resolved and not result.timed_out
+    if result.timed_out:
+        detail = f"tests timed out after {timeout:g}s"
+    elif passed:
+        detail = f"all {len(recorded)} recorded tests passed ({runner.log_parser}, rules {rules.name!r})"
+    elif verdict.rejected is not None:
+        detail = f"log not believed: {verdict.rejected}"
+    else:
+        failing = verdict.failing(rules)
+        detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
+                  + (" ..." if len(failing) > 5 else ""))
+    # Plain strings: the statuses travel to the controller on the report (execnet sends no enums).
+    tests = {"FAIL_TO_PASS": {test_id: str(status) for test_id, status in verdict.fail_to_pass.items()},
+             "PASS_TO_PASS": {test_id: str(status) for test_id, status in verdict.pass_to_pass.items()},
+             "report": "log", "log_parser": runner.log_parser, "rules": rules.name}
+    return VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
+                        seconds=result.seconds, tests=tests, detail=detail)

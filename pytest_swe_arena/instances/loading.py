@@ -117,14 +117,28 @@ def _test_list(path: Path, line: int, row: Mapping[str, Any], key: str) -> tuple
     return tuple(value)
 
 
+def _has_repo_runner(path: Path, line: int, row: Mapping[str, Any]) -> bool:
+    """Whether SWE-bench's runner table (or the row's ``eval_script`` / ``log_parser``) gives the row a runner."""
+    from ..grading.runners import RunnerChoiceError, runner_for_row
+
+    try:
+        return runner_for_row(row) is not None
+    except RunnerChoiceError as error:
+        raise InstanceFileError(path, line, str(error), error.field) from None
+
+
 def _check_per_test_ids(path: Path, line: int, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
-                        test_cmd: str | None) -> None:
-    """Reject per-test rows that could never be graded: no FAIL_TO_PASS, or ids the default runner never reports."""
+                        test_cmd: str | None, repo_runner: bool = False) -> None:
+    """Reject per-test rows that could never be graded: no FAIL_TO_PASS, or ids the default runner never reports.
+
+    A row with SWE-bench's runner (Django's ``test_x (module.Class)``, sympy's ``test_x``) is read by that
+    runner's parser, so its ids need not be pytest node ids.
+    """
     if not fail_to_pass:
         raise InstanceFileError(
             path, line, "is empty and the row has no 'verify': any patch would resolve; give at least one "
             "test id, or a 'verify' command", "FAIL_TO_PASS")
-    if test_cmd is not None:
+    if test_cmd is not None or repo_runner:
         return
     for key, ids in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
         bare = next((test_id for test_id in ids if "::" not in test_id), None)
@@ -205,7 +219,7 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
     fail_to_pass = _test_list(path, line, row, "FAIL_TO_PASS")
     pass_to_pass = _test_list(path, line, row, "PASS_TO_PASS")
     if not row.get("verify"):
-        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"))
+        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"), _has_repo_runner(path, line, row))
     return Instance(
         instance_id=row["instance_id"],
         repo=row["repo"],

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..grading.rules import RULE_SETS
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.usage import Usage, accounting_errors, checked_spend
@@ -116,6 +117,7 @@ def run_cell(
             workspace, case.instance, patch, verify_on=case.verify_on,
             env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
             after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
+            rules=RULE_SETS[case.grading_rules],
         )
     except (VerifyInfrastructureError, WorkspaceError, EnvBuildError) as error:
         timings["verify"] = time.monotonic() - clock
