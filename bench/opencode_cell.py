@@ -34,9 +34,9 @@ from agents import ASKED, OPENCODE, arm_table, opencode_config  # noqa: E402
 from gitrepos import calc_project, git, write_jsonl  # noqa: E402
 from scripted_model import ScriptedModel  # noqa: E402
 
-from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV
-from pytest_swe_arena.arms.agent import agent_version
-from pytest_swe_arena.spend.opencode import read_sessions, read_stream
+from pytest_swe_arena.arms.agent import agent_version  # noqa: E402
+from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV  # noqa: E402
+from pytest_swe_arena.spend.opencode import read_sessions, read_stream  # noqa: E402
 from pytest_swe_arena.worker import processes as proc  # noqa: E402
 
 

@@ -33,8 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_swe_arena.grading.grades import grade
-from pytest_swe_arena.grading.parsers import parse_output
+from pytest_swe_arena.grading.grades import grade  # noqa: E402
+from pytest_swe_arena.grading.parsers import parse_output  # noqa: E402
 from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
     ShippedSpec,
     git_commit_date,

@@ -32,10 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pytest_swe_arena.grading import grades as grading
+from pytest_swe_arena.grading.grades import grade
+from pytest_swe_arena.grading.parsers import parse_junitxml, parse_output
+from pytest_swe_arena.grading.runners import runner_command
 from pytest_swe_arena.grading.verify import VerifyInfrastructureError, VerifyResult, prepare_tree, run_verify
 from pytest_swe_arena.instances.loading import build_instance, load_instances, read_rows
 from pytest_swe_arena.instances.model import Instance, InstanceFileError
+from pytest_swe_arena.outcome import counts_as_pass
 from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.worker.git import WorkspaceError
 from pytest_swe_arena.worker.patches import (
@@ -234,14 +237,14 @@ def run_all_tests(workspace: Workspace, instance: Instance, patch: str, log: Pat
     """Run ``tests/`` at base + ``patch`` + test_patch with the harness's default runner; read both its reports."""
     prepare_tree(workspace, instance, patch, "patch")
     junit = log.with_suffix(".xml")
-    result = run_shell(grading.runner_command(None, ["tests"], str(junit), workspace.path), workspace.path, log)
+    result = run_shell(runner_command(None, ["tests"], str(junit), workspace.path), workspace.path, log)
     if result.returncode not in (0, 1):
         raise BuildError(f"pytest could not run the tests (exit {result.returncode}):\n{tail(log)}")
-    statuses = grading.parse_output(log.read_text(encoding="utf-8", errors="replace"))
+    statuses = parse_output(log.read_text(encoding="utf-8", errors="replace"))
     not_tests = sorted(test for test, status in statuses.items() if status == "error" or "::" not in test)
     if not_tests:
         raise BuildError(f"pytest reports errors, not test results: {not_tests}\n{tail(log)}")
-    from_junit = grading.parse_junitxml(junit, sorted({test.split("::")[0] for test in statuses}))
+    from_junit = parse_junitxml(junit, sorted({test.split("::")[0] for test in statuses}))
     if from_junit != statuses:
         raise BuildError(f"the -rA summary and the JUnit XML disagree: {statuses} != {from_junit}")
     return TestRun(statuses, result.returncode)
@@ -255,7 +258,7 @@ def run_before_and_after(workspace: Workspace, instance: Instance, logs: Path) -
 
 def fail_and_pass_lists(before: TestRun, after: TestRun) -> tuple[list[str], list[str]]:
     """FAIL_TO_PASS and PASS_TO_PASS: every test passes with the gold patch; those passing before are P2P."""
-    failing = sorted(test for test, status in after.statuses.items() if status not in grading.PASSING)
+    failing = sorted(test for test, status in after.statuses.items() if not counts_as_pass(status))
     if failing or after.returncode != 0:
         raise BuildError(f"not every test passes with the gold patch (exit {after.returncode}): {failing}")
     vanished = sorted(set(before.statuses) - set(after.statuses))
@@ -264,8 +267,8 @@ def fail_and_pass_lists(before: TestRun, after: TestRun) -> tuple[list[str], lis
     spaced = [test for test in after.statuses if any(char.isspace() for char in test)]
     if spaced:
         raise BuildError(f"test ids with whitespace (SWE-bench cuts ids there): {spaced}")
-    fail_to_pass = sorted(test for test in after.statuses if before.statuses.get(test) not in grading.PASSING)
-    pass_to_pass = sorted(test for test in after.statuses if before.statuses.get(test) in grading.PASSING)
+    fail_to_pass = sorted(test for test in after.statuses if not counts_as_pass(before.statuses.get(test)))
+    pass_to_pass = sorted(test for test in after.statuses if counts_as_pass(before.statuses.get(test)))
     if not fail_to_pass:
         raise BuildError("no test fails before the gold patch: FAIL_TO_PASS would be empty")
     return fail_to_pass, pass_to_pass
@@ -387,15 +390,15 @@ def check_row(instance: Instance, store: RepoStore, work: Path, max_verify_secon
 
     # The recorded tests, graded as the harness grades them, then derived again as the build derives them.
     tests_before, tests_after = run_before_and_after(workspace, instance, work)
-    graded = grading.grade(instance.fail_to_pass, instance.pass_to_pass, tests_before.statuses, "junitxml",
+    graded = grade(instance.fail_to_pass, instance.pass_to_pass, tests_before.statuses, "junitxml",
                            tests_before.returncode)
-    passing = [test for test, status in graded.fail_to_pass.items() if status in grading.PASSING]
+    passing = [test for test, status in graded.fail_to_pass.items() if counts_as_pass(status)]
     if passing:
         problems.append(f"FAIL_TO_PASS tests already pass at {before_state}: {passing}")
-    failing = [test for test, status in graded.pass_to_pass.items() if status not in grading.PASSING]
+    failing = [test for test, status in graded.pass_to_pass.items() if not counts_as_pass(status)]
     if failing:
         problems.append(f"PASS_TO_PASS tests do not pass at {before_state}: {failing}")
-    graded = grading.grade(instance.fail_to_pass, instance.pass_to_pass, tests_after.statuses, "junitxml",
+    graded = grade(instance.fail_to_pass, instance.pass_to_pass, tests_after.statuses, "junitxml",
                            tests_after.returncode)
     if not graded.passed:
         problems.append(f"the recorded tests do not all pass at {after_state}: {graded.failing()}")

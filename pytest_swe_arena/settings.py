@@ -67,11 +67,16 @@ def _choice(*choices: str) -> Callable[[str, str], str]:
     return parse
 
 
-def _positive_number(value: str, source: str) -> float:
+def _number(value: str) -> float:
+    """``value`` as a float; -1 (refused by every caller) when it is none."""
     try:
-        number = float(value)
+        return float(value)
     except ValueError:
-        number = -1.0
+        return -1.0
+
+
+def _positive_number(value: str, source: str) -> float:
+    number = _number(value)
     if not 0 < number < math.inf:
         raise pytest.UsageError(f"{source}: {value!r} is not a positive number of seconds")
     return number
@@ -98,10 +103,7 @@ def _positive_integer(value: str, source: str) -> int:
 
 
 def _non_negative_number(value: str, source: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        number = -1.0
+    number = _number(value)
     if not 0 <= number < math.inf:
         raise pytest.UsageError(f"{source}: {value!r} is not a finite non-negative number")
     return number

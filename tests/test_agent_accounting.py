@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, run_agent
-from pytest_swe_arena.spend.budget import over_cap
 from pytest_swe_arena.arms.base import ArmConfigError, ArmStartError
 from pytest_swe_arena.arms.supervisor import DEFAULT_KNOBS, cancel_grace, read_supervisor_run
+from pytest_swe_arena.spend.budget import over_cap
 from pytest_swe_arena.spend.opencode import StreamFollower, read_sessions, read_stream
 from pytest_swe_arena.spend.usage import Usage, add_usages, price_tokens
 
@@ -283,8 +283,8 @@ def test_the_supervisor_run_read_is_the_one_whose_state_was_written_last(tmp_pat
 
 
 def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
-    from pytest_swe_arena.arms.opencode_home import OpencodeHome
     from pytest_swe_arena.arms.base import CellRequest
+    from pytest_swe_arena.arms.opencode_home import OpencodeHome
     from pytest_swe_arena.worker.cell import create_cell_environment
 
     auth = tmp_path / "auth.json"

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from pytest_swe_arena.grading.runners import DEFAULT_TEST_CMD, has_pytest_config, runner_command
 from pytest_swe_arena.grading.grades import grade, status_of
 from pytest_swe_arena.grading.parsers import parse_junitxml, parse_output
+from pytest_swe_arena.grading.runners import DEFAULT_TEST_CMD, has_pytest_config, runner_command
 
 OUTPUT = """\
 tests/test_a.py ..F

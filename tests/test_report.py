@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.outcome import CellOutcome
+from pytest_swe_arena.outcome import CellOutcome, with_spend_known
 from pytest_swe_arena.results.compare import compare_runs, format_comparison
-from pytest_swe_arena.results.summary import CellRecord, summarize
-from pytest_swe_arena.spend.usage import Usage, unknown_usage
 from pytest_swe_arena.results.records import cell_records, user_properties
+from pytest_swe_arena.results.summary import CellRecord, summarize
 from pytest_swe_arena.results.text import format_budget, format_summary
-from pytest_swe_arena.outcome import with_spend_known
 from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit, row_tokens
+from pytest_swe_arena.spend.usage import Usage, unknown_usage
 from pytest_swe_arena.spend.usage import Usage as CellUsage
 
 

@@ -198,7 +198,9 @@ class ControllerPlugin:
         if reason is not None:
             pytest.exit(reason, returncode=pytest.ExitCode.INTERRUPTED)
 
-    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport,
+    ) -> tuple[str, str, tuple[str, Mapping[str, bool]]] | None:
         data = getattr(report, "arena", None)
         return cell_teststatus(data) if data else None
 

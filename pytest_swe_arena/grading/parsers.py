@@ -110,8 +110,8 @@ def _junit_status(case: ElementTree.Element) -> str:
 
 
 #: pytest's words for results in its summary, to ours. SWE-bench reads every word but XPASS.
-_PYTEST_WORDS = {"PASSED": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ERROR": TestStatus.ERROR, "SKIPPED": TestStatus.SKIPPED, "XFAIL": TestStatus.XFAILED,
-                 "XPASS": TestStatus.XPASSED}
+_PYTEST_WORDS = {"PASSED": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
+                 "SKIPPED": TestStatus.SKIPPED, "XFAIL": TestStatus.XFAILED, "XPASS": TestStatus.XPASSED}
 _SWEBENCH_WORDS = ("FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL")
 
 
@@ -290,9 +290,10 @@ def parse_log_pytest_v2(text: str) -> list[TestResult]:
 _DJANGO_PASSED_ENDINGS = (" ... ok", " ... OK", " ...  OK")
 #: What SWE-bench does not read: a status alone on its line (the test printed before it), and unittest's
 #: words for expected failures.
-_DJANGO_STATUS_LINES = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR, "expected failure": TestStatus.XFAILED,
-                        "unexpected success": TestStatus.XPASSED}
-_DJANGO_UNREAD_ENDINGS = ((" ... expected failure", TestStatus.XFAILED), (" ... unexpected success", TestStatus.XPASSED))
+_DJANGO_STATUS_LINES = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
+                        "expected failure": TestStatus.XFAILED, "unexpected success": TestStatus.XPASSED}
+_DJANGO_UNREAD_ENDINGS = ((" ... expected failure", TestStatus.XFAILED),
+                          (" ... unexpected success", TestStatus.XPASSED))
 #: One test of Django's own suite (django__django-7188) prints a migration's progress on its line.
 _DJANGO_MIGRATION_PREFIX = "Applying sites.0002_alter_domain_unique...test_no_migrations"
 #: Output printed between a test's ``...`` and its ``ok``, which SWE-bench matches over the whole log.
@@ -356,7 +357,8 @@ def parse_log_django(text: str) -> list[TestResult]:
 
 #: sympy's result letters after a test's name. SWE-bench reads ``ok``, ``F`` and ``E``.
 _SYMPY_READ = {"ok": TestStatus.PASSED, "F": TestStatus.FAILED, "E": TestStatus.ERROR}
-_SYMPY_LETTERS = {**_SYMPY_READ, "f": TestStatus.XFAILED, "X": TestStatus.XPASSED, "s": TestStatus.SKIPPED, "w": TestStatus.SKIPPED, "K": TestStatus.SKIPPED, "T": TestStatus.ERROR}
+_SYMPY_LETTERS = {**_SYMPY_READ, "f": TestStatus.XFAILED, "X": TestStatus.XPASSED, "s": TestStatus.SKIPPED,
+                  "w": TestStatus.SKIPPED, "K": TestStatus.SKIPPED, "T": TestStatus.ERROR}
 #: The last test of a file: its result, then the file's verdict.
 _SYMPY_FILE_VERDICT = re.compile(r"(?P<line>.*\S)\s+\[(?:OK|FAIL)\]")
 
@@ -382,7 +384,8 @@ def _sympy_letter(text: str) -> str | None:
 def parse_log_sympy(text: str) -> list[TestResult]:
     """sympy's ``bin/test --verbose``: ``test_x ok``, ``test_y F``, ``test_z E``, and failure banners."""
     lines = text.split("\n")
-    results = [TestResult(test_id, TestStatus.FAILED) for line in lines if (test_id := _sympy_failure_banner(line)) is not None]
+    results = [TestResult(test_id, TestStatus.FAILED)
+               for line in lines if (test_id := _sympy_failure_banner(line)) is not None]
     waiting: str | None = None  # a test whose result follows output it printed
     for raw in lines:
         line = raw.strip()

@@ -81,7 +81,8 @@ def reported_statuses(results: Iterable[TestResult], rules: GradingRules = SWEBE
         if not (result.swebench_reads or rules.read_every_result):
             continue
         earlier = statuses.get(result.test_id)
-        if rules.duplicates == "last" or earlier is None or TestStatus(result.status).severity > TestStatus(earlier).severity:
+        if (rules.duplicates == "last" or earlier is None
+                or TestStatus(result.status).severity > TestStatus(earlier).severity):
             statuses[result.test_id] = result.status
     return statuses
 

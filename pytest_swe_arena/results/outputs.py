@@ -74,7 +74,8 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             patch = data.decode("utf-8")
         except UnicodeDecodeError:
             patch = data.decode("utf-8", errors="replace")
-            warnings.warn(f"{out / LEDGER_NAME}: {CellName.of_row(row).shown}: its patch {row['patch_file']} is not UTF-8: "
+            cell = CellName.of_row(row).shown
+            warnings.warn(f"{out / LEDGER_NAME}: {cell}: its patch {row['patch_file']} is not UTF-8: "
                           f"written to {name} with U+FFFD for the bytes that are not, so it will "
                           f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
         by_file.setdefault(name, []).append(

@@ -194,7 +194,7 @@ ARM_BUDGET_FIELDS = ("max_total_usd", "max_total_tokens")
 
 
 def arm_limit(origin: str, settings: Mapping[str, Any]) -> Limit:
-    """An arm table's ``max_total_usd`` / ``max_total_tokens``; a bad value is a ``pytest.UsageError`` naming ``origin``."""
+    """An arm table's ``max_total_usd`` / ``max_total_tokens``; a bad value is a usage error naming ``origin``."""
     values: dict[str, Any] = {}
     for key in ARM_BUDGET_FIELDS:
         value = settings.get(key)

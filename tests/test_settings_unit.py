@@ -1,0 +1,90 @@
+"""Unit tests of the settings: one declaration per option, CLI over ini over default, errors that name the source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_swe_arena.settings import (
+    OPTIONS,
+    check_out_dir,
+    find_config_file,
+    load_settings,
+    read_arena_table,
+    values_given_apart,
+)
+
+pytest_plugins = ["pytester"]
+OPTION = {option.noun: option for option in OPTIONS}
+
+
+def test_every_option_has_one_flag_one_ini_name_and_a_help_text() -> None:
+    flags = [option.flag for option in OPTIONS]
+    assert len(set(flags)) == len(flags) and all(flag.startswith("--arena-") for flag in flags)
+    assert all(option.ini_name == "arena_" + option.noun.replace("-", "_") and option.help for option in OPTIONS)
+
+
+@pytest.mark.parametrize(("noun", "value", "expected"), [
+    ("repeat", "3", 3), ("max-usd", "0", 0.0), ("max-tokens", " 12 ", 12), ("verify-timeout", "1.5", 1.5),
+    ("arms", "A, B", ("A", "B")),
+])
+def test_a_good_value_parses(noun: str, value: str, expected: object) -> None:
+    assert OPTION[noun].parse(value, "option") == expected
+
+
+@pytest.mark.parametrize(("noun", "value", "accepted"), [
+    ("repeat", "0", "at least 1"), ("repeat", "²", "at least 1"), ("max-usd", "nan", "finite non-negative"),
+    ("max-usd", "-1", "finite non-negative"), ("verify-timeout", "inf", "positive number"),
+    ("arms", " , ", "comma-separated"), ("arms", "A,A", "listed twice"),
+])
+def test_a_bad_value_is_a_usage_error_naming_its_source_and_what_is_accepted(noun: str, value: str,
+                                                                             accepted: str) -> None:
+    with pytest.raises(pytest.UsageError, match=f"^pyproject.toml: arena_x: .*{accepted}"):
+        OPTION[noun].parse(value, "pyproject.toml: arena_x")
+
+
+def test_values_given_as_arguments_of_their_own_are_found() -> None:
+    args = ["--arena-out", "out", "-k", "x", "--arena-instances", "a.jsonl", "b.jsonl", "--arena-resume", "c"]
+    assert values_given_apart(args) == [("--arena-out", "out"), ("--arena-instances", "a.jsonl"),
+                                        ("--arena-instances", "b.jsonl")]
+
+
+def test_an_out_dir_under_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    check_out_dir(tmp_path / "new" / "out", "option --arena-out")
+    with pytest.raises(pytest.UsageError, match="lies under .*file, which is a file"):
+        check_out_dir(tmp_path / "file" / "out", "option --arena-out")
+
+
+def test_the_arena_table_comes_from_the_named_file_or_the_rootdirs_pyproject(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text("[tool.swe_arena]\nworker_suffix = 'x'\n")
+    assert find_config_file(None, "-", tmp_path, None) == pyproject
+    assert read_arena_table(pyproject) == {"worker_suffix": "x"}
+    with pytest.raises(pytest.UsageError, match="missing.toml does not exist"):
+        find_config_file(tmp_path / "missing.toml", "option --arena-config", tmp_path, None)
+    pyproject.write_text("[tool]\nswe_arena = 3\n")
+    with pytest.raises(pytest.UsageError, match=r"must be a table"):
+        read_arena_table(pyproject)
+    pyproject.write_text("[tool.swe_arena\n")
+    with pytest.raises(pytest.UsageError, match="cannot read TOML"):
+        read_arena_table(pyproject)
+
+
+def test_the_command_line_wins_over_the_ini_file_which_wins_over_the_default(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\narena_repeat = 2\narena_arms = GOLD\n")
+    settings = load_settings(pytester.parseconfig("--arena-repeat=5"))
+    assert (settings.repeat, settings.arms, settings.verify_on) == (5, ("GOLD",), "patch")
+    assert settings.enabled and settings.sources["repeat"] == "option --arena-repeat"
+    assert "arena_arms" in settings.sources["arms"]
+
+
+def test_without_any_arena_setting_the_plugin_stays_out_of_the_way(pytester: pytest.Pytester) -> None:
+    assert not load_settings(pytester.parseconfig()).enabled
+
+
+def test_a_bad_ini_value_names_the_ini_file(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\narena_repeat = many\n")
+    with pytest.raises(pytest.UsageError, match=r"tox.ini.*arena_repeat.*'many'"):
+        load_settings(pytester.parseconfig())
