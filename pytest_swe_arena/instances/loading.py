@@ -219,7 +219,8 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
     fail_to_pass = _test_list(path, line, row, "FAIL_TO_PASS")
     pass_to_pass = _test_list(path, line, row, "PASS_TO_PASS")
     if not row.get("verify"):
-        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"), _has_repo_runner(path, line, row))
+        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"),
+                            _has_repo_runner(path, line, row))
     return Instance(
         instance_id=row["instance_id"],
         repo=row["repo"],

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 from ..files import timestamp
 from ..instances.loading import load_instances, read_rows
 from ..instances.model import InstanceFileError
-from ..instances.specs import with_env_spec
+from ..instances.specs import with_env_spec, with_shipped_spec
+from ..instances.swebench_specs import load_shipped_specs
 from ..naming import CellName, file_node_path
 from ..outcome import CellStatus
 from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut
@@ -57,6 +58,9 @@ class InstanceFile(pytest.File):
             instances = load_instances(self.path, rows, state.settings.repos)
             if state.env_specs:
                 instances = [with_env_spec(instance, state.env_specs) for instance in instances]
+            if any(instance.env is None and "version" in instance.row for instance in instances):
+                shipped = load_shipped_specs()  # only SWE-bench rows (a version, no env) pay for reading it
+                instances = [with_shipped_spec(instance, shipped) for instance in instances]
             for instance in instances:
                 where = f"{self.path}:{instance.line}"
                 first = state.claim_instance_id(instance.instance_id, where)

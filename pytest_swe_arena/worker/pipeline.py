@@ -17,13 +17,15 @@ import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.rules import RULE_SETS
-from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
+from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, repo_runner, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
 from .git import WorkspaceError
+from .health import check_health
 from .patches import commit_environment_setup, extract_patch
+from .swebench_envs import shipped_env_spec
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace
 
@@ -135,17 +137,23 @@ def run_cell(
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
                       store: EnvironmentStore) -> tuple[PythonEnvironment, Workspace]:
-    """Build the cell's venv for the instance's ``env``; commit what its steps changed in the workspace.
+    """Build the cell's venv for the instance's ``env``, check it can run the tests at base, and commit what
+    its steps changed in the workspace.
 
-    Each uv and shell step is bounded by ``--arena-verify-timeout``.
+    A shipped SWE-bench spec is finished for the row first (``swebench_envs``: its requirement files, its
+    date). Each uv and shell step is bounded by ``--arena-verify-timeout``.
     """
     assert case.instance.env is not None
     log = cell.run_dir / "env.log"
-    python_env = store.build(EnvSpec.from_mapping(case.instance.env), cell.root / "venv", workspace.path,
-                             cell.env(), log, case.verify_timeout)
-    if case.instance.verify is None and case.instance.test_cmd is None:
-        # Without pytest the default runner reports nothing: every test of every arm, GOLD too, would be missing.
-        store.check_pytest(python_env, cell.env(), log, case.verify_timeout)
+    shipped = case.instance.shipped_spec
+    spec = (shipped_env_spec(case.instance, shipped, workspace.mirror) if shipped is not None
+            else EnvSpec.from_mapping(case.instance.env))
+    python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, case.verify_timeout)
+    if case.instance.verify is None:
+        # Without a working environment every test of every arm, GOLD too, would fail: a harness error instead.
+        check_health(case.instance, repo_runner(case.instance), python_env, store, workspace.path,
+                     {**cell.env(), "PYTHONDONTWRITEBYTECODE": "1"}, log,
+                     case.verify_timeout)
     return python_env, commit_environment_setup(workspace)
 
 

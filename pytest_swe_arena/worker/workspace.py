@@ -49,6 +49,9 @@ class Workspace:
     base_commit: str  # full sha
     #: False for an image's /testbed, whose ignored files are the image's build (compiled extensions...).
     clean_ignored: bool = True
+    #: The shared mirror the snapshot was cut from (None for an image): the harness reads later commits
+    #: there (a SWE-bench row's environment_setup_commit), never the workspace.
+    mirror: Path | None = None
 
 
 class RepoStore:
@@ -203,7 +206,7 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
         config.write(_WORKSPACE_CONFIG)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)
-    return Workspace(path=dest, base_commit=full)
+    return Workspace(path=dest, base_commit=full, mirror=mirror)
 
 
 def reset_to_base(workspace: Workspace) -> None:
