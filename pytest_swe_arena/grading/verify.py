@@ -90,8 +90,12 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: bytes | str, v
         raise VerifyInfrastructureError(str(error)) from None
 
 
-#: The exit status of ``docker run`` / ``podman run`` when the engine itself failed (no image, daemon...).
-ENGINE_FAILED = 125
+#: The exit statuses of ``docker run`` / ``podman run`` when the engine could not run the command: 125 the
+#: engine failed (no image, no daemon...), 126 the command could not be invoked (the OCI runtime's
+#: permission errors), 127 it was not found. The command itself can exit with them too, so they are the
+#: engine's only when the command never started (``ContainerHost.started``).
+ENGINE_FAILURES = {125: "the engine could not run the container", 126: "the command could not be invoked",
+                   127: "the command was not found in the image"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,16 @@ class ContainerHost:
     engine: str
     image: str
 
-    def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
+    @staticmethod
+    def started(nonce: str) -> str:
+        """The line the container's shell prints before the command: once in the log, the command has started.
+
+        Printed to the log (the engine's output, which the command cannot take back), with a nonce per run, so
+        a command that exits 125-127 itself is never taken for the engine failing.
+        """
+        return f"arena: verify command started {nonce}"
+
+    def argv(self, command: str, workspace: Path, run_dir: Path, name: str, nonce: str = "") -> list[str]:
         # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
         activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
         # Test suites write into the tree (matplotlib's result images...). Docker runs as the image's user,
@@ -110,7 +123,7 @@ class ContainerHost:
         return [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
                 "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run",
                 "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
-                self.image, "bash", "-lc", activate + command]
+                self.image, "bash", "-lc", f"echo '{self.started(nonce)}'; " + activate + command]
 
     def path(self, host_path: Path, run_dir: Path) -> str:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
@@ -122,24 +135,27 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
     if host is None:
         return processes.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
+    nonce = uuid.uuid4().hex
     size = log.stat().st_size if log.is_file() else 0
     exited = False
     try:
         # The engine client gets the harness's environment (its config and credentials), not the cell's.
-        result = processes.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
-                          stdout=log, timeout=timeout)
+        result = processes.run(host.argv(command, workspace, log.parent, name, nonce), cwd=workspace,
+                               env=dict(os.environ), stdout=log, timeout=timeout)
         exited = result.returncode is not None
     finally:
         if not exited:
             # Killing the client (timeout, Ctrl-C, pytest-timeout's exception) does not stop the container.
             subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
-    if result.returncode == ENGINE_FAILED:
+    engine_failure = ENGINE_FAILURES.get(result.returncode) if result.returncode is not None else None
+    if engine_failure is not None:
         with open(log, "rb") as handle:
             handle.seek(size)
-            said = " ".join(handle.read().decode(errors="replace").split())[-500:]
-        raise VerifyInfrastructureError(
-            f"`{host.engine} run {host.image}` failed (exit {ENGINE_FAILED}, the engine could not run the "
-            f"container): {said}")
+            said = handle.read().decode(errors="replace")
+        if host.started(nonce) not in said:
+            raise VerifyInfrastructureError(
+                f"`{host.engine} run {host.image}` failed (exit {result.returncode}, {engine_failure}): "
+                f"{' '.join(said.split())[-500:]}")
     return result
 
 
