@@ -283,8 +283,7 @@ class EnvironmentStore:
                           str(lock)], log, timeout, variables)
 
     def _uv(self, uv: str, args: list[str], log: Path, timeout: float, variables: Mapping[str, str]) -> None:
-        env = {key: value for key, value in os.environ.items() if not key.startswith("UV_")}
-        env.update(variables)
+        env = {**os.environ, **variables}
         env.pop("VIRTUAL_ENV", None)
         _log(log, "$ uv " + " ".join(args))
         result = processes.run([uv, *args], cwd=self.root, env=env, stdout=log, timeout=timeout)
