@@ -274,7 +274,8 @@ def test_an_image_that_cannot_start_the_command_is_an_infrastructure_error(image
         (root / "testbed").write_text("not a directory: the workspace cannot be mounted there\n")
     tag = imported_image(engine, root, f"localhost/swe-arena-test/broken-{exit_status}:{os.getpid()}")
     try:
-        with pytest.raises(VerifyInfrastructureError, match=rf"`{engine} run {tag}` failed \(exit {exit_status}, {why}\)"):
+        expected = rf"`{engine} run {tag}` failed \(exit {exit_status}, {why}\)"
+        with pytest.raises(VerifyInfrastructureError, match=expected):
             verify_in(image, tmp_path, "true", host_image=tag)
     finally:
         subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
