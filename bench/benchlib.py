@@ -244,7 +244,20 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group(item.name.split("[")[0].rsplit("-", 1)[0]))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # A worker records its peak before it tells the controller it has finished: xdist may end a
+    # worker's process once it has said so, before its pytest_unconfigure runs.
+    if hasattr(session.config, "workerinput"):
+        record_peak(session.config)
+
+
 def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        record_peak(config)
+
+
+def record_peak(config):
     folder = os.environ.get("BENCH_MEMORY_DIR")
     if not folder:
         return

@@ -1,7 +1,7 @@
 """Harness overhead of an opencode (SOLO) cell, against the same opencode run made by hand.
 
 Baseline: ``opencode run`` started directly in a private HOME/XDG tree with a
-fresh database, the same config and the scripted model (tests/scripted_model.py)
+fresh database, the same config and the scripted model (tests/helpers/scripted_model.py)
 answering one step. Arena: a one-cell sweep with a SOLO arm on the same
 endpoint (``-p no:xdist``); the ledger's ``phases.arm`` is the arm's time in
 the cell. The two alternate ``--cells`` times, so a change in the machine's
@@ -30,9 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from agents import ASKED, OPENCODE, arm_table, opencode_config  # noqa: E402
-from gitrepos import calc_project, git, write_jsonl  # noqa: E402
-from scripted_model import ScriptedModel  # noqa: E402
+from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config  # noqa: E402
+from helpers.gitrepos import calc_project, git, write_jsonl  # noqa: E402
+from helpers.scripted_model import ScriptedModel  # noqa: E402
 
 from pytest_swe_arena.arms.agent import agent_version  # noqa: E402
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV  # noqa: E402

@@ -133,6 +133,21 @@ def read_json_lines(path: Path, decode: Callable[[bytes], T] = json.loads, *, wh
             yield number, value
 
 
+def plain_json(value: Any) -> Any:
+    """``value`` with every ``str`` subclass (a status enum) a plain ``str``, and tuples lists.
+
+    What crosses to the controller on a report must be plain: xdist's channel (execnet)
+    serialises builtin types only.
+    """
+    if isinstance(value, str):
+        return str.__str__(value) if type(value) is not str else value
+    if isinstance(value, Mapping):
+        return {plain_json(key): plain_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_json(item) for item in value]
+    return value
+
+
 def json_table(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
     return value if isinstance(value, dict) else {}

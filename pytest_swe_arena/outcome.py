@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .files import timestamp
+from .files import plain_json, timestamp
 from .naming import parse_node_id
 from .spend.usage import unknown_usage
 
@@ -267,8 +267,10 @@ class CellOutcome:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON types only: the status as its text, the patch as ``patch_base64``."""
         data = asdict(self)
-        data["status"] = self.status.value
-        data["patch_base64"] = base64.b64encode(data.pop("patch")).decode("ascii")
+        logs, patch = data.pop("logs"), data.pop("patch")
+        data = dict(plain_json(data))
+        data["logs"] = logs
+        data["patch_base64"] = base64.b64encode(patch).decode("ascii")
         return data
 
     @classmethod

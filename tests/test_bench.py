@@ -32,7 +32,7 @@ def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) 
     output = tmp_path / "figures.json"
     completed = subprocess.run(
         [sys.executable, str(BENCH / script), *arguments, "--json", str(output)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900, check=False,
     )
     assert completed.returncode == 0, completed.stdout
     figures = json.loads(output.read_text())["figures"]

@@ -1,4 +1,4 @@
-"""Sweeps on pytest-xdist's remote workers (``--tx ssh=``), on real hosts made by tests/hosts.py.
+"""Sweeps on pytest-xdist's remote workers (``--tx ssh=``), on real hosts made by tests/helpers/hosts.py.
 
 Each host is an sshd in its own network, mount, pid and UTS namespaces; the project and this
 Python are shared read-only, the test's own project is a private copy on each host, and the
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gitrepos import read_ledger
-from hosts import Host, HostLab
+from helpers.gitrepos import read_ledger
+from helpers.hosts import Host, HostLab
 
 PROJECT = Path(__file__).resolve().parent.parent
 INSTANCES = PROJECT / "instances"

@@ -6,11 +6,10 @@ import json
 from importlib import resources
 
 import pytest
-from gitrepos import read_ledger, write_jsonl
+from helpers.arena import XDIST
+from helpers.gitrepos import read_ledger, write_jsonl
 
 from pytest_swe_arena.naming import INSTANCE_ID, CellName, file_node_path, parse_node_id
-
-XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
 
 
 @pytest.mark.parametrize("cell,repeat,name", [

@@ -13,8 +13,8 @@ import urllib.request
 from typing import Any
 
 import pytest
-from scripted_apis import API_BY_NAME, Tokens, api_for, tokens_from_spec
-from scripted_model import ScriptedModel
+from helpers.scripted_apis import API_BY_NAME, Tokens, api_for, tokens_from_spec
+from helpers.scripted_model import ScriptedModel
 
 TURN = {
     "reasoning": "Think first.",

@@ -3,20 +3,10 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
 
 import pytest
-from gitrepos import bundle
-
-
-def ledger_validator():
-    import jsonschema
-
-    schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
-    return jsonschema.Draft202012Validator(schema)
-
-
-XDIST = [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")]
+from helpers.arena import XDIST, ledger_validator
+from helpers.gitrepos import bundle
 
 TIME_FIELDS = {"phases", "started_at", "ended_at", "run_id", "worker", "verify"}
 

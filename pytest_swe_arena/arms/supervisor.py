@@ -28,7 +28,7 @@ import pytest
 from ..files import json_count, json_table
 from ..outcome import ArmStatus
 from ..spend.opencode import UNKNOWN_MODEL, read_sessions, sessions_by_model, worker_sessions
-from ..spend.usage import Usage, accounting_errors, add_usages, cost_problem, count_problem
+from ..spend.usage import Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 from ..suite import ArmSpec, Suite
 from ..worker.git import run_git
 from .agent import check_program, check_template, find_program, read_env, read_secrets, run_agent
@@ -230,10 +230,11 @@ class SupervisorArm:
             status, error = ArmStatus.ARM_ERROR, f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
             status, error = ArmStatus.ARM_ERROR, f"supervisor state {run.status or 'missing'}; expected completed"
-        usage, models, served, recovered = self.account(request, run)
+        spent = self.account(request, run)
+        recovered = dict(spent.details) or None
         return ArmResult(
-            status=status, error=error, usage=usage, models=models,
-            asked_model=self.worker_model, served_model=served,
+            status=status, error=error, usage=spent.usage, models=dict(spent.models),
+            asked_model=self.worker_model, served_model=spent.served_model,
             provenance={**self.home.provenance, "loops_repo": str(self.loops_repo),
                         "loops_commit": self.loops_commit, "env_knobs": self.knobs,
                         **({"secrets": self.secrets.describe()} if self.secrets else {})},
@@ -243,8 +244,7 @@ class SupervisorArm:
                 [*run.problems, (recovered or {}).get("accounting_error", "")]),
         )
 
-    def account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage], str | None,
-                                                                           dict[str, Any] | None]:
+    def account(self, request: CellRequest, run: SupervisorRun) -> Accounting:
         """Workers' spend recovered from the store, plus the driver's own reported spend; never raises.
 
         ``usage`` tokens are the workers' (the driver reports one undivided
@@ -253,20 +253,20 @@ class SupervisorArm:
         driver's dollars added to the driver model's entry, so the entries
         sum to the cell's cost. Worker spend is unknown (null) when the store
         cannot be read, or when a worker ran whose cwd matches no session.
-        Also returns the served model(s) of the workers and the recovered spend.
+        The served model(s) are the workers'; the details, the spend recovered from the store
+        (empty when the store could not be read).
         """
         try:
             return self._account(request, run)
         except Exception as error:  # any failure: the driver ran, its spend is unknown, not lost
-            return Usage(), {}, None, {"accounting_error": f"{type(error).__name__}: {error}"}
+            return Accounting(details={"accounting_error": f"{type(error).__name__}: {error}"})
 
-    def _account(self, request: CellRequest, run: SupervisorRun) -> tuple[Usage, dict[str, Usage], str | None,
-                                                                          dict[str, Any] | None]:
+    def _account(self, request: CellRequest, run: SupervisorRun) -> Accounting:
         sessions = worker_sessions(read_sessions(request.cell.opencode_db) if run.worker_cwds else [],
                                    run.worker_cwds)
         driver = Usage(cost_usd=run.spent_usd, cost_source="reported" if run.spent_usd is not None else "unknown")
         if sessions is None:
-            return Usage(), {self.driver_model: driver}, None, None
+            return Accounting(models={self.driver_model: driver})
         found = {session.directory for session in sessions}
         unmatched = sorted(set(run.worker_cwds) - found)
         models = sessions_by_model(sessions, self.prices)
@@ -281,12 +281,12 @@ class SupervisorArm:
         models = _with_driver(models, self.driver_model, driver)
         if unmatched or (run.workers and not run.worker_cwds):
             # A worker ran, but what it spent is not in the store: the total is unknown, never a partial sum.
-            return Usage(), models, served, recovered
+            return Accounting(Usage(), models, served, recovered)
         cost = None if workers.cost_usd is None or run.spent_usd is None else round(workers.cost_usd + run.spent_usd, 9)
         source = workers.cost_source if cost is not None else "unknown"
         usage = Usage(workers.input_tokens, workers.output_tokens, workers.reasoning_tokens,
                       workers.cache_read_tokens, workers.cache_write_tokens, None, None, cost, source)
-        return usage, models, served, recovered
+        return Accounting(usage, models, served, recovered)
 
 
 def _with_driver(models: Mapping[str, Usage], driver_model: str, driver: Usage) -> dict[str, Usage]:

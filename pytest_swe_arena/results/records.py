@@ -153,7 +153,6 @@ def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: st
     nothing); the patch is relative to the out dir, None when not graded.
     """
     cell = CellRecord("", "", status, usage=usage_record(usage), phases=dict(phases or {}))
-    # Plain text, not the enum: user_properties travel from xdist workers, and execnet sends no enums.
     return [("arena_status", str(status)), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
             ("arena_patch", patch_file)]
 

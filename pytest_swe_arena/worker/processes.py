@@ -44,6 +44,7 @@ def run(
     grace: float = 5.0,
     should_stop: Callable[[], str | None] | None = None,
     stdin: Path | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ProcessResult:
     """Run ``argv`` to completion, or stop its whole tree on timeout or request.
 
@@ -52,6 +53,8 @@ def run(
         the tree (SIGTERM, ``grace`` seconds, SIGKILL) and is returned in ``stopped``.
         It is asked once more after the process exits on its own, so a reason
         that arose between the last poll and the exit is still reported.
+    :param clock: the seconds ``timeout`` and ``seconds`` are measured in; a test passes
+        a clock it moves itself, so that a busy machine cannot decide where the timeout falls.
 
     A ``KeyboardInterrupt`` (or any other exception) while waiting stops the tree
     the same way before it propagates, so Ctrl-C never leaves an agent running.
@@ -59,7 +62,7 @@ def run(
     token = uuid.uuid4().hex
     child_env = dict(env)
     child_env[PROCESS_TOKEN_VARIABLE] = token
-    started = time.monotonic()
+    started = clock()
     stdout.parent.mkdir(parents=True, exist_ok=True)
     with open(stdout, "ab") as out, open(stderr or os.devnull, "ab") as err, open(stdin or os.devnull, "rb") as inp:
         process = subprocess.Popen(
@@ -83,7 +86,7 @@ def run(
                 # The last poll may have missed what the process did just before it exited.
                 stopped = (should_stop() if should_stop else None) or None
                 break
-            if timeout is not None and time.monotonic() - started > timeout:
+            if timeout is not None and clock() - started > timeout:
                 timed_out = killed = True
                 terminate_tree(process, token, grace)
                 break
@@ -99,7 +102,7 @@ def run(
         # Whatever the leader did, nothing it started may outlive it.
         kill_tree(process.pid, token)
     returncode = None if killed else process.returncode
-    return ProcessResult(returncode, timed_out, stopped, time.monotonic() - started)
+    return ProcessResult(returncode, timed_out, stopped, clock() - started)
 
 
 def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float) -> None:
