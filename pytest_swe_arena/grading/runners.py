@@ -213,3 +213,8 @@ def runner_for_row(row: Mapping[str, Any]) -> Runner | None:
 def _version(value: object) -> str | None:
     # SWE-bench's versions are strings ("3.0"); a JSON number would lose "3.10"'s zero, so only strings match.
     return value if isinstance(value, str) else None
+
+
+def has_repo_runner(row: Mapping[str, Any]) -> bool:
+    """Whether ``runner_for_row`` gives the row a runner (``RunnerChoiceError`` for a bad choice): loading's check."""
+    return runner_for_row(row) is not None

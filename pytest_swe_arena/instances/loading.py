@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -117,14 +117,19 @@ def _test_list(path: Path, line: int, row: Mapping[str, Any], key: str) -> tuple
     return tuple(value)
 
 
-def _has_repo_runner(path: Path, line: int, row: Mapping[str, Any]) -> bool:
-    """Whether SWE-bench's runner table (or the row's ``eval_script`` / ``log_parser``) gives the row a runner."""
-    from ..grading.runners import RunnerChoiceError, runner_for_row
+#: Whether a row has a runner of its repository's own (``grading.runners.has_repo_runner``, handed in by
+#: collection: instances never import grading); raises a ``ValueError`` with a ``field`` for a bad choice.
+RunnerCheck = Callable[[Mapping[str, Any]], bool]
 
+
+def _has_repo_runner(path: Path, line: int, row: Mapping[str, Any], check: RunnerCheck | None) -> bool:
+    """Whether the row has a runner of its own (SWE-bench's for its repo, its ``eval_script`` / ``log_parser``)."""
+    if check is None:
+        return False
     try:
-        return runner_for_row(row) is not None
-    except RunnerChoiceError as error:
-        raise InstanceFileError(path, line, str(error), error.field) from None
+        return check(row)
+    except ValueError as error:
+        raise InstanceFileError(path, line, str(error), getattr(error, "field", None)) from None
 
 
 def _check_per_test_ids(path: Path, line: int, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
@@ -208,8 +213,13 @@ def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pat
     )
 
 
-def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> Instance:
-    """Validate one row and build its ``Instance``; raise ``InstanceFileError`` if it is bad."""
+def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
+                   runner_check: RunnerCheck | None = None) -> Instance:
+    """Validate one row and build its ``Instance``; raise ``InstanceFileError`` if it is bad.
+
+    :param runner_check: says whether the row has a runner of its repository's own, whose ids need not be
+        pytest node ids (without it, only the harness's pytest runner is known).
+    """
     if not isinstance(row, dict):
         raise InstanceFileError(path, line, f"expected a JSON object, got {type(row).__name__}")
     error = _schema_error(path, line, row)
@@ -220,7 +230,7 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
     pass_to_pass = _test_list(path, line, row, "PASS_TO_PASS")
     if not row.get("verify"):
         _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"),
-                            _has_repo_runner(path, line, row))
+                            _has_repo_runner(path, line, row, runner_check))
     return Instance(
         instance_id=row["instance_id"],
         repo=row["repo"],
@@ -241,12 +251,13 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
     )
 
 
-def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | None) -> list[Instance]:
+def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | None,
+                   runner_check: RunnerCheck | None = None) -> list[Instance]:
     """Validate rows from one file, reject duplicates, and return them sorted by id."""
     seen: dict[str, int] = {}
     instances = []
     for line, row in rows:
-        instance = build_instance(path, line, row, repos_dir)
+        instance = build_instance(path, line, row, repos_dir, runner_check)
         first = seen.setdefault(instance.instance_id, line)
         if first != line:
             raise InstanceFileError(

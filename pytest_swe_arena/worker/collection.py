@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from _pytest.nodes import Node
 
 from ..files import timestamp
+from ..grading.runners import has_repo_runner
 from ..instances.loading import load_instances, read_rows
 from ..instances.model import InstanceFileError
 from ..instances.specs import with_env_spec, with_shipped_spec
@@ -55,7 +56,7 @@ class InstanceFile(pytest.File):
             rows = self.ihook.pytest_arena_load_instances(path=self.path, config=self.config)
             if rows is None:
                 rows = list(read_rows(self.path))
-            instances = load_instances(self.path, rows, state.settings.repos)
+            instances = load_instances(self.path, rows, state.settings.repos, has_repo_runner)
             if state.env_specs:
                 instances = [with_env_spec(instance, state.env_specs) for instance in instances]
             if any(instance.env is None and "version" in instance.row for instance in instances):

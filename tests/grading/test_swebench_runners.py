@@ -7,8 +7,8 @@ import json
 import sys
 
 import pytest
-from gitrepos import django_style_row, shapes_swe_bench_row
-from test_sweep import XDIST, ledger_validator
+from helpers.arena import XDIST, ledger_validator
+from helpers.gitrepos import django_style_row, shapes_swe_bench_row
 
 pytest.importorskip("django", reason="the Django-style project runs the real django package (the test extra)")
 

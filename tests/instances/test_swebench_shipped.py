@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from gitrepos import commit, git, shapes_swe_bench_row
+from helpers.gitrepos import commit, git, shapes_swe_bench_row
 from test_swebench_envs import dated_index  # noqa: F401 (a fixture)
 
 from pytest_swe_arena.instances.loading import build_instance

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from gitrepos import commit, git
+from helpers.gitrepos import commit, git
 
 from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.worker.git import WorkspaceError
