@@ -296,7 +296,9 @@ def django_style_row(root: Path, python: str) -> tuple[dict[str, Any], Path]:
         "patch": git(repo, "diff", base, fixed, "--", "shop"),
         "test_patch": git(repo, "diff", base, fixed, "--", "tests"),
         "problem_statement": "add(2, 3) gives -1",
-        "version": "4.0",
+        # A version SWE-bench has no spec for: the harness's own environment (with the real django) runs it,
+        # with the runner SWE-bench uses for every Django version but 1.9.
+        "version": "9.9",
         "created_at": "2024-01-02T03:04:05Z",
         "environment_setup_commit": setup,
         "FAIL_TO_PASS": json.dumps(["test_add (money.tests.MoneyTests.test_add)",
