@@ -254,6 +254,9 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     """Run SWE-bench's test command for the row and grade its log as SWE-bench 5.0.2 does (``rules``)."""
     recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
     command = runner.command(instance.test_patch)
+    # SWE-bench's runs had no terminal: 80 columns. Its ids come from lines whose layout follows the width
+    # (pytest's own tests print `PASSED  [100%]---...` lines that become ids), so ours must have the same.
+    env = {**env, "COLUMNS": "80"}
     log.parent.mkdir(parents=True, exist_ok=True)
     start = log.stat().st_size if log.is_file() else 0
     result = _run(host, command, workspace.path, log, env, timeout)

@@ -71,3 +71,6 @@ def test_a_rows_eval_script_and_log_parser_choose_the_runner(suite, tmp_path_fac
     assert gold["verify"]["tests"]["report"] == "log"
     assert gold["verify"]["tests"]["log_parser"] == "parse_log_pytest"
     assert empty["status"] == "unresolved"
+    # The suite runs with COLUMNS=200; the runner gets SWE-bench's 80 columns (ids depend on the layout).
+    log = (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text().splitlines()
+    assert {len(line) for line in log if line.startswith("=====") and "test session starts" in line} == {80}
