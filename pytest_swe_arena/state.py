@@ -109,10 +109,14 @@ class Case:
     sandbox: str = "none"
     #: The session's meter when this cell's arm is metered.
     meter: SessionMeter | None = None
+    #: How a SWE-bench runner's results are graded (a name in ``grading.rules.RULE_SETS``).
+    grading_rules: str = "swebench"
 
     @cached_property
     def key(self) -> str:
-        return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
+        # The default rules keep the keys cells had before the option existed.
+        graded = self.verify_on if self.grading_rules == "swebench" else f"{self.verify_on}+{self.grading_rules}"
+        return cell_key(self.instance.content_sha256, self.arm.spec.identity, graded, self.trial)
 
 
 @dataclass(frozen=True)
