@@ -32,6 +32,7 @@ from .ledger import read_ledger
 from .lock import SweepLock
 from .records import SweepRecords
 from .resume import reusable_rows, verdicts
+from .terminal import drop_silent_reports
 from .workers import pin_worker_rootdir
 
 
@@ -132,6 +133,9 @@ class ControllerPlugin:
                     self.note(note)
         finally:
             self.release_lock()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            drop_silent_reports(reporter.stats)
         if self.records.incomplete and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
 
@@ -147,13 +151,6 @@ class ControllerPlugin:
         lock, self.lock = self.lock, None
         if lock is not None:
             lock.release()
-
-    def refresh_lock(self) -> None:
-        if self.lock is not None:
-            try:
-                self.lock.write()
-            except OSError:
-                pass  # the heartbeat says so, and keeps trying
 
     def note(self, message: str) -> None:
         """A warning about the sweep itself: shown now and again under the results."""
@@ -187,7 +184,6 @@ class ControllerPlugin:
         recorded = self.records.record(report)
         if recorded is None:
             return
-        self.refresh_lock()
         if recorded.written:
             self.config.hook.pytest_arena_cell_finished(row=recorded.row, config=self.config)
 

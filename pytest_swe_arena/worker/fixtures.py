@@ -88,4 +88,6 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY])
     node.stash[OUTCOME_KEY] = outcome
     if outcome.status != CellStatus.RESOLVED:
-        pytest.fail(outcome.short(), pytrace=False)
+        settings = request.config.stash[STATE_KEY].settings
+        run_dir = settings.out / CellName(outcome.instance_id, outcome.arm, outcome.trial).run_dir(settings.repeat)
+        pytest.fail(outcome.failure_text(run_dir), pytrace=False)
