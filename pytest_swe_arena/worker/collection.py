@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from _pytest.nodes import Node
 
 from ..files import timestamp
-from ..instances.loading import load_instances, read_rows
+from ..instances.loading import file_digest, load_instances, read_rows
 from ..instances.model import InstanceFileError
 from ..instances.specs import with_env_spec
 from ..naming import CellName, file_node_path
@@ -52,9 +52,13 @@ class InstanceFile(pytest.File):
         state = self.config.stash[STATE_KEY]
         try:
             rows = self.ihook.pytest_arena_load_instances(path=self.path, config=self.config)
+            checked = False
             if rows is None:
+                # The controller validated the file once for every worker; its digest says it is that file.
+                digest = state.schema_checked.get(str(self.path))
+                checked = digest is not None and file_digest(self.path) == digest
                 rows = list(read_rows(self.path))
-            instances = load_instances(self.path, rows, state.settings.repos)
+            instances = load_instances(self.path, rows, state.settings.repos, schema_checked=checked)
             if state.env_specs:
                 instances = [with_env_spec(instance, state.env_specs) for instance in instances]
             for instance in instances:
