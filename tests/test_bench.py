@@ -26,6 +26,9 @@ SMOKE_RUNS = {
     "scale.py": (["--cells", "20", "--workers", "2"],
                  ["time per cell, last 10% of cells", "exit phase (last cell's end to exit)",
                   "controller peak, 20 cells", "collection of 20 cells, one process"]),
+    "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
+                 ["JSON call through the meter", "SSE call through the meter",
+                  "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
 }
 
 
