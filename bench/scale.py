@@ -92,7 +92,7 @@ def main() -> None:
         notes = [f"{instances} instances x GOLD,EMPTY, verify = true, -n {args.workers}; "
                  f"{first_start - launched:.2f} s from launch to the first cell, "
                  f"{max(ends) - first_start:.2f} s of cells, {exit_phase:.2f} s to exit"]
-        benchlib.report("scale", figures, args, notes)
+        benchlib.report(f"scale: {cells} cells, -n {args.workers}", figures, args, notes)
 
 
 if __name__ == "__main__":
