@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_swe_arena.worker.sandbox import probe_bwrap
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 SMOKE_RUNS = {
@@ -26,14 +28,24 @@ SMOKE_RUNS = {
     "scale.py": (["--cells", "20", "--workers", "2"],
                  ["time per cell, last 10% of cells", "exit phase (last cell's end to exit)",
                   "controller peak, 20 cells", "collection of 20 cells, one process"]),
+    "sandbox.py": (["--files", "40", "--commits", "3", "--runs", "2", "--rounds", "1"],
+                   ["sandbox cost per cell", "fresh grading tree, sandboxed verify",
+                    "extraction, harness git, cold index", "extraction, harness git, seeded index"]),
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
                  ["JSON call through the meter", "SSE call through the meter",
                   "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
+    "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
+                        ["viewer overview interactive, 100 cells",
+                         "swe-arena report + viewer, first build (100 cell pages)",
+                         "swe-arena report + viewer, rebuilt, nothing changed",
+                         "swe-arena report + viewer, one row more"]),
 }
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
 def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) -> None:
+    if script == "sandbox.py" and not probe_bwrap().works:
+        pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
     arguments, expected = SMOKE_RUNS[script]
     output = tmp_path / "figures.json"
     completed = subprocess.run(

@@ -1,4 +1,4 @@
-"""The controller's side of xdist: starting workers that make the controller's choices.
+"""The controller's side of xdist: starting workers that make the controller's choices, and their last reports.
 
 What the workers get from the controller in ``workerinput`` is ``state.hand_to_worker``'s.
 """
@@ -6,7 +6,8 @@ What the workers get from the controller in ``workerinput`` is ``state.hand_to_w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import queue
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -29,3 +30,19 @@ def pin_worker_rootdir(config: pytest.Config, specs: Sequence[Any]) -> None:
         pinned.append(f"--config-file={config.inipath}")
     params = config.invocation_params
     config.invocation_params = dataclasses.replace(params, args=(*pinned, *params.args))
+
+
+def late_reports(session: pytest.Session) -> Iterator[pytest.TestReport]:
+    """Cell reports xdist's workers sent while the sweep was stopping, which xdist no longer reads.
+
+    An agent arm stopped by Ctrl-C still reports its cell (``interrupted``, with what the agent
+    spent and its transcript): that report must not lose to the pending row's unknown spend.
+    """
+    events = getattr(session.config.pluginmanager.get_plugin("dsession"), "queue", None)
+    while events is not None:
+        try:
+            name, arguments = events.get_nowait()
+        except queue.Empty:
+            return
+        if name == "testreport":
+            yield arguments["rep"]

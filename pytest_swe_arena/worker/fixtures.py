@@ -94,6 +94,9 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     node = request.node
     outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY])
     node.stash[OUTCOME_KEY] = outcome
+    if outcome.status == CellStatus.INTERRUPTED:
+        # The arm caught Ctrl-C to read its agent's spend: this cell is reported, then the sweep stops.
+        request.session.shouldstop = outcome.error or "interrupted"
     if outcome.status != CellStatus.RESOLVED:
         settings = request.config.stash[STATE_KEY].settings
         run_dir = settings.out / CellName(outcome.instance_id, outcome.arm, outcome.trial).run_dir(settings.repeat)
