@@ -328,6 +328,11 @@ def agent_recorded_the_first_call(kind: Kind, root: Path) -> bool:
     ("mini-swe-agent", {"command_timeout": 0}, "field 'command_timeout': 0 is not a positive number"),
     ("gemini-cli", {"colour": "blue"}, "field 'colour': unknown setting for kind 'gemini-cli'*"),
     ("codex", {"max_usd": 1, "model": "acme/unpriced"}, "field 'max_usd': no price is known for model 'acme/*"),
+    ("mini-swe-agent", {"meter": True, "model": "anthropic/claude-sonnet-4-5"},
+     "the meter routes mini-swe-agent's calls through OPENAI_BASE_URL*'anthropic/claude-sonnet-4-5' is not one*"),
+    ("codex", {"meter": True, "overrides": {"model_provider": "azure"}},
+     "its Codex config chooses model_provider 'azure'*set provider = *(meter = true)"),
+    ("gemini-cli", {"meter": True, "upstream": "ftp://models.example"}, "field 'upstream'*is not an http(s) base URL*"),
 ])
 def test_bad_agent_kind_settings_are_usage_errors(suite, calc, kind, settings, message):
     if KINDS[kind].cli is None:
