@@ -447,3 +447,23 @@ def test_a_metered_claude_is_stopped_at_the_proxy_by_its_cap(suite, calc):
     assert outcomes[0] == "counted" and outcomes[1:] and set(outcomes[1:]) == {"refused"}
     assert tokens_of(row) == served(model) and row["usage"]["cost_source"] == "metered"
     assert "calc.mul(3, 4)" in cell_files(suite.path / "arena-out" / row["run_dir"])
+
+
+@pytest.mark.skipif(CODEX is None or DOTENVX is None, reason="codex or dotenvx not installed (npm install)")
+def test_a_metered_codex_without_a_provider_goes_through_the_meter_as_the_arena_provider(suite, calc):
+    """No ``provider``: the meter defines one (OpenAI's defaults, the key in OPENAI_API_KEY) sent to the route."""
+    script = [{"content": "All done.", "usage": usage(1000, 50, cached=200)}]
+    suite.instances([calc.row()])
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        (suite.path / "secrets").mkdir()
+        (suite.path / "secrets" / "openai.env").write_text(f"OPENAI_API_KEY={API_KEY}\n")
+        suite.arms_toml = arm_table("CODEX", "codex", model="gpt-5.5", upstream=model.base_url,
+                                    secrets={"dir": "secrets", "files": ["openai.env"]}) \
+            + '[tool.swe_arena.prices."openai/gpt-5.5"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\n'
+        result = suite.run("--arena-arms=CODEX", "--arena-meter")
+    (row,) = suite.ledger()
+    assert row["status"] == "unresolved", result.stdout.str()[-3000:]  # it changed nothing: an empty patch
+    assert len(model.served) == 1 and model.model_requests()[0]["authorization"]
+    assert [call["outcome"] for call in meter_calls(suite.path / "arena-out" / row["run_dir"])] == ["counted"]
+    assert tokens_of(row) == served(model) and row["usage"]["cost_source"] == "metered"
+    assert row["details"]["reconciliation"]["status"] == "agree"
