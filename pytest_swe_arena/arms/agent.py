@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from ..worker.sandbox import CellSandbox
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: the name of the upstream of an arm whose agent calls one model provider (its route is
+#: ``route.base_url(MODEL_UPSTREAM)``)
+MODEL_UPSTREAM = "model"
 
 def write_prompt(request: CellRequest, suffix: str) -> Path:
     """The agent's task, the problem statement and the worker suffix, as ``prompt.txt`` in the run dir."""
@@ -167,7 +170,7 @@ def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> 
 
 
 def read_metering(reader: SettingsReader, cap: SpendCap, known: Mapping[str, str] | None = None,
-                  upstream_name: str = "model", *, partial: bool = False) -> Metering:
+                  upstream_name: str = MODEL_UPSTREAM, *, partial: bool = False) -> Metering:
     """``meter`` (true / false; absent: ``--arena-meter`` decides) and ``upstream``, the URL the agent calls.
 
     :param known: upstreams the agent's own config names (opencode's providers' ``baseURL``), by name.

@@ -8,7 +8,7 @@ Without ``--allowedTools Bash`` it denies every shell command and still exits 0
 (tests/AGENT_NOTES.md 2.3). Its usage is read in ``spend.claude``: the stream's
 ``result`` (``modelUsage`` per model, sub-agents included, and Claude's cost), live
 from the stream and the sub-agents' transcripts, and from all its transcripts when it
-never printed its result.
+never printed its result. Metered, ``ANTHROPIC_BASE_URL`` is the cell's route.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class ClaudeCodeArm(CliAgentArm):
     program = "claude"
     private_variables = ("CLAUDE_CONFIG_DIR",)
     login_file = ".credentials.json"
+    base_url_variable = "ANTHROPIC_BASE_URL"  # no /v1: it POSTs {base URL}/v1/messages
+    default_base_url = "https://api.anthropic.com"
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",

@@ -19,7 +19,13 @@ base does the rest the same way for all of them:
   interrupted): the transcripts copied into the run dir, the spend read (the agent's final
   report, else its per-call files), each model priced by its own name, then by the asked
   model, and the final cap check;
-- the agent's ``--version`` in ``provenance``.
+- the agent's ``--version`` in ``provenance``;
+- **metering** (``--arena-meter`` or ``meter = true``): the kind's base-URL setting (a variable
+  such as ``ANTHROPIC_BASE_URL``, or Codex's provider override) points at the cell's route of the
+  meter, whose upstream is ``upstream``, else the URL the agent would call without the meter (the
+  arm's ``env`` value of that variable, else the provider's public URL). The meter then holds
+  ``max_usd`` / ``max_tokens`` at its proxy, in place of the watch over what the agent writes. A base
+  URL in the arm's ``secrets`` is never read by the harness: a metered arm names it in ``upstream``.
 """
 
 from __future__ import annotations
@@ -35,10 +41,21 @@ from ..files import write_atomic
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.agent_reports import NO_SPEND, AgentSpend, CallFollower, PricedCalls
 from ..spend.budget import CapWatch, over_cap
+from ..spend.meter.cells import Metering
 from ..spend.prices import Price, price_for, price_for_served
 from ..spend.usage import Usage, accounting_errors, add_usages
 from ..suite import ArmSpec, Suite
-from .agent import agent_version, find_program, read_cap, read_env, read_secrets, run_agent, write_prompt
+from .agent import (
+    MODEL_UPSTREAM,
+    agent_version,
+    find_program,
+    read_cap,
+    read_env,
+    read_metering,
+    read_secrets,
+    run_agent,
+    write_prompt,
+)
 from .base import ArmConfigError, ArmResult, CellRequest, SettingsReader
 
 DEFAULT_TIMEOUT = 1000.0
@@ -74,6 +91,11 @@ class CliAgentArm:
     private_variables: ClassVar[tuple[str, ...]] = ()
     #: Where a login file (``auth``) goes, relative to the agent's config dir.
     login_file: ClassVar[str]
+    #: The variable that sets where the agent's model calls go (a metered cell points it at its route);
+    #: None for a kind that says it otherwise (``routed_call``).
+    base_url_variable: ClassVar[str | None] = None
+    #: Where the agent's model calls go when nothing in the arm's table says otherwise.
+    default_base_url: ClassVar[str]
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)
@@ -95,6 +117,7 @@ class CliAgentArm:
         self.prices = suite.prices
         self.cap = read_cap(reader, price_for(suite.prices, self.model), self.model)
         self.configure(reader, suite)
+        self.metering = self.read_metering(reader)
         reader.finish()
         self.version = self.agent_version()
 
@@ -107,6 +130,28 @@ class CliAgentArm:
             raise ArmConfigError(f"{reader.spec.origin}: field 'auth': {path} is not a file (the agent's login "
                                  f"file, copied into each cell as {self.login_file})")
         return path
+
+    def read_metering(self, reader: SettingsReader) -> Metering:
+        """``meter`` and ``upstream`` (default: ``model_base_url``); ``meter = true`` on an arm the meter cannot
+        route is an ``ArmConfigError``."""
+        problem = self.unmeterable()
+        if problem is None:
+            return read_metering(reader, self.cap, {MODEL_UPSTREAM: self.model_base_url()})
+        wanted, _ = reader.boolean("meter"), reader.string("upstream")
+        if wanted:
+            raise ArmConfigError(f"{reader.spec.origin}: {problem} (meter = true)")
+        return Metering(wanted, (), self.cap, f"{reader.spec.origin}: {problem}")
+
+    def model_base_url(self) -> str:
+        """The URL the agent's model calls go to without the meter: the arm's ``env`` value of
+        ``base_url_variable``, else the kind's default."""
+        if self.base_url_variable is not None and self.env.get(self.base_url_variable):
+            return self.env[self.base_url_variable]
+        return self.default_base_url
+
+    def unmeterable(self) -> str | None:
+        """Why the meter cannot route this arm's model calls (None when it can)."""
+        return None
 
     def price_of(self, model: str | None) -> Price | None:
         """A model's price by its own name, else the asked model's."""
@@ -124,6 +169,11 @@ class CliAgentArm:
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         """Write the agent's config files into ``home`` and say how to run it."""
         raise NotImplementedError
+
+    def routed_call(self, request: CellRequest, call: AgentCall, route: str) -> AgentCall:
+        """``call`` with the agent's model calls sent to ``route``, the cell's base URL at the meter."""
+        assert self.base_url_variable is not None, f"{self.kind} names no base URL variable: it routes itself"
+        return replace(call, env={**call.env, self.base_url_variable: route})
 
     def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
         """What to follow for the live cap: the calls the agent logs as it runs."""
@@ -150,8 +200,11 @@ class CliAgentArm:
         if self.auth is not None:
             write_atomic(home / self.login_file, self.auth.read_bytes())  # mode 0600
         call = self.prepare(request, home, prompt)
+        if request.meter is not None:
+            call = self.routed_call(request, call, request.meter.base_url(MODEL_UPSTREAM))
+        # Metered, the cap is held at the proxy, which counts every call: the agent's own record is not watched.
         watch = (CapWatch(self.cap, PricedCalls(self.live_calls(request, home, call), self.price_of))
-                 if self.cap.is_set else None)
+                 if self.cap.is_set and request.meter is None else None)
         # The kind's variables last: a user's CLAUDE_CONFIG_DIR (say) must not send two cells to one dir.
         env = request.cell.env({**self.env, **call.env})
         outcome = run_agent(call.argv, cwd=request.workspace.path, env=env, secrets=self.secrets,

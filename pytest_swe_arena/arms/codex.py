@@ -8,11 +8,19 @@ on the command line as overrides (``analytics.enabled=false``: no analytics;
 whatever the file says. Its usage is read in ``spend.codex``: ``turn.completed``
 in the ``--json`` stream, and the rollouts' per-response records live and for a
 run that never finished. Codex reports no cost: the suite's price table prices it.
+
+Metered, the ``arena`` provider's ``base_url`` is the cell's route (``-c
+model_providers.arena.base_url=...``); its upstream is the ``provider``'s
+``base_url``. An arm without ``provider`` is metered as the provider
+``arena`` with OpenAI's defaults (``https://api.openai.com/v1``, the key in
+``OPENAI_API_KEY``); one whose ``config`` file or ``overrides`` choose another
+``model_provider`` needs ``provider`` to be metered.
 """
 
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +31,7 @@ from ..files import write_atomic
 from ..spend.agent_reports import AgentSpend, CallFollower
 from ..spend.codex import Rollouts, read_codex_spend
 from ..suite import Suite
+from .agent import MODEL_UPSTREAM
 from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under
 
@@ -41,6 +50,9 @@ def toml_value(value: Any) -> str:
 
 
 PROVIDER_KEYS = ("base_url", "env_key", "wire_api", "name")
+#: The provider ``provider`` defines (``arena``), with OpenAI's defaults for what it leaves out.
+PROVIDER_DEFAULTS = {"name": "arena", "env_key": "OPENAI_API_KEY", "wire_api": "responses",
+                     "base_url": "https://api.openai.com/v1"}
 
 
 def provider_overrides(reader: SettingsReader) -> dict[str, Any]:
@@ -56,13 +68,27 @@ def provider_overrides(reader: SettingsReader) -> dict[str, Any]:
     unknown = sorted(set(provider) - set(PROVIDER_KEYS))
     if unknown:
         raise ArmConfigError(f"{origin}: unknown key {unknown[0]!r}; known: {', '.join(PROVIDER_KEYS)}")
-    values = {"name": "arena", "env_key": "OPENAI_API_KEY", "wire_api": "responses", **provider}
+    values = {**PROVIDER_DEFAULTS, "base_url": None, **provider}
     if not isinstance(values.get("base_url"), str) or not values["base_url"]:
         raise ArmConfigError(f"{origin}: 'base_url' is required (the provider's URL, e.g. https://api.openai.com/v1)")
     bad = next((key for key in PROVIDER_KEYS if not isinstance(values[key], str)), None)
     if bad:
         raise ArmConfigError(f"{origin}: {bad} = {values[bad]!r} is not a string")
+    return arena_provider(values)
+
+
+def arena_provider(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The overrides that define the provider ``arena`` from ``values`` (``PROVIDER_KEYS``) and choose it."""
     return {"model_provider": "arena", **{f"model_providers.arena.{key}": values[key] for key in PROVIDER_KEYS}}
+
+
+def chosen_provider(config_text: bytes) -> str | None:
+    """The ``model_provider`` a Codex config.toml chooses (None when it chooses none, or is no TOML)."""
+    try:
+        chosen = tomllib.loads(config_text.decode("utf-8", errors="replace")).get("model_provider")
+    except tomllib.TOMLDecodeError:
+        return None  # Codex will say what is wrong with it
+    return str(chosen) if chosen is not None else None
 
 
 class CodexArm(CliAgentArm):
@@ -90,9 +116,34 @@ class CodexArm(CliAgentArm):
                                      "string, number or boolean (a dotted key names a nested setting)")
         self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **provider_overrides(reader), **overrides}
 
+    def model_base_url(self) -> str:
+        return str(self.overrides.get("model_providers.arena.base_url", PROVIDER_DEFAULTS["base_url"]))
+
+    def unmeterable(self) -> str | None:
+        if "model_providers.arena.base_url" in self.overrides:
+            return None
+        chosen = self.overrides.get("model_provider") or chosen_provider(self.config_text)
+        if chosen is None:
+            return None
+        return (f"its Codex config chooses model_provider {chosen!r}, whose calls the meter cannot route: set "
+                "provider = {base_url = \"...\", env_key = \"...\"} (the provider arena, which the meter routes)")
+
+    def routed_call(self, request: CellRequest, call: AgentCall, route: str) -> AgentCall:
+        return call  # prepare has put the route in the arena provider's base_url
+
+    def cell_overrides(self, request: CellRequest) -> dict[str, Any]:
+        """The arm's overrides; metered, the provider ``arena`` sends its calls to the cell's route."""
+        if request.meter is None:
+            return self.overrides
+        route = request.meter.base_url(MODEL_UPSTREAM)
+        if "model_providers.arena.base_url" in self.overrides:
+            return {**self.overrides, "model_providers.arena.base_url": route}
+        return {**self.overrides, **arena_provider({**PROVIDER_DEFAULTS, "base_url": route})}
+
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         write_atomic(home / "config.toml", self.config_text)
-        overrides = [arg for key, value in self.overrides.items() for arg in ("-c", f"{key}={toml_value(value)}")]
+        overrides = [arg for key, value in self.cell_overrides(request).items()
+                     for arg in ("-c", f"{key}={toml_value(value)}")]
         own_sandbox = self.sandbox or ("bypass" if request.sandbox is not None else "workspace-write")
         argv = [self.executable, "exec", "--json", *SANDBOXES[own_sandbox],
                 *(["-m", self.model] if self.model else []), *overrides, *self.args, "-"]

@@ -38,6 +38,7 @@ from ..spend.usage_file import account_usage_file
 from ..suite import ArmSpec, Suite
 from .agent import (
     ENV_NAME,
+    MODEL_UPSTREAM,
     check_program,
     check_template,
     find_program,
@@ -53,8 +54,6 @@ from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
 from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir", "base_url")
-#: the name of a command arm's one upstream (its route is ``route.base_url(MODEL_UPSTREAM)``)
-MODEL_UPSTREAM = "model"
 USAGE_SOURCES = ("file", "opencode")
 USAGE_FILE_VARIABLE = "ARENA_USAGE_FILE"
 

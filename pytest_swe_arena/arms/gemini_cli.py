@@ -9,7 +9,8 @@ gets no tool that writes; without ``--skip-trust`` it refuses the workspace.
 ``GEMINI_CLI_NO_RELAUNCH=true`` keeps it one process (the relaunching parent
 ignores SIGTERM). Its usage is read in ``spend.gemini`` (its result's ``stats.models``, its chat
 files live and when it printed nothing). Gemini reports no cost: the suite's
-price table prices it.
+price table prices it. Metered, ``GOOGLE_GEMINI_BASE_URL`` is the cell's route (0.61 reads it for
+the API-key auth type too).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class GeminiCliArm(CliAgentArm):
     model_required = False  # without one, Gemini CLI routes each prompt to a model of its choice
     private_variables = ("GEMINI_CLI_HOME",)
     login_file = ".gemini/oauth_creds.json"
+    base_url_variable = "GOOGLE_GEMINI_BASE_URL"  # it calls {base URL}/v1beta/models/M:streamGenerateContent
+    default_base_url = "https://generativelanguage.googleapis.com"
 
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
         self.auth_type: str = reader.string("auth_type", "gemini-api-key")

@@ -11,7 +11,8 @@ default command timeout is 30 s, too short for a test suite:
 128 KiB on Linux). Its report is the trajectory, rewritten after every step
 and read in ``spend.mini_swe_agent`` (also live, for the cap).
 A model litellm cannot price costs 0 there (``MSWEA_COST_TRACKING=ignore_errors``,
-rather than a failed run): the suite's price table prices it.
+rather than a failed run): the suite's price table prices it. Metered, ``OPENAI_BASE_URL`` is the cell's
+route: the meter can route only litellm's ``openai/`` models.
 """
 
 from __future__ import annotations
@@ -52,10 +53,19 @@ class MiniSweAgentArm(CliAgentArm):
     program = "mini"
     private_variables = ("MSWEA_GLOBAL_CONFIG_DIR",)
     login_file = ".env"
+    base_url_variable = "OPENAI_BASE_URL"  # litellm's openai/ provider: it POSTs {base URL}/chat/completions
+    default_base_url = "https://api.openai.com/v1"
 
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
         self.command_timeout: float = reader.number("command_timeout", DEFAULT_COMMAND_TIMEOUT)
         self.config: list[str] = reader.strings("config", ["mini.yaml"])
+
+    def unmeterable(self) -> str | None:
+        if str(self.model).startswith("openai/"):
+            return None
+        return (f"the meter routes mini-swe-agent's calls through OPENAI_BASE_URL, which only litellm's openai/ "
+                f"models use; model {self.model!r} is not one (an OpenAI-compatible endpoint is "
+                f"model = \"openai/NAME\" with upstream = its base URL)")
 
     def agent_version(self) -> str:
         try:

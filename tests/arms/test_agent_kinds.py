@@ -328,6 +328,11 @@ def agent_recorded_the_first_call(kind: Kind, root: Path) -> bool:
     ("mini-swe-agent", {"command_timeout": 0}, "field 'command_timeout': 0 is not a positive number"),
     ("gemini-cli", {"colour": "blue"}, "field 'colour': unknown setting for kind 'gemini-cli'*"),
     ("codex", {"max_usd": 1, "model": "acme/unpriced"}, "field 'max_usd': no price is known for model 'acme/*"),
+    ("mini-swe-agent", {"meter": True, "model": "anthropic/claude-sonnet-4-5"},
+     "the meter routes mini-swe-agent's calls through OPENAI_BASE_URL*'anthropic/claude-sonnet-4-5' is not one*"),
+    ("codex", {"meter": True, "overrides": {"model_provider": "azure"}},
+     "its Codex config chooses model_provider 'azure'*set provider = *(meter = true)"),
+    ("gemini-cli", {"meter": True, "upstream": "ftp://models.example"}, "field 'upstream'*is not an http(s) base URL*"),
 ])
 def test_bad_agent_kind_settings_are_usage_errors(suite, calc, kind, settings, message):
     if KINDS[kind].cli is None:
@@ -379,3 +384,86 @@ def test_a_login_file_is_the_agents_auth_in_each_cell(suite, calc):
     assert row["provenance"]["auth"] == str(login) and "secrets" not in row["provenance"]
     assert API_KEY not in json.dumps(row)
     assert tokens_of(row) == served(model)
+
+
+#: How each kind's metered test names the upstream: Claude by its ``env`` value of ANTHROPIC_BASE_URL (the URL
+#: it would call without the meter), Codex by its documented ``provider``'s base_url, the others by ``upstream``.
+METERED_UPSTREAM: dict[str, Callable[[ScriptedModel], dict[str, Any]]] = {
+    "claude-code": lambda model: {"env": {"ANTHROPIC_BASE_URL": model.root_url}},
+    "codex": lambda model: {},
+    "gemini-cli": lambda model: {"upstream": model.root_url},
+    "mini-swe-agent": lambda model: {"upstream": model.base_url},
+}
+
+#: The prices the agents that report a cost price it at (Claude Code's list price for Sonnet 4.5, litellm's for
+#: gpt-4o): with the suite's the same, the metered cost agrees with the reported one.
+AGENTS_OWN_PRICES = {"claude-code": "input = 3.0\noutput = 15.0\ncache_read = 0.3\ncache_write = 3.75\n",
+                     "mini-swe-agent": "input = 2.5\noutput = 10.0\ncache_read = 1.25\n"}
+
+
+def meter_calls(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "meter-calls.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("kind", kind_params())
+def test_a_metered_agent_is_counted_by_the_meter_and_agrees_with_its_own_report(suite, calc, kind):
+    """--arena-meter, in the bubblewrap sandbox: every model call goes through the cell's route (the secrets'
+    own base URL, which goes straight to the endpoint, is overridden), and the meter's count is the row's."""
+    script = [turn(kind.shell(FIX), 1000, 50, kind=kind, cached=600, cache_write=100, reasoning=20),
+              turn(kind.finish, 1200, 30, kind=kind, cached=900, reasoning=5)]
+    suite.instances([calc.row()])
+    price = "".join(f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
+                    for _ in [kind.name] if kind.name in EXTRA_PRICES)
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        arm = set_up(suite, kind, model, METERED_UPSTREAM[kind.name](model), price)
+        result = suite.run(f"--arena-arms={arm}", "--arena-meter", "--arena-sandbox=bwrap")
+    (row,) = suite.ledger()
+    assert row["status"] == "resolved", result.stdout.str()[-3000:]
+    calls = meter_calls(suite.path / "arena-out" / row["run_dir"])
+    assert [call["outcome"] for call in calls] == ["counted"] * len(model.served) and len(model.served) == 2
+    assert tokens_of(row) == served(model)  # exactly what the endpoint served, as the meter counted it
+    assert row["usage"]["cost_source"] == "metered" and row["usage"]["cost_usd"] > 0
+    reconciliation = row["details"]["reconciliation"]
+    assert reconciliation["status"] == "agree", reconciliation
+    assert row["details"]["metered"]["calls_unknown"] == 0
+
+
+@pytest.mark.skipif(CLAUDE is None or DOTENVX is None, reason="claude or dotenvx not installed (npm install)")
+def test_a_metered_claude_is_stopped_at_the_proxy_by_its_cap(suite, calc):
+    """max_tokens held at the proxy: the call after the one that passes the cap is refused, never sent."""
+    kind = KINDS["claude-code"]
+    script = [turn(kind.shell("true"), 5000, 50, kind=kind, cached=1000), turn(kind.shell("true"), 10, 10, kind=kind),
+              turn(kind.finish, 10, 10, kind=kind)]
+    suite.instances([calc.row()])
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        price = f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
+        arm = set_up(suite, kind, model, {"meter": True, "upstream": model.root_url, "max_tokens": 3000}, price)
+        result = suite.run(f"--arena-arms={arm}")
+    (row,) = suite.ledger()
+    assert row["status"] == "over_budget", result.stdout.str()[-3000:]
+    assert "metering proxy" in row["error"] and "max_tokens 3,000" in row["error"]
+    assert len(model.served) == 1  # the second call was refused at the proxy
+    outcomes = [call["outcome"] for call in meter_calls(suite.path / "arena-out" / row["run_dir"])]
+    assert outcomes[0] == "counted" and outcomes[1:] and set(outcomes[1:]) == {"refused"}
+    assert tokens_of(row) == served(model) and row["usage"]["cost_source"] == "metered"
+    assert "calc.mul(3, 4)" in cell_files(suite.path / "arena-out" / row["run_dir"])
+
+
+@pytest.mark.skipif(CODEX is None or DOTENVX is None, reason="codex or dotenvx not installed (npm install)")
+def test_a_metered_codex_without_a_provider_goes_through_the_meter_as_the_arena_provider(suite, calc):
+    """No ``provider``: the meter defines one (OpenAI's defaults, the key in OPENAI_API_KEY) sent to the route."""
+    script = [{"content": "All done.", "usage": usage(1000, 50, cached=200)}]
+    suite.instances([calc.row()])
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        (suite.path / "secrets").mkdir()
+        (suite.path / "secrets" / "openai.env").write_text(f"OPENAI_API_KEY={API_KEY}\n")
+        suite.arms_toml = arm_table("CODEX", "codex", model="gpt-5.5", upstream=model.base_url,
+                                    secrets={"dir": "secrets", "files": ["openai.env"]}) \
+            + '[tool.swe_arena.prices."openai/gpt-5.5"]\ninput = 1.0\noutput = 2.0\ncache_read = 0.5\n'
+        result = suite.run("--arena-arms=CODEX", "--arena-meter")
+    (row,) = suite.ledger()
+    assert row["status"] == "unresolved", result.stdout.str()[-3000:]  # it changed nothing: an empty patch
+    assert len(model.served) == 1 and model.model_requests()[0]["authorization"]
+    assert [call["outcome"] for call in meter_calls(suite.path / "arena-out" / row["run_dir"])] == ["counted"]
+    assert tokens_of(row) == served(model) and row["usage"]["cost_source"] == "metered"
+    assert row["details"]["reconciliation"]["status"] == "agree"
