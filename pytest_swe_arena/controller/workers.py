@@ -1,4 +1,4 @@
-"""The controller's side of xdist: starting workers that make the controller's choices.
+"""The controller's side of xdist: starting workers that make the controller's choices, and losing hosts.
 
 What the workers get from the controller in ``workerinput`` is ``state.hand_to_worker``'s.
 """
@@ -6,9 +6,10 @@ What the workers get from the controller in ``workerinput`` is ``state.hand_to_w
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import execnet
 import pytest
 
 
@@ -29,3 +30,65 @@ def pin_worker_rootdir(config: pytest.Config, specs: Sequence[Any]) -> None:
         pinned.append(f"--config-file={config.inipath}")
     params = config.invocation_params
     config.invocation_params = dataclasses.replace(params, args=(*pinned, *params.args))
+
+
+def is_local_spec(spec: Any) -> bool:
+    """Whether an xdist gateway spec starts its worker on this host (``popen`` without ``via``)."""
+    return bool(spec.popen and not spec.via)
+
+
+class LostHosts:
+    """Keeps a sweep going when a host drops: its workers are not replaced, the others run the rest.
+
+    When a worker dies, pytest-xdist reports the cell it was running as crashed (a harness
+    error row, which ``--arena-resume`` runs again), hands the cells queued on it to the other
+    workers, and replaces it with a new worker on the same ``--tx`` spec. On a host that is gone
+    (sshd killed, network cut, powered off) that new gateway cannot be made: execnet raises
+    ``HostNotFound`` inside xdist's loop and the whole sweep ends in an INTERNALERROR. Here the
+    replacement is tried once per host; when it fails the host is lost for the rest of the sweep
+    and its other workers are not replaced either (each try could wait out ssh's ConnectTimeout).
+
+    pytest-xdist has no hook for this: ``DSession._clone_node`` (pytest-xdist 3.x) is wrapped on
+    the instance.
+    """
+
+    def __init__(self, dsession: Any, note: Callable[[str], None]):
+        self.dsession = dsession
+        self.note = note
+        self.clone = dsession._clone_node
+        #: The gateway spec (without its worker id) of each host that could not be reached, and why.
+        self.lost: dict[str, str] = {}
+
+    @classmethod
+    def watch(cls, config: pytest.Config, note: Callable[[str], None]) -> LostHosts | None:
+        dsession = config.pluginmanager.get_plugin("dsession")
+        if dsession is None or not hasattr(dsession, "_clone_node"):
+            return None
+        watcher = cls(dsession, note)
+        dsession._clone_node = watcher.replace
+        return watcher
+
+    def replace(self, node: Any) -> Any | None:
+        """A new worker for the dead ``node``, or None when its host is gone."""
+        spec = node.gateway.spec
+        host = host_of(spec)
+        if host in self.lost:
+            self.note(f"worker {node.gateway.id} on lost host {host} is not replaced")
+            return None
+        try:
+            return self.clone(node)
+        except (execnet.HostNotFound, OSError, EOFError) as error:
+            self.lost[host] = f"{type(error).__name__}: {error}"
+            self.note(f"host {host} is lost ({self.lost[host]}): worker {node.gateway.id} is not replaced, "
+                      "its cell in flight is a harness error (run again by --arena-resume), "
+                      "the cells queued on it go to the other workers")
+            return None
+
+
+def host_of(spec: Any) -> str:
+    """Where a gateway spec starts its worker: ``ssh=HOST``, ``socket=ADDRESS``, or ``popen`` (this host)."""
+    for kind in ("ssh", "socket", "vagrant_ssh"):
+        value = getattr(spec, kind, None)
+        if value:
+            return f"{kind}={value}"
+    return "popen" + (f" via {spec.via}" if spec.via else "")
