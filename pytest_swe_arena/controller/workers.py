@@ -5,8 +5,10 @@ What the workers get from the controller in ``workerinput`` is ``state.hand_to_w
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import execnet
@@ -38,7 +40,7 @@ def is_local_spec(spec: Any) -> bool:
 
 
 class LostHosts:
-    """Keeps a sweep going when a host drops: its workers are not replaced, the others run the rest.
+    """Keeps a sweep going when a host drops: its workers are not replaced, the other hosts run the rest.
 
     When a worker dies, pytest-xdist reports the cell it was running as crashed (a harness
     error row, which ``--arena-resume`` runs again), hands the cells queued on it to the other
@@ -56,7 +58,7 @@ class LostHosts:
         self.dsession = dsession
         self.note = note
         self.clone = dsession._clone_node
-        #: The gateway spec (without its worker id) of each host that could not be reached, and why.
+        #: Each host that could not be reached (as ``host_of`` names it), and why.
         self.lost: dict[str, str] = {}
 
     @classmethod
@@ -74,7 +76,7 @@ class LostHosts:
         host = host_of(spec)
         if host in self.lost:
             self.note(f"worker {node.gateway.id} on lost host {host} is not replaced")
-            return None
+            return self.not_replaced()
         try:
             return self.clone(node)
         except (execnet.HostNotFound, OSError, EOFError) as error:
@@ -82,7 +84,37 @@ class LostHosts:
             self.note(f"host {host} is lost ({self.lost[host]}): worker {node.gateway.id} is not replaced, "
                       "its cell in flight is a harness error (run again by --arena-resume), "
                       "the cells queued on it go to the other workers")
+            return self.not_replaced()
+
+    def not_replaced(self) -> Any | None:
+        """After a worker of a lost host is not replaced: finish the sweep, or start a worker elsewhere.
+
+        xdist undid its shutdown to bring the replacement up, and handed the lost worker's queued
+        cells to the others. With every cell done, shut down again (else the last worker of a lost
+        host, going down after the others finished, leaves xdist with no worker: "Unexpectedly no
+        active workers available"). When cells are left and every other worker was already told to
+        shut down or finished (a silent host is found dead only after ssh's keep-alives), start one
+        worker on a host that is still there (the first of its ``--tx`` specs), which takes them.
+        """
+        sched = self.dsession.sched
+        if sched is None:
             return None
+        if sched.tests_finished:
+            self.dsession.triggershutdown()
+            return None
+        if any(not node.shutting_down for node in sched.nodes):
+            return None  # a worker still takes cells: it takes these
+        spares = [spec for spec in self.dsession.nodemanager.specs if host_of(spec) not in self.lost]
+        if not spares:
+            return None  # every host is lost: xdist ends the sweep
+        spec = copy.copy(spares[0])
+        self.note(f"the cells left go to a new worker on {host_of(spec)}")
+        try:
+            return self.clone(SimpleNamespace(gateway=SimpleNamespace(spec=spec)))
+        except (execnet.HostNotFound, OSError, EOFError) as error:
+            self.lost[host_of(spec)] = f"{type(error).__name__}: {error}"
+            self.note(f"host {host_of(spec)} is lost too ({self.lost[host_of(spec)]})")
+            return self.not_replaced()
 
 
 def host_of(spec: Any) -> str:
