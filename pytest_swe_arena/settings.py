@@ -199,6 +199,13 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _non_negative_integer, metavar="N",
     ),
     ArenaOption(
+        "meter",
+        "meter every agent arm's model calls through the harness's own proxy on 127.0.0.1: the ledger's "
+        "usage is what the proxy counted (cost_source 'metered'), reconciled with what the agent reported, "
+        "and caps are enforced at the proxy; an arm's `meter = false` opts out",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
         "strict-models", "a cell whose served model differs from the asked one is a harness error",
         _boolean, default="false", switch=True,
     ),
@@ -353,6 +360,8 @@ class Settings:
     repeat: int
     max_usd: float | None
     max_tokens: int | None
+    #: --arena-meter: every agent arm whose table does not say ``meter = false`` goes through the meter.
+    meter: bool
     strict_models: bool
     resume: bool
     lock_heartbeat: float
@@ -489,6 +498,7 @@ def load_settings(config: pytest.Config) -> Settings:
         repeat=single("repeat"),
         max_usd=single("max-usd"),
         max_tokens=single("max-tokens"),
+        meter=single("meter"),
         strict_models=single("strict-models"),
         resume=single("resume"),
         lock_heartbeat=heartbeat,

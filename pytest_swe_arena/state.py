@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .outcome import CellOutcome
     from .settings import Settings
     from .spend.budget import BudgetGate
+    from .spend.meter.cells import SessionMeter
     from .suite import Suite
 
 
@@ -64,6 +65,8 @@ class ArenaState:
     #: Reads the controller's budget.json before each cell (None when no budget is set, and on
     #: workers of other hosts: there the controller's scheduler alone holds the budget).
     budget_gate: BudgetGate | None = None
+    #: The metering proxy of this process's cells (None when no arm is metered).
+    meter: SessionMeter | None = None
     interrupts: InterruptSignals | None = None
     #: (repo, version) -> env spec, from --arena-env-specs.
     env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -99,6 +102,8 @@ class Case:
     cache: Path | None = None
     #: Container engine for image-backed instances.
     engine: str = "docker"
+    #: The session's meter when this cell's arm is metered.
+    meter: SessionMeter | None = None
 
     @cached_property
     def key(self) -> str:

@@ -23,6 +23,9 @@ SMOKE_RUNS = {
                        ["4 cells x 0.1 s, -n 2", "the arena sweep", "cells only (first start to last end)"]),
     "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
     "interrupt.py": (["--workers", "2", "--grace", "0.5"], ["stop after SIGINT, -n 2, agents running"]),
+    "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
+                 ["JSON call through the meter", "SSE call through the meter",
+                  "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
 }
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.budget import SpendCap
+from ..spend.meter.accounts import Upstream
+from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
 from ..worker import processes
@@ -154,6 +156,39 @@ def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> 
         raise ArmConfigError(f"{reader.spec.origin}: field 'max_usd': no price is known for {whose} and an agent "
                              f"that reports cost 0 would never reach the cap; add {add}, or use max_tokens")
     return SpendCap(max_usd, int(max_tokens) if max_tokens is not None else None, price)
+
+
+def read_metering(reader: SettingsReader, cap: SpendCap, known: Mapping[str, str] | None = None,
+                  upstream_name: str = "model", *, partial: bool = False) -> Metering:
+    """``meter`` (true / false; absent: ``--arena-meter`` decides) and ``upstream``, the URL the agent calls.
+
+    :param known: upstreams the agent's own config names (opencode's providers' ``baseURL``), by name.
+    :param upstream_name: the name ``upstream`` is given (opencode: the model's provider).
+    An ``upstream`` that is not an http(s) URL is an ``ArmConfigError``; so is ``meter = true``
+    on an arm whose model calls the meter cannot route.
+    """
+    origin = reader.spec.origin
+    wanted = reader.boolean("meter")
+    urls = dict(known or {})
+    upstream = reader.string("upstream")
+    if upstream is not None:
+        try:
+            urls[upstream_name] = Upstream.parse(upstream_name, upstream, f"{origin}: field 'upstream'").url
+        except ValueError as error:
+            raise ArmConfigError(str(error)) from None
+    upstreams, problems = [], []
+    for name, url in sorted(urls.items()):
+        try:
+            upstreams.append(Upstream.parse(name, url, origin))
+        except ValueError as error:
+            problems.append(str(error))
+    if not upstreams and not problems:
+        problems.append(f"{origin}: the meter needs the URL this agent's model calls go to: set 'upstream' "
+                        "to the provider's base URL (e.g. https://api.openai.com/v1)")
+    problem = "; ".join(problems) or None
+    if wanted and problem:
+        raise ArmConfigError(f"{problem} (meter = true)")
+    return Metering(wanted, tuple(upstreams), cap, problem, partial)
 
 
 def run_agent(

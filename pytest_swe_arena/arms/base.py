@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from ..outcome import ArmStatus
+from ..spend.meter.accounts import CellRoute
 from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
 
@@ -51,6 +52,8 @@ class CellRequest:
     workspace: Workspace
     cell: CellEnvironment
     trial: int
+    #: the cell's route through the metering proxy when its arm is metered: its agent's base URLs point here
+    meter: CellRoute | None = None
 
     @property
     def run_dir(self) -> Path:

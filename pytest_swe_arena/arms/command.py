@@ -1,7 +1,7 @@
 """The ``command`` kind: any agent CLI, from a command template.
 
 ``command`` is an argv list whose items may hold the placeholders
-``{prompt_file}``, ``{workspace}``, ``{model}`` and ``{run_dir}``; with
+``{prompt_file}``, ``{workspace}``, ``{model}``, ``{run_dir}`` and ``{base_url}``; with
 ``shell = true`` it is one shell string instead (placeholder values are then
 shell-quoted). The agent runs with cwd = the workspace, stdout and stderr to
 files in the run dir, in its own process group, like every agent.
@@ -12,6 +12,12 @@ agent may write at ``$ARENA_USAGE_FILE`` (fields of the ledger's usage, plus
 unknown, with ``details.accounting_error`` saying why); a parser name reads the agent's stdout
 (``"opencode"``: opencode's ``--format json`` stream, which also enables the
 live ``max_usd`` / ``max_tokens`` cap and the cell's opencode store).
+
+Metered (``--arena-meter`` or ``meter = true``), the agent's calls go through
+the harness's proxy: ``upstream`` is the URL they would go to, and the cell's
+route for it is ``{base_url}`` and the value of each variable ``base_url_env``
+names (e.g. ``["OPENAI_BASE_URL"]``); ``max_usd`` / ``max_tokens`` are then
+held at the proxy, whatever the usage source.
 """
 
 from __future__ import annotations
@@ -29,11 +35,13 @@ from ..spend.prices import price_for
 from ..spend.usage import COUNT_FIELDS, Accounting, Usage, accounting_errors
 from ..suite import ArmSpec, Suite
 from .agent import (
+    ENV_NAME,
     check_program,
     check_template,
     find_program,
     read_cap,
     read_env,
+    read_metering,
     read_secrets,
     run_agent,
     write_prompt,
@@ -42,7 +50,9 @@ from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReade
 from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
 from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
-PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir")
+PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir", "base_url")
+#: the name of a command arm's one upstream (its route is ``route.base_url(MODEL_UPSTREAM)``)
+MODEL_UPSTREAM = "model"
 USAGE_SOURCES = ("file", "opencode")
 USAGE_FILE_VARIABLE = "ARENA_USAGE_FILE"
 
@@ -85,14 +95,23 @@ class CommandArm:
         self.secrets = read_secrets(reader, suite)
         self.prices = suite.prices
         self.price = price_for(suite.prices, self.model)
-        if self.usage_source == "file" and ("max_usd" in spec.settings or "max_tokens" in spec.settings):
-            raise ArmConfigError(f"{spec.origin}: max_usd / max_tokens need a streamed usage (usage = \"opencode\"); "
-                                 "a usage file is only read at the end")
+        capped = "max_usd" in spec.settings or "max_tokens" in spec.settings
+        if self.usage_source == "file" and capped and spec.settings.get("meter") is not True:
+            raise ArmConfigError(f"{spec.origin}: max_usd / max_tokens need a streamed usage (usage = \"opencode\") "
+                                 "or the meter (meter = true); a usage file is only read at the end")
         self.cap = read_cap(reader, self.price, self.model)
         self.home: OpencodeHome | None = None
         if self.usage_source == "opencode":
             executable = find_program(reader.string("opencode", "opencode"), suite, spec.origin, "opencode")
             self.home = read_opencode_home(reader, executable)
+        self.upstream = reader.string("upstream")
+        self.base_url_env: list[str] = reader.strings("base_url_env", [])
+        bad = [name for name in self.base_url_env if not ENV_NAME.match(name)]
+        if bad:
+            raise ArmConfigError(f"{spec.origin}: field 'base_url_env': {bad[0]!r} is not a variable name")
+        known = self.home.provider_urls() if self.home is not None else {}
+        self.metering = read_metering(reader, self.cap, known,
+                                      MODEL_UPSTREAM if self.home is None else (self.model or "").split("/", 1)[0])
         reader.finish()
         self.spec = spec
 
@@ -107,13 +126,17 @@ class CommandArm:
         usage_file = request.run_dir / "usage.json"
         streamed = self.usage_source != "file"
         stdout = request.run_dir / ("events.jsonl" if streamed else "stdout.log")
+        base_url = self.upstream or ""
+        if request.meter is not None and MODEL_UPSTREAM in request.meter.base_urls:
+            base_url = request.meter.base_url(MODEL_UPSTREAM)
         values = {"prompt_file": str(prompt), "workspace": str(request.workspace.path),
-                  "model": self.model or "", "run_dir": str(request.run_dir)}
-        env = {**self.env, USAGE_FILE_VARIABLE: str(usage_file)}
+                  "model": self.model or "", "run_dir": str(request.run_dir), "base_url": base_url}
+        env = {**self.env, **dict.fromkeys(self.base_url_env, base_url), USAGE_FILE_VARIABLE: str(usage_file)}
         if self.home is not None:
             self.home.install(request)
             env = {**OPENCODE_QUIET_ENV, **env}
-        watch = CapWatch(self.cap, stdout) if self.cap.is_set else None
+        # a usage file is read at the end: only a stream (or the meter, at its proxy) can hold a cap live
+        watch = CapWatch(self.cap, stdout) if self.cap.is_set and streamed else None
         outcome = run_agent(
             self.argv(values), cwd=request.workspace.path, env=request.cell.env(env),
             secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,

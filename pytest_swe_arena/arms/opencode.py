@@ -24,7 +24,7 @@ from ..spend.opencode import account_opencode_run
 from ..spend.prices import Price, price_for
 from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite
-from .agent import find_program, read_cap, read_env, read_secrets, run_agent, write_prompt
+from .agent import find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
 
@@ -50,6 +50,7 @@ class OpencodeArm:
         self.price = price_for(suite.prices, self.model)
         self.cap = read_cap(reader, self.price, self.model)
         self.home = read_opencode_home(reader, self.executable)
+        self.metering = read_metering(reader, self.cap, self.home.provider_urls(), self.model.split("/", 1)[0])
         self.prices = suite.prices
         reader.finish()
         self.spec = spec

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import write_atomic
+from ..spend.meter.accounts import CellRoute
 from .agent import agent_version
 from .base import ArmConfigError, CellRequest, SettingsReader
 
@@ -54,15 +55,48 @@ class OpencodeHome:
         return {"agent": "opencode", "agent_version": self.version, "opencode_config": self.config_source,
                 "opencode_config_sha256": digest}
 
+    def provider_urls(self) -> dict[str, str]:
+        """Each configured provider's ``options.baseURL``: where opencode sends that provider's calls.
+
+        Empty when the config is not plain JSON (JSONC comments): the arm's ``upstream`` must say it then.
+        """
+        try:
+            config = json.loads(self.config) if self.config is not None else {}
+        except ValueError:
+            return {}
+        providers = config.get("provider") if isinstance(config, dict) else None
+        urls = {}
+        for name, provider in (providers.items() if isinstance(providers, dict) else ()):
+            options = provider.get("options") if isinstance(provider, dict) else None
+            url = options.get("baseURL") if isinstance(options, dict) else None
+            if isinstance(url, str) and url:
+                urls[str(name)] = url
+        return urls
+
+    def routed_config(self, route: CellRoute | None) -> str | None:
+        """The config with each metered provider's ``baseURL`` pointing at the cell's route (as is without one)."""
+        if route is None:
+            return self.config
+        config = json.loads(self.config) if self.config is not None else {}
+        providers = config.setdefault("provider", {})
+        for name, url in route.base_urls.items():
+            options = providers.setdefault(name, {}).setdefault("options", {})
+            options["baseURL"] = url
+        return json.dumps(config, indent=2)
+
     def install(self, request: CellRequest) -> None:
-        """Write the config, auth and package links into the cell (never into its run dir)."""
+        """Write the config, auth and package links into the cell (never into its run dir).
+
+        A metered cell's config sends every metered provider's calls to the cell's route.
+        """
         variables = request.cell.variables
         config_dir = Path(variables["XDG_CONFIG_HOME"]) / "opencode"
         config_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.config is not None:
+        text = self.routed_config(request.meter)
+        if text is not None:
             config = Path(variables["OPENCODE_CONFIG"])
             config.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            write_atomic(config, self.config)  # a temp file of mode 0600, renamed
+            write_atomic(config, text)  # a temp file of mode 0600, renamed
         # opencode npm-installs its plugin package into every config dir unless this lock says it is there.
         dependencies = {"@opencode-ai/plugin": self.version}
         (config_dir / "node_modules").mkdir(exist_ok=True)

@@ -27,11 +27,12 @@ import pytest
 
 from ..files import json_count, json_table
 from ..outcome import ArmStatus
-from ..spend.opencode import UNKNOWN_MODEL, read_sessions, sessions_by_model, worker_sessions
-from ..spend.usage import Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
+from ..spend.meter.accounts import NO_CAP
+from ..spend.opencode import read_sessions, sessions_by_model, worker_sessions
+from ..spend.usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 from ..suite import ArmSpec, Suite
 from ..worker.git import run_git
-from .agent import check_program, check_template, find_program, read_env, read_secrets, run_agent
+from .agent import check_program, check_template, find_program, read_env, read_metering, read_secrets, run_agent
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
 
@@ -186,6 +187,9 @@ class SupervisorArm:
         self.secrets = read_secrets(reader, suite)
         executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
         self.home = read_opencode_home(reader, executable)
+        # the workers' calls go where opencode's providers send them; the driver's own are not metered
+        self.metering = read_metering(reader, NO_CAP, self.home.provider_urls(),
+                                      self.worker_model.split("/", 1)[0], partial=True)
         self.prices = suite.prices
         reader.finish()
         self.spec = spec

@@ -58,6 +58,20 @@ class UsageRecord(msgspec.Struct, frozen=True, gc=False):
 NO_USAGE = UsageRecord()
 
 
+class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
+    """The part of a row's ``details`` a summary reads: the meter's reconciliation (``spend.meter.reconcile``)."""
+
+    reconciliation: Any = None
+
+    @property
+    def misreported(self) -> str | None:
+        """What the agent's report got wrong against the meter's count (its note), when they differ."""
+        found = self.reconciliation
+        if isinstance(found, dict) and found.get("status") == "differ":
+            return str(found.get("note") or "differs")
+        return None
+
+
 class CellRecord(msgspec.Struct, frozen=True, gc=False):
     """What the summary and the report read from one ledger row.
 
@@ -82,6 +96,7 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     model_mismatch: bool = False
     reused_from: str | None = None
     error: str | None = None
+    details: DetailsRecord | None = None
 
     @property
     def ran(self) -> bool:
@@ -152,6 +167,7 @@ def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: st
     Cost and tokens are None when unknown (also when the arm ran, per ``phases``, but reported
     nothing); the patch is relative to the out dir, None when not graded.
     """
+    status = str(status)  # a CellStatus is a str, but only a plain one crosses xdist's channel (execnet)
     cell = CellRecord("", "", status, usage=usage_record(usage), phases=dict(phases or {}))
     return [("arena_status", str(status)), ("arena_cost_usd", cell.cost_usd), ("arena_tokens", cell.tokens),
             ("arena_patch", patch_file)]

@@ -67,6 +67,8 @@ class ArmCells:
     unknown_tokens: list[CellRecord] = field(default_factory=list)
     by_status: dict[str, list[CellRecord]] = field(default_factory=lambda: defaultdict(list))
     mismatched: list[CellRecord] = field(default_factory=list)
+    #: cells whose agent reported other usage than the meter counted
+    misreported: list[CellRecord] = field(default_factory=list)
     reused: int = 0
     trials: int = 0
     #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
@@ -106,6 +108,8 @@ class ArmCells:
                     tokens.append(used)
             if cell.model_mismatch:
                 arm.mismatched.append(cell)
+            if cell.details is not None and cell.details.misreported:
+                arm.misreported.append(cell)
             if cell.reused_from is not None:
                 arm.reused += 1
         arm.trials = trials
@@ -226,6 +230,12 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
         warn("model_mismatch", arm.mismatched,
              f"served model differs from the asked one in {len(arm.mismatched)} cell(s) of {name} "
              f"(e.g. asked {first.asked_model}, served {first.served_model})")
+    if arm.misreported:
+        first = arm.misreported[0]
+        note = first.details.misreported if first.details is not None else None
+        warn("misreported_usage", arm.misreported,
+             f"{name}: metered usage differs from the agent's reported usage in {len(arm.misreported)} cell(s); "
+             f"the ledger counts the metered (e.g. {first.name.shown}: {note})")
     warn("unknown_cost", arm.unknown_cost,
          f"{name}: cost unknown for {len(arm.unknown_cost)} of {arm.ran} cell(s), so its USD figures are n/a "
          f"(known part: ${math.fsum(arm.costs):.4f})")

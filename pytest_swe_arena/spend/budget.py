@@ -181,6 +181,28 @@ class BudgetGate:
         reason = exhausted.get(SWEEP) or exhausted.get(arm)
         return str(reason) if reason else None
 
+    def left(self, arm: str, limits: BudgetLimits) -> Limit:
+        """What is left of the sweep's and ``arm``'s ``limits`` after the spend budget.json counts so far.
+
+        The smaller of the two for each quantity (None where neither has a cap); the
+        metering proxy holds a cell to it, so that one cell alone cannot spend past a total.
+        """
+        budget = read_json_object(self.path) or {}
+        spent, arms = budget.get("spent"), budget.get("arms")
+        spent = spent if isinstance(spent, dict) else {}
+        arm_spent = arms.get(arm) if isinstance(arms, dict) else None
+        arm_spent = arm_spent if isinstance(arm_spent, dict) else {}
+        pairs = [(limits.sweep, spent), (limits.arms.get(arm, Limit()), arm_spent)]
+
+        def room(cap: float | None, used: Any) -> float | None:
+            if cap is None:
+                return None
+            return max(0.0, cap - (float(used) if isinstance(used, (int, float)) else 0.0))
+
+        usd = [r for cap, used in pairs if (r := room(cap.max_usd, used.get("usd"))) is not None]
+        tokens = [r for cap, used in pairs if (r := room(cap.max_tokens, used.get("tokens"))) is not None]
+        return Limit(min(usd) if usd else None, int(min(tokens)) if tokens else None)
+
 
 def sweep_limits(settings: Settings, suite: Suite) -> BudgetLimits:
     """The sweep's cap (--arena-max-usd, --arena-max-tokens) and each arm's ``max_total_*``."""

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..files import json_table
 from .prices import Price, price_for
-from .usage import Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
+from .usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 
 if TYPE_CHECKING:
     from ..arms.base import CellRequest
 
 #: The ``models`` key of sessions whose model the store does not name; never a served model.
-UNKNOWN_MODEL = "unknown"
 
 
 @dataclass

@@ -18,6 +18,8 @@ import pytest
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
+from ..spend.meter.accounts import MeterError
+from ..spend.meter.cells import metered_spend
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
@@ -56,7 +58,13 @@ def run_cell(
             return finish(outcome, CellStatus.HARNESS_ERROR, f"env: {error}")
         timings["env"] = time.monotonic() - clock
         cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
-    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial)
+    route = None
+    if case.meter is not None:
+        try:
+            route = case.meter.open(case.key, case.arm.spec.name)
+        except MeterError as error:
+            return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
+    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial, meter=route)
 
     clock = time.monotonic()
     try:
@@ -80,6 +88,19 @@ def run_cell(
     mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
+    details = accounting_errors(result.details, problems)
+    if case.meter is not None and route is not None:
+        try:
+            spent = metered_spend(usage, models, case.meter.close(route, cell.run_dir),
+                                  case.meter.plans[case.arm.spec.name].partial)
+        except MeterError as error:
+            # The proxy failed, not the agent: what the agent reported is kept, the cell runs again on resume.
+            outcome = outcome.replace(usage=usage.to_json(), details=details)
+            return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
+        usage, models, details = spent.usage, dict(spent.models), {**details, **spent.details}
+        if spent.over_budget_reason is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR):
+            result = dataclasses.replace(result, status=ArmStatus.OVER_BUDGET,
+                                         error=f"metering proxy: {spent.over_budget_reason}")
     outcome = outcome.replace(
         usage=usage.to_json(),
         models={model: model_usage.to_json() for model, model_usage in models.items()},
@@ -87,7 +108,7 @@ def run_cell(
         served_model=result.served_model,
         model_mismatch=mismatch,
         provenance={**outcome.provenance, **result.provenance},
-        details=accounting_errors(result.details, problems),
+        details=details,
     )
     ended = result.status.cell_status
 

@@ -19,6 +19,8 @@ from ..interrupts import stop_signals
 from ..naming import CellName, is_instance_file
 from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
 from ..results.records import user_properties
+from ..spend.budget import sweep_limits
+from ..spend.meter.cells import SessionMeter, metered_plans
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile
 
@@ -41,6 +43,16 @@ class CellPlugin:
         settings = self.state.settings
         self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
                                      source=settings.sources["arms"], strict_models=settings.strict_models)
+        plans, problems = metered_plans(self.state.arms, settings.meter)
+        if problems:
+            raise pytest.UsageError(f"{settings.sources['meter']}: {problems[0]}")
+        if plans and self.state.sweep_run:
+            self.state.meter = SessionMeter(plans, self.state.suite.prices, self.state.budget_gate,
+                                            sweep_limits(settings, self.state.suite))
+
+    def pytest_sessionfinish(self) -> None:
+        if self.state.meter is not None:
+            self.state.meter.stop()
 
     def pytest_unconfigure(self) -> None:
         if hasattr(self.config, "workerinput") and self.state.interrupts is not None:

@@ -255,3 +255,29 @@ def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
     assert usage.cost_usd == pytest.approx((1000 * 1.0 + 100 * 2.0) / 1e6 + 0.5)
     assert recovered
     assert recovered["accounting_error"] == "store session s1.cost_usd: 'a lot' is not a number"
+
+
+@pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
+def test_a_metered_supervisor_has_its_workers_calls_counted_at_the_proxy(suite, calc, loops):
+    """The workers' opencode is sent to the cell's route; the driver's own spend stays its report."""
+    turns = [{"prompt_tokens": 4000, "completion_tokens": 70}, {"prompt_tokens": 4200, "completion_tokens": 9}]
+    script = {"by_marker": {"SUBTASK-1": [
+        {"tool_calls": [{"name": "write", "arguments": {"filePath": "calc/ops.py", "content": FIXED_MUL}}],
+         "usage": turns[0]},
+        {"content": "mul fixed", "usage": turns[1]}]}}
+    plan = {"workers": [{"label": "fix mul", "marker": "SUBTASK-1"}], "final": "completed",
+            "spent": {"tokens": 5000, "usd": 0.02}}
+    suite.instances([calc.row()])
+    with ScriptedModel(script) as model:
+        (suite.path / "oc.json").write_text(json.dumps(opencode_config(model.base_url)))
+        suite.arms_toml = supervisor(suite, loops, plan, config="oc.json") + prices_table()
+        result = suite.run("--arena-arms=SUP", "--arena-meter")
+    result.assert_outcomes(passed=1)
+    (row,) = suite.ledger()
+    workers = summed(turns)
+    metered = row["details"]["metered"]["usage"]
+    assert {k: metered[k] for k in workers} == workers and metered["steps"] == 2
+    assert row["details"]["reconciliation"]["status"] == "agree", row["details"]["reconciliation"]["note"]
+    # the meter saw only the workers: the row's cost is still theirs plus the driver's report
+    assert row["usage"]["cost_usd"] == pytest.approx(priced(workers) + 0.02)
+    assert row["usage"]["cost_source"] == "priced"

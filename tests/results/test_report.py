@@ -10,12 +10,12 @@ import pytest
 
 from pytest_swe_arena.outcome import CellOutcome, with_spend_known
 from pytest_swe_arena.results.compare import compare_runs, format_comparison
-from pytest_swe_arena.results.records import cell_records, user_properties
+from pytest_swe_arena.results.records import UsageRecord, cell_records, user_properties
 from pytest_swe_arena.results.summary import CellRecord, summarize
 from pytest_swe_arena.results.text import format_budget, format_summary
 from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit, row_tokens
-from pytest_swe_arena.spend.usage import Usage, unknown_usage
 from pytest_swe_arena.spend.usage import Usage as CellUsage
+from pytest_swe_arena.spend.usage import unknown_usage
 
 
 def row(iid: str, arm: str, status: str, cost: float | None = 0.0, tokens: int | None = 0, trial: int = 1,
@@ -172,7 +172,7 @@ def test_one_token_total_everywhere_and_budgets_count_unknown_tokens_apart():
     unknown = {"input_tokens": 900, "output_tokens": None, "reasoning_tokens": 0, "cost_usd": 0.5}
     for usage, total in ((known, 1005), (unknown, None)):
         assert row_tokens(usage) == total
-        assert CellRecord("a", "X", "resolved", usage=Usage(**usage)).tokens == total
+        assert CellRecord("a", "X", "resolved", usage=UsageRecord(**usage)).tokens == total
         assert CellUsage(**usage).total_tokens == total
     tally = BudgetTally(BudgetLimits(Limit(max_tokens=10_000)))
     tally.add({"arm": "X", "usage": known})

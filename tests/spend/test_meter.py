@@ -1,0 +1,200 @@
+"""The metering proxy on its own: each API's usage read from JSON and SSE replies, caps, refusals, keys, its process."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+from helpers.scripted_model import ScriptedModel
+
+from pytest_swe_arena.spend.budget import BudgetGate, BudgetLimits, Limit, SpendCap
+from pytest_swe_arena.spend.meter.accounts import CellState, MeterError, Upstream, reconcile
+from pytest_swe_arena.spend.meter.process import MeterProcess
+from pytest_swe_arena.spend.meter.proxy import MeterProxy
+from pytest_swe_arena.spend.usage import Usage
+
+PRICES = {"scripted-model": {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}}
+USAGE = {"prompt_tokens": 1200, "completion_tokens": 80, "cached_tokens": 500, "cache_write_tokens": 100,
+         "reasoning_tokens": 30}
+KEY = "sk-never-logged-1234"
+
+
+def call(url: str, body: dict[str, Any] | None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+#: (api, upstream attribute of ScriptedModel, path under it, body, headers) for a streamed and a whole reply
+def model_call(api: str, stream: bool, model: ScriptedModel) -> tuple[str, str, dict[str, Any], dict[str, str]]:
+    messages = [{"role": "user", "content": "fix it"}]
+    if api == "chat":
+        body: dict[str, Any] = {"model": "scripted-model", "messages": messages, "stream": stream}
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return model.base_url, "/chat/completions", body, {"Authorization": f"Bearer {KEY}"}
+    if api == "responses":
+        return model.base_url, "/responses", {"model": "scripted-model", "input": "fix it", "stream": stream}, \
+            {"Authorization": f"Bearer {KEY}"}
+    if api == "anthropic":
+        return model.root_url, "/v1/messages", {"model": "scripted-model", "max_tokens": 100, "messages": messages,
+                                                "stream": stream}, {"x-api-key": KEY}
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    return model.root_url, f"/v1beta/models/scripted-model:{method}", \
+        {"contents": [{"role": "user", "parts": [{"text": "fix it"}]}]}, {"x-goog-api-key": KEY}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "json"])
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic", "gemini"])
+def test_each_api_is_forwarded_unchanged_and_counted_exactly(api, stream, tmp_path):
+    turns = [{"content": "one", "reasoning": "think", "usage": USAGE},
+             {"content": "two", "usage": {"prompt_tokens": 1500, "completion_tokens": 20}}]
+    log = tmp_path / "calls.jsonl"
+    with ScriptedModel(turns) as model, MeterProxy(PRICES, log=log) as proxy:
+        upstream_url, path, body, headers = model_call(api, stream, model)
+        route = proxy.open_cell("cell-1", "A", [Upstream("up", upstream_url)])
+        replies = [call(route.base_url("up") + path, body, headers) for _ in turns]
+        state = proxy.close_cell(route)
+        served = model.served
+        recorded = model.requests
+    assert [status for status, _ in replies] == [200, 200]
+    # the agent got what the endpoint sent, and the endpoint got the agent's key
+    assert b"one" in replies[0][1] and b"two" in replies[1][1]
+    assert all(request["authorization"] for request in recorded)
+    assert [request["stream"] for request in recorded] == [stream, stream]
+    expected = served[0]["tokens"], served[1]["tokens"]
+    total = {name: expected[0][name] + expected[1][name] for name in expected[0]}
+    usage = state.usage
+    assert {name: getattr(usage, name) for name in total} == total
+    assert usage.steps == 2 and state.calls_unknown == 0 and state.complete
+    assert usage.cost_source == "metered"
+    price = PRICES["scripted-model"]
+    assert usage.cost_usd == pytest.approx((total["input_tokens"] * price["input"]
+                                            + (total["output_tokens"] + total["reasoning_tokens"]) * price["output"]
+                                            + total["cache_read_tokens"] * price["cache_read"]
+                                            + total["cache_write_tokens"] * price["cache_write"]) / 1e6)
+    assert [call["stream"] for call in state.calls] == [stream, stream]
+    assert KEY not in log.read_text()  # neither the header nor Gemini's ?key= is ever written
+
+
+def test_a_call_the_meter_cannot_read_is_forwarded_and_counted_unknown(tmp_path):
+    with ScriptedModel([]) as model, MeterProxy(PRICES) as proxy:
+        route = proxy.open_cell("c", "A", [Upstream("up", model.base_url)])
+        status, _ = call(route.base_url("up") + "/embeddings/new-api", {"model": "scripted-model", "input": "x"})
+        state = proxy.close_cell(route)
+        (request,) = model.requests
+    assert status == 404 and request["path"] == "/v1/embeddings/new-api"  # the endpoint's own answer
+    assert state.calls_unknown == 1 and not state.complete
+    assert "no API the meter knows" in state.calls[0]["problem"]
+    assert reconcile(Usage(1, 1, 0, 0, 0, cost_usd=0.1), state).status == "incomplete"
+
+
+def test_a_cell_cap_refuses_the_call_after_the_one_that_passed_it_in_the_apis_own_error_shape():
+    big = {"prompt_tokens": 4000, "completion_tokens": 100}
+    with ScriptedModel([{"content": "a", "usage": big}] * 3) as model, MeterProxy(PRICES) as proxy:
+        route = proxy.open_cell("c", "A", [Upstream("up", model.root_url)], SpendCap(None, 5000, None))
+        url = route.base_url("up") + "/v1/messages"
+        body = {"model": "scripted-model", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
+        first, second, third = (call(url, body, {"x-api-key": KEY}) for _ in range(3))
+        state = proxy.close_cell(route)
+        served = len(model.served)
+    assert first[0] == 200 and second[0] == 200  # 4,100 tokens, then 8,200: past the cap of 5,000
+    assert third[0] == 400 and served == 2  # never sent to the model
+    error = json.loads(third[1])
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert "cap" in error["error"]["message"]
+    assert state.calls_refused == 1 and state.usage.total_tokens == 8200
+    assert state.over_budget_reason and "max_tokens 5,000" in state.over_budget_reason
+
+
+def test_the_budget_left_to_a_cell_holds_and_a_closed_route_answers_404(tmp_path):
+    with ScriptedModel([{"content": "a", "usage": {"prompt_tokens": 1000, "completion_tokens": 0}}] * 3) as model, \
+            MeterProxy(PRICES) as proxy:
+        route = proxy.open_cell("c", "A", [Upstream("up", model.base_url)], budget=Limit(max_tokens=1000))
+        url = route.base_url("up") + "/chat/completions"
+        body = {"model": "scripted-model", "messages": []}
+        statuses = [call(url, body)[0] for _ in range(2)]
+        state = proxy.close_cell(route)
+        after = call(url, body)[0]
+    assert statuses == [200, 400]  # 1,000 spent reaches what was left
+    assert "budget left to this cell" in (state.over_budget_reason or "")
+    assert after == 404
+
+
+def test_an_unreachable_upstream_is_a_502_counted_as_failed():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens here once closed
+    with MeterProxy(PRICES) as proxy:
+        route = proxy.open_cell("c", "A", [Upstream("up", f"http://127.0.0.1:{port}/v1")])
+        status, body = call(route.base_url("up") + "/chat/completions", {"model": "scripted-model", "messages": []})
+        state = proxy.close_cell(route)
+    assert status == 502 and b"cannot reach the upstream" in body
+    assert state.calls_failed == 1 and state.calls_unknown == 0
+
+
+def test_reconciliation_names_what_the_agent_left_out():
+    with ScriptedModel([{"content": "main", "usage": {"prompt_tokens": 100, "completion_tokens": 10}},
+                        {"content": "sub", "usage": {"prompt_tokens": 900, "completion_tokens": 90}}]) as model, \
+            MeterProxy(PRICES) as proxy:
+        route = proxy.open_cell("c", "A", [Upstream("up", model.base_url)])
+        for _ in range(2):
+            call(route.base_url("up") + "/chat/completions", {"model": "scripted-model", "messages": []})
+        state = proxy.close_cell(route)
+    reported = Usage(100, 10, 0, 0, 0, cost_usd=(100 * 3 + 10 * 15) / 1e6, cost_source="reported")
+    found = reconcile(reported, state)
+    assert found.status == "differ"
+    assert found.difference["input_tokens"] == 900 and found.difference["output_tokens"] == 90
+    assert found.difference["cost_usd"] == pytest.approx((900 * 3 + 90 * 15) / 1e6)
+    assert reconcile(state.usage, state).status == "agree"
+    assert reconcile(Usage(), state).status == "unreported"
+
+
+def test_the_meter_process_serves_cells_over_its_control_api(tmp_path):
+    process = MeterProcess(tmp_path / "meter", PRICES)
+    try:
+        client = process.start()
+        with ScriptedModel([{"content": "a", "usage": USAGE}]) as model:
+            route = client.open_cell("c", "A", [Upstream("up", model.base_url)], SpendCap(1.0, None, None))
+            status, _ = call(route.base_url("up") + "/chat/completions", {"model": "scripted-model", "messages": []},
+                             {"Authorization": f"Bearer {KEY}"})
+            live = client.cell_state(route)
+            state = client.close_cell(route)
+        assert status == 200 and live.usage.steps == 1
+        assert isinstance(state, CellState) and state.usage == live.usage and len(state.calls) == 1
+        # the control API needs the secret: a cell's agent cannot open or read cells
+        assert call(route.base_urls["up"].split("/c/")[0] + "/_meter/totals", None)[0] == 403
+        with pytest.raises(MeterError, match="no open cell"):
+            client.cell_state(route)
+        assert KEY not in process.log.read_text()
+    finally:
+        process.stop()
+    with pytest.raises(MeterError, match="not started"):
+        process.check()  # stopped: every later use of it says so
+
+
+def test_budget_gate_says_what_is_left_of_the_sweep_and_the_arm(tmp_path):
+    path = tmp_path / "budget.json"
+    gate = BudgetGate(path)
+    limits = BudgetLimits(Limit(max_usd=1.0, max_tokens=10_000), {"A": Limit(max_usd=0.25)})
+    assert gate.left("A", limits) == Limit(0.25, 10_000)  # no row yet: the whole budget
+    path.write_text(json.dumps({"spent": {"usd": 0.9, "tokens": 4000}, "arms": {"A": {"usd": 0.05, "tokens": 1}}}))
+    assert gate.left("A", limits) == Limit(pytest.approx(0.1), 6000)
+    assert gate.left("B", limits) == Limit(pytest.approx(0.1), 6000)
+    path.write_text(json.dumps({"spent": {"usd": 2.0, "tokens": 20_000}}))
+    assert gate.left("B", limits) == Limit(0.0, 0)
+
+
+def test_a_cap_travels_to_the_process_as_json():
+    cap = SpendCap(0.5, 100, {"input": 1.0})
+    assert SpendCap(**json.loads(json.dumps(asdict(cap)))) == cap
