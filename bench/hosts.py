@@ -64,15 +64,12 @@ def main() -> None:
         rows = benchlib.instance_rows(args.cells, repo, base, patch)
         suite = benchlib.write_suite(root / "suite", rows, arms_toml, arms="SLEEP")
         ideal = args.cells * args.seconds / total_workers
-        local_seconds, local_cpu = measured(suite, "-n", str(total_workers), f"--arena-out={root / 'local-out'}")
-        figures = [Figure(f"{args.cells} cells x {args.seconds:g} s, -n {total_workers} (local)", local_seconds,
-                          "s", "ideal (cells x seconds / workers)", ideal)]
-        notes = [f"local controller CPU: {local_cpu / args.cells * 1000:.0f} ms per cell (pytest and its workers)"]
+        figures: list[Figure] = []
         lab = HostLab(root / "lab", [Share(benchlib.BENCH_DIR.parent), *python_shares(sys.executable)])
         first: tuple[str, float] | None = None
         try:
             for count, per_host in shapes:
-                hosts = lab.start(count, copies=[root])
+                hosts = lab.start(count, copies=[root])  # each host: the suite and a cache of its own
                 try:
                     options = ["--dist", "load"]
                     for host in hosts:
@@ -89,7 +86,12 @@ def main() -> None:
                                       f"the same on {first[0]}", first[1]))
         finally:
             lab.close()
-        notes.append("remote controller CPU counts the pytest controller and its ssh clients, not the workers")
+        # Last: every host copied the suite before any sweep filled its cache, so each starts cold.
+        local_seconds, local_cpu = measured(suite, "-n", str(total_workers), f"--arena-out={root / 'local-out'}")
+        figures.append(Figure(f"{args.cells} cells x {args.seconds:g} s, -n {total_workers} (local, no ssh)",
+                              local_seconds, "s", "ideal (cells x seconds / workers)", ideal))
+        notes = [f"local controller CPU: {local_cpu / args.cells * 1000:.0f} ms per cell (pytest and its workers)",
+                 "remote controller CPU counts the pytest controller and its ssh clients, not the workers"]
         benchlib.report("hosts", figures, args, notes)
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.hosts import host_support_problem
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
@@ -26,12 +27,17 @@ SMOKE_RUNS = {
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
                  ["JSON call through the meter", "SSE call through the meter",
                   "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
+    "hosts.py": (["--cells", "2", "--seconds", "0.1", "--shapes", "1x2,2x1"],
+                 ["1 host(s) x 2 workers", "2 host(s) x 1 workers", "controller CPU per cell, 2x1",
+                  "2 cells x 0.1 s, -n 2 (local, no ssh)"]),
 }
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
 def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) -> None:
     arguments, expected = SMOKE_RUNS[script]
+    if script == "hosts.py" and (problem := host_support_problem()):
+        pytest.skip(problem)
     output = tmp_path / "figures.json"
     completed = subprocess.run(
         [sys.executable, str(BENCH / script), *arguments, "--json", str(output)],
