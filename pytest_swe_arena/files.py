@@ -3,6 +3,7 @@
 - ``write_atomic``: a temp file beside the target (mode 0600, as ``mkstemp`` makes it), fsynced,
   then ``os.replace``: a reader sees the old file or the new one, never half of one.
 - ``append_line``: one line appended with one write and fsynced; on failure the file is cut back.
+- ``LineFollower``: the lines agents append to their logs, read as they grow (live caps).
 - ``read_json_lines``: JSON Lines, streamed. The torn-line rule: a line that is not JSON (the
   last line of a writer killed mid-write, or a corrupt one) is handed to ``on_bad_line``, which by
   default skips it with a warning naming the file and line; the lines after it are read.
@@ -133,6 +134,49 @@ def read_json_lines(path: Path, decode: Callable[[bytes], T] = json.loads, *, wh
             yield number, value
 
 
+class LineFollower:
+    """The lines appended to a set of files since the last poll, each file followed on its own (agents' logs).
+
+    A half-written last line waits for the next poll; ``final`` (once the writer is gone)
+    reads it too. A file that cannot be read yet is read at a later poll.
+    """
+
+    def __init__(self) -> None:
+        self.offsets: dict[Path, int] = {}
+
+    def poll(self, paths: Iterable[Path], final: bool = False) -> list[tuple[Path, bytes]]:
+        found: list[tuple[Path, bytes]] = []
+        for path in sorted(paths):
+            offset = self.offsets.get(path, 0)
+            try:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    data = handle.read()
+            except OSError:
+                continue
+            end = len(data) if final else data.rfind(b"\n") + 1
+            self.offsets[path] = offset + end
+            found += [(path, line) for line in data[:end].splitlines() if line.strip()]
+        return found
+
+    def objects(self, paths: Iterable[Path], final: bool = False) -> list[tuple[Path, dict[str, Any]]]:
+        """The new lines that are JSON objects (the torn-line rule: any other line is skipped)."""
+        found = []
+        for path, line in self.poll(paths, final):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                found.append((path, value))
+        return found
+
+
+def json_objects(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON Lines file an agent wrote (other lines skipped); none when it is missing."""
+    return [entry for _, entry in LineFollower().objects([path], final=True)]
+
+
 def plain_json(value: Any) -> Any:
     """``value`` with every ``str`` subclass (a status enum) a plain ``str``, and tuples lists.
 
@@ -151,6 +195,11 @@ def plain_json(value: Any) -> Any:
 def json_table(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one: events of an unexpected shape count as nothing."""
     return value if isinstance(value, dict) else {}
+
+
+def json_text(value: Any) -> str | None:
+    """``value`` if it is a non-empty JSON string, else None."""
+    return value if isinstance(value, str) and value else None
 
 
 def json_count(value: Any) -> int:

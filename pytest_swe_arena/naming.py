@@ -48,6 +48,12 @@ LOCK_NAME = "arena.lock"
 LOCK_GUARD_NAME = ".arena.lock.guard"
 #: Where the patch of an arm that did not complete is kept, in its run dir (never graded).
 PARTIAL_PATCH_NAME = "partial.patch"
+#: Per instance, in runs/<iid>/: the task as the cells saw it (``Instance.card``).
+INSTANCE_CARD_NAME = "instance.json"
+#: One line per sweep on the out dir: its run id, command line, project commit, host and versions.
+SWEEPS_NAME = "sweeps.jsonl"
+#: The results viewer's folder (``results.viewer``): open its index.html, from file:// or any server.
+VIEWER_DIR = "viewer"
 
 #: What an arm name may be: it is part of node ids, file names and predictions' model names.
 ARM_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -116,9 +122,10 @@ def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
-def predictions_name(arm: str, trial: int) -> str:
-    """The predictions file of an arm's trial, relative to the out dir."""
-    return f"predictions/{arm if trial == 1 else f'{arm}.r{trial}'}.jsonl"
+def predictions_name(arm: str, trial: int, repeated: bool) -> str:
+    """The predictions file of an arm's trial, relative to the out dir: named as its patches are
+    (``ARM.r1``, ``ARM.r2``... when the sweep repeated its cells, ``ARM`` when not)."""
+    return f"predictions/{f'{arm}.r{trial}' if repeated else arm}.jsonl"
 
 
 def is_instance_file(path: Path | str) -> bool:

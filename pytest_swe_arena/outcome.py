@@ -146,6 +146,8 @@ class ArmStatus(StrEnum):
     ARM_ERROR = "arm_error"
     TIMEOUT = "timeout"
     OVER_BUDGET = "over_budget"
+    #: Ctrl-C or SIGTERM stopped the agent; its spend is read all the same, then the sweep stops.
+    INTERRUPTED = "interrupted"
 
     @property
     def cell_status(self) -> CellStatus | None:
@@ -250,10 +252,14 @@ class CellOutcome:
     details: Mapping[str, Any] = field(default_factory=dict)
     host: str = ""
     worker: str = ""
+    #: What the arm and its grading ran in: "bwrap", or "none" (unsandboxed: report.html marks it).
+    sandbox: str = "none"
     started_at: str = ""
     ended_at: str = ""
     #: Files of the cell's run dir (name -> text), written to runs/<iid>/<ARM>/.
     logs: Mapping[str, str] = field(default_factory=dict)
+    #: The instance's card (``Instance.card``), written once per instance to runs/<iid>/instance.json.
+    instance: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", CellStatus(self.status))
@@ -302,7 +308,9 @@ def _of_case(case: Case, nodeid: str, status: CellStatus, error: str | None) -> 
         provenance={"plugin_version": __version__},
         host=socket.gethostname(),
         worker=case.worker,
+        sandbox=case.sandbox,
         ended_at=timestamp(),
+        instance=case.instance.card(),
     )
 
 

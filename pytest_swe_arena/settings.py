@@ -25,6 +25,8 @@ import pytest
 
 VERIFY_MODES = ("patch", "workspace")
 ENGINES = ("docker", "podman")
+#: Values of --arena-sandbox (``worker.sandbox`` resolves them).
+SANDBOX_MODES = ("auto", "bwrap", "none")
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,15 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _boolean, default="false", switch=True,
     ),
     ArenaOption(
+        "forecast", "before anything runs (use with --collect-only): the cells, and the dollars and hours each arm "
+        "is expected to spend, from earlier ledger rows of the same arms (--arena-out's, --arena-forecast-from's)",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
+        "forecast-from", "more out dirs (or ledger files) whose rows --arena-forecast learns from", _text,
+        metavar="DIR", many=True,
+    ),
+    ArenaOption(
         "env-specs",
         'TOML file mapping repo + version to a Python environment: [specs."owner/name"."VERSION"] '
         "with python, requirements, pre_install, install (for rows without 'env', e.g. SWE-bench's)",
@@ -223,6 +234,12 @@ OPTIONS: tuple[ArenaOption, ...] = (
     ArenaOption(
         "engine", "container engine for image-backed instances (source.image)", _choice(*ENGINES),
         default="docker", metavar="ENGINE",
+    ),
+    ArenaOption(
+        "sandbox",
+        "run every process of an arm, and the graded tests, in a bubblewrap sandbox: 'auto' (where bwrap "
+        "works; the header says when it does not), 'bwrap' (a usage error where it does not), 'none'",
+        _choice(*SANDBOX_MODES), default="auto", metavar="MODE",
     ),
     ArenaOption(
         "calibrate",
@@ -364,10 +381,14 @@ class Settings:
     meter: bool
     strict_models: bool
     resume: bool
+    #: --arena-forecast: print the expected spend of the collected cells; and the out dirs it learns from.
+    forecast: bool
+    forecast_from: tuple[Path, ...]
     lock_heartbeat: float
     lock_stale: float
     env_specs: Path | None
     engine: str
+    sandbox: str
     calibrate: bool
     calibrated_only: bool
     #: True when the user asked for an arena sweep (an option, an ini value or a
@@ -437,6 +458,16 @@ def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
     return table
 
 
+def given_options(config: pytest.Config) -> dict[str, list[str]]:
+    """The ``--arena-*`` options given on the command line or in ini, as written (noun -> values)."""
+    given = {}
+    for option in OPTIONS:
+        raw = _raw(config, option)
+        if raw.given:
+            given[option.noun] = list(raw.values)
+    return given
+
+
 def load_settings(config: pytest.Config) -> Settings:
     """Resolve every option; raise ``pytest.UsageError`` naming the bad source.
 
@@ -501,10 +532,13 @@ def load_settings(config: pytest.Config) -> Settings:
         meter=single("meter"),
         strict_models=single("strict-models"),
         resume=single("resume"),
+        forecast=single("forecast"),
+        forecast_from=tuple(_path(raws["forecast-from"], v) for v in parsed["forecast-from"]),
         lock_heartbeat=heartbeat,
         lock_stale=stale,
         env_specs=path_or_none("env-specs"),
         engine=single("engine"),
+        sandbox=single("sandbox"),
         calibrate=single("calibrate"),
         calibrated_only=single("calibrated-only"),
         enabled=enabled,

@@ -72,6 +72,10 @@ class ArenaState:
     env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     #: With --arena-calibrated-only: ids that failed calibration (deselected).
     calibration_failed: list[str] = field(default_factory=list)
+    #: What every cell's arm and grading run in: "bwrap" or "none" (resolved from --arena-sandbox on the
+    #: controller, handed to workers), and the sweep header's line saying so.
+    sandbox: str = "none"
+    sandbox_header: str = ""
     #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
     named_files: frozenset[Path] = frozenset()
 
@@ -102,6 +106,8 @@ class Case:
     cache: Path | None = None
     #: Container engine for image-backed instances.
     engine: str = "docker"
+    #: "bwrap": the arm's processes and the graded tests run in the cell's sandbox; "none": unsandboxed.
+    sandbox: str = "none"
     #: The session's meter when this cell's arm is metered.
     meter: SessionMeter | None = None
 
@@ -186,6 +192,7 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
         workerinput["arena_reuse"] = state.reuse
         workerinput["arena_sweep_token"] = state.sweep_token
         workerinput["arena_calibration_failed"] = state.calibration_failed
+        workerinput["arena_sandbox"] = state.sandbox
 
 
 def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> None:
@@ -196,3 +203,4 @@ def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> N
         state.budget_gate = None
     state.sweep_token = workerinput.get("arena_sweep_token", "")
     state.calibration_failed = workerinput.get("arena_calibration_failed", [])
+    state.sandbox = workerinput.get("arena_sandbox", "none")

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from helpers.hosts import host_support_problem
 
+from pytest_swe_arena.worker.sandbox import probe_bwrap
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 SMOKE_RUNS = {
@@ -24,17 +26,27 @@ SMOKE_RUNS = {
                        ["4 cells x 0.1 s, -n 2", "the arena sweep", "cells only (first start to last end)"]),
     "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
     "interrupt.py": (["--workers", "2", "--grace", "0.5"], ["stop after SIGINT, -n 2, agents running"]),
+    "sandbox.py": (["--files", "40", "--commits", "3", "--runs", "2", "--rounds", "1"],
+                   ["sandbox cost per cell", "fresh grading tree, sandboxed verify",
+                    "extraction, harness git, cold index", "extraction, harness git, seeded index"]),
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
                  ["JSON call through the meter", "SSE call through the meter",
                   "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
     "hosts.py": (["--cells", "2", "--seconds", "0.1", "--shapes", "1x2,2x1"],
                  ["1 host(s) x 2 workers", "2 host(s) x 1 workers", "controller CPU per cell, 2x1",
                   "2 cells x 0.1 s, -n 2 (local, no ssh)"]),
+    "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
+                        ["viewer overview interactive, 100 cells",
+                         "swe-arena report + viewer, first build (100 cell pages)",
+                         "swe-arena report + viewer, rebuilt, nothing changed",
+                         "swe-arena report + viewer, one row more"]),
 }
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
 def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) -> None:
+    if script == "sandbox.py" and not probe_bwrap().works:
+        pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
     arguments, expected = SMOKE_RUNS[script]
     if script == "hosts.py" and (problem := host_support_problem()):
         pytest.skip(problem)

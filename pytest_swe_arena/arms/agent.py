@@ -15,10 +15,12 @@ import re
 import shutil
 import string
 import subprocess
+import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.budget import SpendCap
@@ -27,7 +29,11 @@ from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
 from ..worker import processes
+from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
+
+if TYPE_CHECKING:
+    from ..worker.sandbox import CellSandbox
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -79,15 +85,17 @@ def check_template(parts: Iterable[str], placeholders: Sequence[str], origin: st
     return used
 
 
-def check_program(argv: Sequence[str], suite: Suite, origin: str, key: str) -> None:
+def check_program(argv: Sequence[str], suite: Suite, origin: str, key: str) -> str | None:
     """Refuse, at configuration, an argv whose program cannot be found (a placeholder in it is checked in the cell).
 
-    A relative path is left to the cell: it is relative to the agent's cwd.
+    Returns the program found (a bare name found only in the suite's ``node_modules/.bin``
+    is not on the agent's PATH: run it by this path). A relative path is left to the cell:
+    it is relative to the agent's cwd.
     """
     program = argv[0] if argv else ""
     if not program or "{" in program or (os.sep in program and not os.path.isabs(program)):
-        return
-    find_program(program, suite, origin, key)
+        return None
+    return find_program(program, suite, origin, key)
 
 
 @dataclass(frozen=True)
@@ -197,6 +205,7 @@ def run_agent(
     cwd: Path,
     env: Mapping[str, str],
     secrets: Secrets | None,
+    sandbox: CellSandbox | None,
     timeout: float,
     grace: float,
     stdout: Path,
@@ -204,18 +213,43 @@ def run_agent(
     stdin: Path | None = None,
     should_stop: Callable[[], str | None] | None = None,
     what: str = "the agent",
+    programs: Sequence[str | Path] = (),
+    read_only: Sequence[Path] = (),
 ) -> AgentOutcome:
     """Run the agent in its own process group (under dotenvx when it has secrets) and say how it ended.
 
+    With ``sandbox`` (the cell's, ``CellRequest.sandbox``; every kind passes it on), the agent runs
+    inside it: dotenvx stays outside and starts the sandbox, so the env files and keys never enter
+    it. ``programs`` are what the agent starts besides ``argv[0]`` (shown read-only with their
+    install), ``read_only`` the directories it reads besides the cell.
+
     Its failures are statuses, not exceptions; only an agent that cannot be
     started at all raises ``ArmStartError`` (a harness error: re-run on resume).
+    Ctrl-C or SIGTERM (``KeyboardInterrupt``) stops the agent's tree and is the
+    status ``interrupted``, so the arm still reads what the agent spent and keeps
+    its transcript; the harness then stops the sweep after this cell.
     """
+    if sandbox is not None:
+        # Outside the sandbox a missing program or cwd is an OSError of the exec: say the same here.
+        program = argv[0] if argv else ""
+        found = shutil.which(program, path=env.get("PATH")) if os.sep not in program else str(cwd / program)
+        missing = next((path for path in (str(cwd), found) if path is None or not os.path.exists(path)), "")
+        if missing != "":
+            raise ArmStartError(f"cannot start {what}: No such file or directory: {missing or program}")
+        try:
+            argv = sandbox.wrap(argv, cwd, env, programs=programs, read_only=read_only)
+        except SandboxError as error:
+            raise ArmStartError(f"cannot start {what} in its sandbox: {error}") from None
     command, directory = (secrets.wrap(argv, cwd) if secrets else (list(argv), cwd))
     # opencode (Bun) takes its working directory from PWD when set: it must be the agent's cwd.
     env = {**env, "PWD": str(cwd)}
+    started = time.monotonic()
     try:
         result = processes.run(command, cwd=directory, env=env, stdout=stdout, stderr=stderr, stdin=stdin,
                                timeout=timeout, grace=grace, should_stop=should_stop)
+    except KeyboardInterrupt as interrupt:  # processes.run has stopped the agent's whole tree
+        return AgentOutcome(ArmStatus.INTERRUPTED, f"{what} was interrupted ({interrupt or 'KeyboardInterrupt'})",
+                            None, time.monotonic() - started)
     except OSError as error:
         # error.filename is whatever was missing: the program, its cwd, or a file given as stdin.
         culprit = error.filename if error.filename is not None else command[0]
@@ -231,14 +265,18 @@ def run_agent(
     return AgentOutcome(ArmStatus.COMPLETED, None, 0, result.seconds)
 
 
-def agent_version(executable: str, origin: str | None = None) -> str:
+def agent_version(executable: str, origin: str | None = None, config_variables: Sequence[str] = ()) -> str:
     """``EXECUTABLE --version``, e.g. ``1.18.33`` (recorded in every row's provenance).
+
+    Asked with HOME (and the agent's ``config_variables``) in a throwaway directory: some
+    CLIs create their state dirs even for ``--version`` (Gemini's ``.gemini``, Codex's
+    ``tmp``), and not in the user's.
 
     :param origin: the arm table that names the executable, for the error message.
     """
     where = f"{origin}: " if origin else ""
     try:
-        return _version(executable)
+        return _version(executable, tuple(config_variables))
     except (OSError, subprocess.TimeoutExpired) as error:
         raise ArmConfigError(f"{where}cannot run {executable} --version: {error}") from None
     except subprocess.CalledProcessError as error:
@@ -247,7 +285,9 @@ def agent_version(executable: str, origin: str | None = None) -> str:
 
 
 @functools.lru_cache
-def _version(executable: str) -> str:
+def _version(executable: str, config_variables: tuple[str, ...]) -> str:
     """Asked once per process: every arm is built on the controller and on each xdist worker."""
-    return subprocess.run([executable, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=60, check=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="arena-version-") as scratch:
+        env = {**os.environ, "HOME": scratch, **dict.fromkeys(config_variables, scratch)}
+        return subprocess.run([executable, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=120, check=True, env=env, cwd=scratch).stdout.strip()

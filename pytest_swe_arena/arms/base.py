@@ -23,6 +23,7 @@ from ..suite import ArmSpec, Suite
 if TYPE_CHECKING:
     from ..instances.model import Instance
     from ..worker.cell import CellEnvironment
+    from ..worker.sandbox import CellSandbox
     from ..worker.workspace import Workspace
 
 T = TypeVar("T")
@@ -52,6 +53,8 @@ class CellRequest:
     workspace: Workspace
     cell: CellEnvironment
     trial: int
+    #: Where every process the arm starts runs (``run_agent`` wraps it); None: unsandboxed (--arena-sandbox=none).
+    sandbox: CellSandbox | None = None
     #: the cell's route through the metering proxy when its arm is metered: its agent's base URLs point here
     meter: CellRoute | None = None
 

@@ -7,9 +7,10 @@ shell-quoted). The agent runs with cwd = the workspace, stdout and stderr to
 files in the run dir, in its own process group, like every agent.
 
 Usage comes from ``usage``: ``"file"`` (default) reads the JSON object the
-agent may write at ``$ARENA_USAGE_FILE`` (fields of the ledger's usage, plus
-``model`` for the served model; a value that is not a plausible number is
-unknown, with ``details.accounting_error`` saying why); a parser name reads the agent's stdout
+agent may write at ``$ARENA_USAGE_FILE`` (``spend.usage_file``: fields of the
+ledger's usage, ``model`` for the served model, ``models`` for several; a value
+that is not a plausible number is unknown, with ``details.accounting_error``
+saying why); a parser name reads the agent's stdout
 (``"opencode"``: opencode's ``--format json`` stream, which also enables the
 live ``max_usd`` / ``max_tokens`` cap and the cell's opencode store).
 
@@ -22,7 +23,6 @@ held at the proxy, whatever the usage source.
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,8 +31,10 @@ from typing import Any
 import pytest
 
 from ..spend.budget import CapWatch
+from ..spend.opencode import StreamFollower
 from ..spend.prices import price_for
-from ..spend.usage import COUNT_FIELDS, Accounting, Usage, accounting_errors
+from ..spend.usage import Accounting
+from ..spend.usage_file import account_usage_file
 from ..suite import ArmSpec, Suite
 from .agent import (
     ENV_NAME,
@@ -80,7 +82,8 @@ class CommandArm:
         if "model" in used and not self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
         if isinstance(command, list):
-            check_program(command, suite, spec.origin, "command")
+            found = check_program(command, suite, spec.origin, "command")
+            self.command = [found, *self.command[1:]] if found else self.command
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
@@ -136,12 +139,13 @@ class CommandArm:
             self.home.install(request)
             env = {**OPENCODE_QUIET_ENV, **env}
         # a usage file is read at the end: only a stream (or the meter, at its proxy) can hold a cap live
-        watch = CapWatch(self.cap, stdout) if self.cap.is_set and streamed else None
+        watch = CapWatch(self.cap, StreamFollower(stdout)) if self.cap.is_set and streamed else None
         outcome = run_agent(
             self.argv(values), cwd=request.workspace.path, env=request.cell.env(env),
-            secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=stdout,
+            secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=stdout,
             stderr=request.run_dir / "stderr.log", stdin=prompt if self.stdin == "prompt" else None,
             should_stop=watch, what=f"command {self.spec.name}",
+            read_only=[self.home.packages] if self.home is not None else [],
         )
         provenance: dict[str, Any] = dict(self.home.provenance) if self.home else {}
         if self.secrets:
@@ -158,38 +162,7 @@ class CommandArm:
 
     def account_file(self, path: Path) -> Accounting:
         """What the usage file says the run spent; never raises once the agent has run."""
-        try:
-            usage, served, problem = read_usage_file(path)
-            usage = usage.priced(price_for(self.prices, served or self.model))
-        except Exception as error:  # any failure: the agent ran, its spend is unknown, not lost
-            return Accounting(details=accounting_errors({}, [f"accounting failed: {type(error).__name__}: {error}"]))
-        model = served or self.model
-        return Accounting(usage, {model: usage} if model else {}, served,
-                          accounting_errors({}, [problem] if problem else []))
-
-
-def read_usage_file(path: Path) -> tuple[Usage, str | None, str | None]:
-    """(usage, served model, problem) from the agent's usage file; no file means unknown usage.
-
-    A field whose value is not plausible (see ``usage.count_problem``, ``usage.cost_problem``:
-    NaN, infinite, negative, absurd, not a number) is unknown, and the problem says why.
-    """
-    if not path.is_file():
-        return Usage(), None, None
-    try:
-        # Python's json reads NaN and Infinity: the checks below refuse them.
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        return Usage(), None, f"{path.name}: not JSON: {error}"
-    if not isinstance(data, dict):
-        return Usage(), None, f"{path.name}: expected a JSON object"
-    values = {name: data.get(name) for name in COUNT_FIELDS}
-    cost = data.get("cost_usd")
-    usage, problems = Usage(**values, cost_usd=cost,
-                            cost_source="reported" if cost is not None else "unknown").checked(path.name)
-    model = data.get("model")
-    served = model if isinstance(model, str) and model else None
-    return usage, served, "; ".join(problems) or None
+        return account_usage_file(path, self.prices, self.model)
 
 
 @pytest.hookimpl

@@ -20,7 +20,7 @@ import pytest
 from ..naming import CellName
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.budget import CapWatch, SpendCap, over_cap
-from ..spend.opencode import account_opencode_run
+from ..spend.opencode import StreamFollower, account_opencode_run
 from ..spend.prices import Price, price_for
 from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite
@@ -61,11 +61,12 @@ class OpencodeArm:
         events = request.run_dir / "events.jsonl"
         title = CellName(request.instance.instance_id, self.spec.name, request.trial).label
         argv = [self.executable, "run", "-m", self.model, "--format", "json", "--title", title, *self.args]
-        watch = CapWatch(self.cap, events) if self.cap.is_set else None
+        watch = CapWatch(self.cap, StreamFollower(events)) if self.cap.is_set else None
         outcome = run_agent(
             argv, cwd=request.workspace.path, env=request.cell.env({**OPENCODE_QUIET_ENV, **self.env}),
-            secrets=self.secrets, timeout=self.timeout, grace=self.grace, stdout=events,
+            secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=events,
             stderr=request.run_dir / "stderr.log", stdin=prompt, should_stop=watch, what="opencode",
+            read_only=[self.home.packages],
         )
         outcome, spent = settle_opencode_run(request, events, outcome, watch, self.cap, self.prices, self.price,
                                              "opencode")
@@ -78,7 +79,7 @@ class OpencodeArm:
 
 
 def settle_opencode_run(
-    request: CellRequest, events: Path, outcome: AgentOutcome, watch: CapWatch | None, cap: SpendCap,
+    request: CellRequest, events: Path, outcome: AgentOutcome, watch: CapWatch[StreamFollower] | None, cap: SpendCap,
     prices: Mapping[str, Price], price: Price | None, what: str,
 ) -> tuple[AgentOutcome, Accounting]:
     """After an agent that wrote opencode's JSON stream to ``events``: how it ended, and what it spent.
@@ -86,7 +87,7 @@ def settle_opencode_run(
     The outcome's error says why a live cap stopped it, or the stream's last error when it
     failed; the final accounting is held to the cap too (``over_cap``).
     """
-    stream, spent = account_opencode_run(request, events, watch.follower if watch else None, prices, price)
+    stream, spent = account_opencode_run(request, events, watch.live if watch else None, prices, price)
     if outcome.status == ArmStatus.OVER_BUDGET and watch is not None:
         outcome = replace(outcome, error=f"{what} stopped: {watch.reason}")
     elif outcome.status == ArmStatus.ARM_ERROR and stream.errors:

@@ -185,7 +185,11 @@ class SupervisorArm:
         computed_grace = cancel_grace(self.knobs, origin)  # validates the knob even when 'grace' overrides it
         self.grace: float = reader.number("grace") or computed_grace
         self.secrets = read_secrets(reader, suite)
-        executable = find_program(reader.string("opencode", "opencode"), suite, origin, "opencode")
+        named = reader.string("opencode", "opencode")
+        executable = find_program(named, suite, origin, "opencode")
+        #: What the driver's workers run, as named (a link in another node_modules, say) and as found:
+        #: both shown read-only in the sandbox, with their node_modules.
+        self.opencode = tuple(dict.fromkeys([*([str(suite.base_dir / named)] if "/" in named else []), executable]))
         self.home = read_opencode_home(reader, executable)
         # the workers' calls go where opencode's providers send them; the driver's own are not metered
         self.metering = read_metering(reader, NO_CAP, self.home.provider_urls(),
@@ -224,14 +228,17 @@ class SupervisorArm:
         env = {**OPENCODE_QUIET_ENV, **self.knobs, "LOOPS_BRAIN_LOG": str(request.run_dir / "brain.jsonl")}
         outcome = run_agent(
             [part.format_map(values) for part in self.command], cwd=self.loops_repo,
-            env=request.cell.env(env), secrets=self.secrets, timeout=self.timeout, grace=self.grace,
-            stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
-            what="the supervisor driver",
+            env=request.cell.env(env), secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout,
+            grace=self.grace, stdout=request.run_dir / "driver.log", stderr=request.run_dir / "driver.stderr.log",
+            what="the supervisor driver", programs=self.opencode,
+            read_only=[self.loops_repo, self.home.packages,
+                       *(path for path in (self.shim, self.extension) if path is not None)],
         )
         run = read_supervisor_run(workspace)
         status, error = ArmStatus.COMPLETED, None
         if outcome.status != ArmStatus.COMPLETED:
-            status, error = ArmStatus.ARM_ERROR, f"{outcome.error} (supervisor state {run.status or 'missing'})"
+            status = ArmStatus.INTERRUPTED if outcome.status == ArmStatus.INTERRUPTED else ArmStatus.ARM_ERROR
+            error = f"{outcome.error} (supervisor state {run.status or 'missing'})"
         elif run.status != "completed":
             status, error = ArmStatus.ARM_ERROR, f"supervisor state {run.status or 'missing'}; expected completed"
         spent = self.account(request, run)

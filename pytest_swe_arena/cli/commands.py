@@ -1,4 +1,4 @@
-"""The ``swe-arena`` commands: report, compare, status, export.
+"""The ``swe-arena`` commands: report, compare, status, export, view.
 
 Each shares its implementation with the plugin: the same ledger reader, summary,
 HTML report and predictions writer produce the same files the sweep wrote.
@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from ..controller.chain import checked_names
 from ..controller.ledger import read_ledger
-from ..naming import LEDGER_NAME
+from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
-from ..results.records import CellRecord, latest_run_rows, ledger_cells
+from ..results.records import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
 from ..results.text import format_summary, written_lines
 
 #: Exit status of a command refused or misused (as argparse's own usage errors).
@@ -69,13 +70,23 @@ def command_report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Exit status of ``compare --fail-on`` when B regressed past a limit (or a limit could not be checked).
+REGRESSION = 1
+
+
 def command_compare(args: argparse.Namespace) -> int:
     from ..results.compare import compare_runs, format_comparison
+    from ..results.gate import check, gate_lines
 
     cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
     order = previous_arm_order(args.out_a, cells_a[-1].run_id)
-    print("\n".join(format_comparison(compare_runs(cells_a, cells_b, order), str(args.out_a), str(args.out_b))))
-    return 0
+    comparison = compare_runs(cells_a, cells_b, order)
+    lines = format_comparison(comparison, str(args.out_a), str(args.out_b))
+    checks = check(comparison, args.fail_on or [])
+    if args.fail_on:
+        lines += ["", *gate_lines(comparison, checks)]
+    print("\n".join(lines))
+    return REGRESSION if any(found.failed for found in checks) else 0
 
 
 def command_status(args: argparse.Namespace) -> int:
@@ -102,9 +113,39 @@ def command_export(args: argparse.Namespace) -> int:
             raise SystemExit(f"swe-arena: no rows for arm {unknown[0]!r} in {args.out / LEDGER_NAME}; "
                              f"arms there: {', '.join(sorted(known)) or 'none'}")
         rows = [row for row in rows if row.get("arm") in args.arm]
+    for row in rows:  # a forged arm of "../../x" or a patch_file outside the out dir is refused, not followed
+        if "arm" in row and "instance_id" in row:  # a row without them is skipped with a warning below
+            checked_names(row, args.out, f"{args.out / LEDGER_NAME}: the row of {row.get('instance_id')!r}")
     written = write_predictions(rows, args.out)
     if not written:
         raise SystemExit(f"swe-arena: no graded patch to export in {args.out / LEDGER_NAME}")
     for path in written:
         print(path)
+    return 0
+
+
+def command_view(args: argparse.Namespace) -> int:
+    from ..results.summary import summarize
+    from ..results.viewer import write_viewer
+    from ..results.viewer.serve import serve
+
+    index = args.out / VIEWER_DIR / "index.html"
+    if args.build or not index.is_file():
+        _refuse_a_live_sweep(args.out, "view --build" if args.build else "view (no viewer yet)")
+        cells = _latest_cells(args.out)
+        run_id = cells[-1].run_id
+        summary = summarize(cells, previous_arm_order(args.out, run_id), run_id, recorded_budget(args.out, run_id),
+                            read_sweep_record(args.out, run_id))
+        write_viewer(args.out, summary, rebuild=args.build)
+
+    def ready(url: str) -> None:
+        print(f"swe-arena view: serving {args.out} at {url} (Ctrl-C to stop)", flush=True)
+
+    try:
+        serve(args.out, args.port, ready)
+    except OSError as error:
+        raise SystemExit(f"swe-arena view: cannot listen on 127.0.0.1:{args.port}: {error.strerror or error}; "
+                         "try another --port (0 picks a free one)") from None
+    except KeyboardInterrupt:
+        pass
     return 0

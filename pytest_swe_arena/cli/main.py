@@ -1,6 +1,6 @@
 """``swe-arena``'s command line: its parser, its warnings, its exit statuses.
 
-The commands themselves are ``commands``' (report, compare, status, export).
+The commands themselves are ``commands``' (report, compare, status, export, view).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .commands import command_compare, command_export, command_report, command_status
+from ..controller.chain import ChainBroken, UnsafeReference
+from ..results.gate import METRICS, Limit, LimitError
+from .commands import command_compare, command_export, command_report, command_status, command_view
 
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 INTERRUPTED = 130
@@ -29,6 +31,23 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _limit(text: str) -> Limit:
+    try:
+        return Limit.parse(text)
+    except LimitError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535; 0 picks a free port)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swe-arena", description="Look at sweeps without running pytest.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -41,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="two sweeps side by side: per-arm deltas and per-instance flips")
     compare.add_argument("out_a", type=Path, metavar="OUT_A", help="the sweep to compare from")
     compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to")
+    compare.add_argument(
+        "--fail-on", action="append", type=_limit, metavar="METRIC:LIMIT",
+        help="exit 1 when B moved past LIMIT from A on the cells both counted, for any arm (repeatable): "
+             "resolve_rate:-5%% (more than 5%% below A), resolve_rate:-2pp (points), cost_usd:+20%%, "
+             f"tokens:+10000; metrics: {', '.join(METRICS)}")
     compare.set_defaults(run=command_compare)
 
     status = commands.add_parser(
@@ -57,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--arm", action="append", metavar="NAME",
                         help="the arm to export (repeatable; default: every arm)")
     export.set_defaults(run=command_export)
+
+    view = commands.add_parser(
+        "view", help="serve the out dir's viewer on 127.0.0.1 (it also opens from file://, no server needed)",
+        description="Builds the viewer first when the out dir has none (an out dir from before it), or with --build.",
+    )
+    view.add_argument("out", type=Path, help=out_help)
+    view.add_argument("--port", type=_port, default=8000, help="the port on 127.0.0.1 (default 8000; 0: any free one)")
+    view.add_argument("--build", action="store_true", help="rebuild the viewer from the ledger before serving")
+    view.set_defaults(run=command_view)
     return parser
 
 
@@ -72,6 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _show_warning  # "swe-arena: warning: ...", not a source line
             result: int = args.run(args)
         return result
+    except (ChainBroken, UnsafeReference) as error:
+        raise SystemExit(f"swe-arena: {error}") from None
     except KeyboardInterrupt:
         return INTERRUPTED  # Ctrl-C on `status --watch`: no traceback
     except BrokenPipeError:

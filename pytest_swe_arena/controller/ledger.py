@@ -7,6 +7,10 @@ A row is appended only after the cell's patch and logs are on disk, so every row
 exist. A row is whole or absent: when the disk is full the ledger is cut back to where it was
 and the caller learns which row was not written (``RowNotWritten``). Reading streams line by
 line and skips a torn line (a kill -9 mid-write) with a warning (``files.read_json_lines``).
+
+Every row is sealed into the ledger's chain (``chain``): the writer verifies the chain before its
+first row and continues from its head; ``read_ledger`` refuses a ledger whose chain does not
+verify (``ChainBroken`` names the first bad line), so an edited or inserted row is never trusted.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..files import append_line, finite_json, read_json_lines, write_atomic
-from ..naming import LEDGER_NAME, PARTIAL_PATCH_NAME, CellName
+from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
+from .chain import seal, verify_ledger, without_seal
 
 SCHEMA_VERSION = 1
 
@@ -37,6 +42,7 @@ def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_di
     row = outcome.to_json()
     row.pop("patch_base64")
     row.pop("logs")
+    row.pop("instance")
     lines, sha = patch_digest(outcome.patch)
     row.update(
         schema_version=SCHEMA_VERSION,
@@ -51,7 +57,7 @@ def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_di
 
 def reused_row(earlier: Mapping[str, Any], run_id: str, nodeid: str) -> dict[str, Any]:
     """An earlier run's final row, recorded again by a resumed sweep that reuses it."""
-    row = dict(earlier)
+    row = without_seal(earlier)  # sealed again, as a row of this run
     # After chained resumes, name the run that really ran the cell.
     row.update(run_id=run_id, reused_from=row.get("reused_from") or row["run_id"], nodeid=nodeid)
     return row
@@ -66,6 +72,10 @@ class LedgerWriter:
         self.repeat = repeat
         self.path = out / LEDGER_NAME
         self.rows: list[dict[str, Any]] = []
+        #: The instances whose card (``runs/<iid>/instance.json``) this sweep has written.
+        self.cards_written: set[str] = set()
+        #: The chain's head the next row is sealed to; read (and the chain verified) before the first row.
+        self.head: str | None = None
 
     def record(self, outcome: CellOutcome) -> dict[str, Any]:
         """Write the cell's files, then append its row; return the row.
@@ -83,6 +93,10 @@ class LedgerWriter:
                 write_atomic(self.out / patch_file, outcome.patch)
             elif outcome.patch:
                 write_atomic(self.out / run_dir / PARTIAL_PATCH_NAME, outcome.patch)
+            if outcome.instance is not None and outcome.instance_id not in self.cards_written:
+                card = finite_json(outcome.instance, INSTANCE_CARD_NAME, indent=1, sort_keys=True, ensure_ascii=False)
+                write_atomic(self.out / "runs" / outcome.instance_id / INSTANCE_CARD_NAME, card + "\n")
+                self.cards_written.add(outcome.instance_id)
         except OSError as error:
             raise RowNotWritten(row, error) from None
         self.append(row)
@@ -101,18 +115,31 @@ class LedgerWriter:
         was. The caller defers Ctrl-C around this and its own bookkeeping
         (``interrupts.InterruptSignals.deferred``), so a line on disk is always a row it knows about.
         """
-        line = (finite_json(row, self.path, sort_keys=True, ensure_ascii=False) + "\n").encode()
         try:
-            append_line(self.path, line)
+            head = self.head if self.head is not None else verify_ledger(self.path).head
+            sealed, new_head = seal(finite_json(row, self.path, sort_keys=True, ensure_ascii=False), head)
+            append_line(self.path, (sealed + "\n").encode())
         except OSError as error:
             raise RowNotWritten(row, error) from None
+        self.head = new_head
         self.rows.append(dict(row))
 
 
+def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:
+    """Append one sweep's line to ``sweeps.jsonl`` (whole or absent, fsynced: ``files.append_line``)."""
+    path = out / SWEEPS_NAME
+    append_line(path, (finite_json(record, path, sort_keys=True, ensure_ascii=False) + "\n").encode())
+
+
 def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
-    """Stream the rows of a ledger; a torn or corrupt line is skipped with a warning."""
+    """Stream the rows of a ledger; a torn or corrupt line is skipped with a warning.
+
+    The chain is verified first: ``ChainBroken`` (naming the first bad line) for an edited ledger;
+    rows come without their ``chain_sha256``.
+    """
     if not path.exists():
         return
+    verify_ledger(path)
     for _, row in read_json_lines(path, json.loads, what="ledger line"):
         if isinstance(row, dict):
-            yield row
+            yield without_seal(row)  # the chain is the ledger's framing, verified above

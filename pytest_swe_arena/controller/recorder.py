@@ -28,12 +28,15 @@ from ..results.text import (
 )
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, ArenaState, hand_to_worker
+from .chain import ChainBroken, verify_ledger
+from .forecasts import sweep_forecast
 from .ledger import read_ledger
 from .lock import SweepLock
+from .provenance import sweep_record
 from .records import SweepRecords
 from .resume import reusable_rows, verdicts
 from .scheduling import BudgetScheduling
-from .workers import LostHosts, is_local_spec, pin_worker_rootdir
+from .workers import LostHosts, is_local_spec, late_reports, pin_worker_rootdir
 
 
 class ControllerPlugin:
@@ -49,7 +52,11 @@ class ControllerPlugin:
             state.sweep_token = new_sweep_token()
             state.interrupts = stop_signals(state.sweep_token, controller=True)
             state.interrupts.install()
-        reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME)) if settings.resume else {}
+        try:
+            verify_ledger(settings.out / LEDGER_NAME)  # before anything is read from it or appended to it
+            reusable = reusable_rows(read_ledger(settings.out / LEDGER_NAME)) if settings.resume else {}
+        except ChainBroken as error:
+            raise pytest.UsageError(f"{settings.sources['out']}: {error}") from None
         state.reuse = verdicts(reusable)
         self.records = SweepRecords(settings.out, new_run_id(), settings.arms, settings.repeat,
                                     sweep_limits(settings, state.suite), reusable, self.deferred)
@@ -108,6 +115,7 @@ class ControllerPlugin:
         takeover = self.lock.acquire()
         if takeover:
             self.note(takeover)
+        self.records.record_sweep(sweep_record(self.config, self.records.run_id, self.records.arm_order))
         self.records.prepay_reused()
 
     def progress(self) -> Mapping[str, Any]:
@@ -137,6 +145,8 @@ class ControllerPlugin:
         """The bookkeeping at the end of a sweep: unfinished cells, leftover processes, output files, the lock."""
         try:
             if exitstatus == pytest.ExitCode.INTERRUPTED or self.interrupted:
+                for report in late_reports(session):
+                    self.pytest_runtest_logreport(report)
                 self.records.record_unfinished()
             if self.state.sweep_token:
                 interrupts = self.state.interrupts
@@ -192,7 +202,10 @@ class ControllerPlugin:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
         if not cases:
             return []
-        return [cells_line(len(cases), sum(1 for case in cases if case.key in self.state.reuse))]
+        lines = [cells_line(len(cases), sum(1 for case in cases if case.key in self.state.reuse))]
+        if self.state.settings.forecast:
+            lines += sweep_forecast(config, self.state.settings, cases, self.state.reuse.keys())
+        return lines
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         self.records.progress.start(nodeid)

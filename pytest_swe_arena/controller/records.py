@@ -27,7 +27,7 @@ from ..results.outputs import write_predictions, write_reports
 from ..results.records import cell_records
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
-from .ledger import LedgerWriter, RowNotWritten
+from .ledger import LedgerWriter, RowNotWritten, append_sweep_record
 from .progress import SweepProgress
 
 
@@ -72,6 +72,8 @@ class SweepRecords:
         self.written: list[Path] = []
         self.final_summary: dict[str, Any] | None = None
         self.calibration: dict[str, dict[str, Any]] = {}
+        #: This sweep's line of ``sweeps.jsonl`` (``provenance.sweep_record``), once it started.
+        self.sweep: dict[str, Any] | None = None
 
     @property
     def out(self) -> Path:
@@ -84,6 +86,14 @@ class SweepRecords:
     @property
     def rows(self) -> list[dict[str, Any]]:
         return self.writer.rows
+
+    def record_sweep(self, record: Mapping[str, Any]) -> None:
+        """Append the sweep's own line to ``sweeps.jsonl``; a full disk loses it with an error at the end."""
+        self.sweep = dict(record)
+        try:
+            append_sweep_record(self.out, record)
+        except OSError as error:
+            self.file_not_written(error)
 
     def prepay_reused(self) -> None:
         """Count the spend of the rows this sweep may reuse before any cell starts (``BudgetTally.prepay``)."""
@@ -162,7 +172,8 @@ class SweepRecords:
 
     def summary(self) -> dict[str, Any]:
         """The summary of the rows so far (``final_summary`` once the end of the sweep wrote it)."""
-        return self.final_summary or summarize(cell_records(self.rows), self.arm_order, self.run_id, self.budget())
+        return self.final_summary or summarize(cell_records(self.rows), self.arm_order, self.run_id, self.budget(),
+                                               self.sweep)
 
     def write_outputs(self, calibrate: bool) -> list[str]:
         """Predictions, summary and report, calibration: each written whatever became of the others.
@@ -177,7 +188,7 @@ class SweepRecords:
             self.file_not_written(error)
         try:
             self.final_summary, reports = write_reports(self.out, cell_records(self.rows), self.arm_order,
-                                                        self.run_id, self.budget())
+                                                        self.run_id, self.budget(), self.sweep)
             self.written += reports
         except OSError as error:
             self.file_not_written(error)

@@ -1,4 +1,5 @@
-"""The controller's side of xdist: starting workers that make the controller's choices, and losing hosts.
+"""The controller's side of xdist: starting workers that make the controller's choices, their last
+reports, and losing hosts.
 
 What the workers get from the controller in ``workerinput`` is ``state.hand_to_worker``'s.
 """
@@ -7,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+import queue
+from collections.abc import Callable, Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -124,3 +126,17 @@ def host_of(spec: Any) -> str:
         if value:
             return f"{kind}={value}"
     return "popen" + (f" via {spec.via}" if spec.via else "")
+def late_reports(session: pytest.Session) -> Iterator[pytest.TestReport]:
+    """Cell reports xdist's workers sent while the sweep was stopping, which xdist no longer reads.
+
+    An agent arm stopped by Ctrl-C still reports its cell (``interrupted``, with what the agent
+    spent and its transcript): that report must not lose to the pending row's unknown spend.
+    """
+    events = getattr(session.config.pluginmanager.get_plugin("dsession"), "queue", None)
+    while events is not None:
+        try:
+            name, arguments = events.get_nowait()
+        except queue.Empty:
+            return
+        if name == "testreport":
+            yield arguments["rep"]

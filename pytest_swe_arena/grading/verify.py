@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..instances.model import Instance
 from ..outcome import CellStatus
@@ -30,6 +30,9 @@ from ..worker.workspace import Workspace, reset_to_base
 from .grades import grade
 from .parsers import parse_junitxml, parse_output
 from .runners import runner_command, test_files, uses_junitxml
+
+if TYPE_CHECKING:
+    from ..worker.sandbox import Sandbox
 
 
 class VerifyInfrastructureError(Exception):
@@ -113,10 +116,16 @@ class ContainerHost:
 
 
 def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
-         timeout: float) -> processes.ProcessResult:
-    """Run a shell command in the workspace, here or inside the instance's image."""
+         timeout: float, sandbox: Sandbox | None = None) -> processes.ProcessResult:
+    """Run a shell command in the workspace, here (in ``sandbox`` if given) or inside the instance's image.
+
+    In a sandbox, every process the command started is gone when this returns (its pid namespace ended).
+    """
     if host is None:
-        return processes.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
+        argv = shell_argv(command)
+        if sandbox is not None:
+            argv = sandbox.wrap(argv, workspace)
+        return processes.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
     size = log.stat().st_size if log.is_file() else 0
     exited = False
@@ -160,9 +169,15 @@ def run_verify(
     prepare_tree(workspace, instance, patch, verify_on)
     if after_reset is not None and verify_on == "patch":
         after_reset()
+    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host)
+
+
+def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path, timeout: float,
+               host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
+    """Run the instance's verify command (exit 0 = pass), or grade its tests one by one, on a laid-out tree."""
     if not instance.verify:
-        return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host)
-    result = _run(host, instance.verify, workspace.path, log, env, timeout)
+        return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox)
+    result = _run(host, instance.verify, workspace.path, log, env, timeout, sandbox)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
     return VerifyResult(
         passed=result.returncode == 0,
@@ -174,7 +189,7 @@ def run_verify(
 
 
 def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path,
-              timeout: float, host: ContainerHost | None = None) -> VerifyResult:
+              timeout: float, host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
     """Run the test files of FAIL_TO_PASS / PASS_TO_PASS and grade each recorded test."""
     recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
     files = test_files(recorded, instance.test_patch, workspace.path)
@@ -188,7 +203,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
     report_path = host.path(report, log.parent) if host is not None else str(report)
     command = runner_command(instance.test_cmd, files, report_path, workspace.path)
     log.parent.mkdir(parents=True, exist_ok=True)
-    result = _run(host, command, workspace.path, log, env, timeout)
+    result = _run(host, command, workspace.path, log, env, timeout, sandbox)
     if uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
         reported, source = parse_junitxml(report, files) or {}, "junitxml"

@@ -17,6 +17,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+#: Fields of a SWE-bench row an instance card keeps as they are, when the row has them.
+CARD_EXTRA_FIELDS = ("hints_text", "created_at", "version", "environment_setup_commit")
+
 
 class InstanceFileError(Exception):
     """A problem in an instance file, located to the file, line and field."""
@@ -73,6 +76,18 @@ class Instance:
             content = {"row": self.row, "env": self.env}
         canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def card(self) -> dict[str, Any]:
+        """The task as a reader of the results wants it; the controller keeps it in ``runs/<iid>/instance.json``."""
+        extra = {key: self.row[key] for key in CARD_EXTRA_FIELDS if key in self.row}
+        return {
+            "instance_id": self.instance_id, "repo": self.repo, "base_commit": self.base_commit,
+            "problem_statement": self.problem_statement, **extra,
+            "FAIL_TO_PASS": list(self.fail_to_pass), "PASS_TO_PASS": list(self.pass_to_pass),
+            "verify": self.verify, "test_cmd": self.test_cmd, "patch": self.patch, "test_patch": self.test_patch,
+            "source": {"kind": self.source.kind, "location": self.source.location},
+            "file": f"{self.path}:{self.line}",
+        }
 
     @property
     def repo_mark(self) -> str:

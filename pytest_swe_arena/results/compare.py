@@ -1,27 +1,47 @@
 """Two sweeps side by side: per-arm deltas and the instances that flipped.
 
-Both sides are summarized with ``summary.summarize``, so the numbers are the
-ones each sweep's own summary shows; flips are paired over the (instance,
-trial) cells both sweeps have in an arm's rate, with the same exact McNemar
-test as the paired comparison between arms. Each arm's rates over those
-common cells are given too, so that delta and the McNemar p describe the same
-cells (the overall rates may cover different ones).
+Every comparison says what it compares. First, per arm, the (instance, trial) cells both
+sweeps have in the arm's rate: their rates, cost and tokens on those cells only, the flips
+and the exact McNemar test (as the paired comparison between arms), so a 10-cell sweep is
+never set against a 1-cell one as if they were alike. Then each sweep's own numbers over all
+its cells (``summary.summarize``, as its summary shows them), labelled as such, with a warning
+for each arm whose cells differ. ``gate`` checks ``--fail-on`` limits on the common cells.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..naming import trial_name
 from .records import CellRecord
-from .stats import mcnemar_exact_p
+from .stats import mcnemar_exact_p, per_resolved
 from .summary import summarize
 from .text import format_table, p_value, percent, usd
 
 
 def _delta(first: float | None, second: float | None) -> float | None:
     return None if first is None or second is None else second - first
+
+
+def _spent(cells: Sequence[CellRecord]) -> dict[str, float | int | None]:
+    """Rate, dollars and tokens of some cells (the common ones of an arm); None where not known."""
+    if not cells:
+        return {metric: None for metric in ("resolve_rate", "cost_usd", "cost_per_cell_usd",
+                                            "cost_per_resolved_usd", "tokens")}
+    resolved = sum(cell.resolved for cell in cells)
+    spent = [cell.spend() for cell in cells]
+    costs = [cost for _, cost, _ in spent]
+    tokens = [used for _, _, used in spent]
+    cost = None if None in costs else math.fsum(c for c in costs if c is not None)
+    return {
+        "resolve_rate": resolved / len(cells),
+        "cost_usd": cost,
+        "cost_per_cell_usd": None if cost is None else cost / len(cells),
+        "cost_per_resolved_usd": per_resolved(cost, resolved),
+        "tokens": None if None in tokens else sum(t for t in tokens if t is not None),
+    }
 
 
 def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
@@ -34,8 +54,10 @@ def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
     arms = []
     for name in order:
         a, b = arms_a[name], arms_b[name]
-        verdicts_a = {(c.instance_id, c.trial): c.resolved for c in cells_a if c.arm == name and c.counts}
-        verdicts_b = {(c.instance_id, c.trial): c.resolved for c in cells_b if c.arm == name and c.counts}
+        counted_a = {(c.instance_id, c.trial): c for c in cells_a if c.arm == name and c.counts}
+        counted_b = {(c.instance_id, c.trial): c for c in cells_b if c.arm == name and c.counts}
+        verdicts_a = {key: cell.resolved for key, cell in counted_a.items()}
+        verdicts_b = {key: cell.resolved for key, cell in counted_b.items()}
         common = sorted(verdicts_a.keys() & verdicts_b.keys())
         fixed = [key for key in common if verdicts_b[key] and not verdicts_a[key]]
         broken = [key for key in common if verdicts_a[key] and not verdicts_b[key]]
@@ -54,6 +76,9 @@ def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
             "common_cells": len(common),
             "common_rate_a": common_a, "common_rate_b": common_b,
             "common_rate_delta": _delta(common_a, common_b),
+            "common": {"a": _spent([counted_a[key] for key in common]),
+                       "b": _spent([counted_b[key] for key in common])},
+            "counted_a": len(counted_a), "counted_b": len(counted_b),
             "fixed": [trial_name(*key) for key in fixed],
             "broken": [trial_name(*key) for key in broken],
             "mcnemar_p": mcnemar_exact_p(len(broken), len(fixed)),
@@ -80,26 +105,36 @@ def _signed_usd(value: float | None) -> str:
 
 
 def format_comparison(comparison: Mapping[str, Any], label_a: str, label_b: str) -> list[str]:
-    """The comparison as text: one row per arm in both sweeps, then each arm's flips (A -> B)."""
-    lines = [f"A: {label_a} (run {comparison['run_a']})", f"B: {label_b} (run {comparison['run_b']})", ""]
+    """The comparison as text: the common cells of each arm first, then every cell of each sweep, labelled."""
+    lines = [f"A: {label_a} (run {comparison['run_a']})", f"B: {label_b} (run {comparison['run_b']})", "",
+             "Paired: per arm, the cells (instance, trial) both sweeps counted in its rate"]
     lines += format_table(
-        ["arm", "cells A", "rate A", "cells B", "rate B", "delta", "USD A", "USD B", "delta"],
-        [[arm["arm"], str(arm["cells_a"]), percent(arm["rate_a"]), str(arm["cells_b"]), percent(arm["rate_b"]),
-          _signed_points(arm["rate_delta"]), usd(arm["cost_usd_a"]), usd(arm["cost_usd_b"]),
-          _signed_usd(arm["cost_usd_delta"])]
-         for arm in comparison["arms"]],
-    )
-    lines.append("")
-    lines += format_table(
-        ["on common cells", "cells", "rate A", "rate B", "delta", "fixed", "broken", "McNemar p"],
+        ["on common cells", "cells", "rate A", "rate B", "delta", "USD A", "USD B", "delta", "fixed", "broken",
+         "McNemar p"],
         [[arm["arm"], str(arm["common_cells"]), percent(arm["common_rate_a"]), percent(arm["common_rate_b"]),
-          _signed_points(arm["common_rate_delta"]), str(len(arm["fixed"])), str(len(arm["broken"])),
-          p_value(arm["mcnemar_p"])]
+          _signed_points(arm["common_rate_delta"]), usd(arm["common"]["a"]["cost_usd"]),
+          usd(arm["common"]["b"]["cost_usd"]),
+          _signed_usd(_delta(arm["common"]["a"]["cost_usd"], arm["common"]["b"]["cost_usd"])),
+          str(len(arm["fixed"])), str(len(arm["broken"])), p_value(arm["mcnemar_p"])]
          for arm in comparison["arms"]],
     )
     if comparison.get("trials", 1) > 1:
         lines.append(f"{comparison['trials']} trials per instance: McNemar p assumes independent trials "
                      "(trials of one instance are correlated, so p is too small)")
+    lines += ["", "Not paired: each sweep over all its cells (as its own summary shows it)"]
+    lines += format_table(
+        ["all cells", "cells A", "rate A", "cells B", "rate B", "delta", "USD A", "USD B", "delta"],
+        [[arm["arm"], str(arm["cells_a"]), percent(arm["rate_a"]), str(arm["cells_b"]), percent(arm["rate_b"]),
+          _signed_points(arm["rate_delta"]), usd(arm["cost_usd_a"]), usd(arm["cost_usd_b"]),
+          _signed_usd(arm["cost_usd_delta"])]
+         for arm in comparison["arms"]],
+    )
+    for arm in comparison["arms"]:
+        counted_a, counted_b = arm["counted_a"], arm["counted_b"]
+        if arm["cells_a"] != arm["cells_b"] or counted_a != arm["common_cells"] or counted_b != arm["common_cells"]:
+            lines.append(f"warning: {arm['arm']}: different cells (A {arm['cells_a']}, {counted_a} counted; "
+                         f"B {arm['cells_b']}, {counted_b} counted; {arm['common_cells']} in both): "
+                         "read its paired row")
     for side, names in (("A", comparison["only_in_a"]), ("B", comparison["only_in_b"])):
         if names:
             lines.append(f"only in {side}: {', '.join(names)}")

@@ -26,6 +26,13 @@ from .text import count, interval_text, p_value, percent, seconds, usd
 TRIAL = attrgetter("trial")
 ARM_COLOURS = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#bf3989", "#6e7781")
 
+
+def status_css() -> str:
+    """The statuses' badge colours (``.st-<status>``) from ``STATUS_TABLE``: report.html's and the viewer's."""
+    return "".join(f".st-{status}{{background:{meaning.badge[0]};color:{meaning.badge[1]}}}\n"
+                   for status, meaning in STATUS_TABLE.items())
+
+
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;color:#1f2328;margin:0 auto;
 max-width:1180px;padding:16px 24px 48px}
@@ -45,8 +52,7 @@ table.matrix tbody th{text-align:left;font-weight:normal;font-family:ui-monospac
 .st{display:inline-block;min-width:18px;text-align:center;border-radius:3px;margin-right:2px;
 text-decoration:none;font-weight:600}.log{font-size:11px;color:#59636e;margin-right:6px}
 .legend span.st{margin-left:10px}#only-differ:checked~table tr.agree{display:none}
-""" + "".join(f".st-{status}{{background:{meaning.badge[0]};color:{meaning.badge[1]}}}"
-              for status, meaning in STATUS_TABLE.items()) + "\n"
+""" + status_css()
 
 
 def _cell(text: str) -> str:

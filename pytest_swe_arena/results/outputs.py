@@ -14,19 +14,24 @@ from typing import Any
 from ..files import finite_json, read_json_object, write_atomic
 from ..naming import BUDGET_NAME, LEDGER_NAME, REPORT_NAME, SUMMARY_NAME, CellName, predictions_name
 from .html import render_report
-from .records import CellRecord
+from .records import CellRecord, read_sweep_record
 from .summary import summarize
 
 
 def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
-                  run_id: str | None = None, budget: Mapping[str, Any] | None = None
-                  ) -> tuple[dict[str, Any], list[Path]]:
-    """Write ``summary.json`` and ``report.html`` (each atomically); return the summary and the paths."""
-    summary = summarize(cells, arm_order, run_id, budget)
+                  run_id: str | None = None, budget: Mapping[str, Any] | None = None,
+                  sweep: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[Path]]:
+    """Write ``summary.json``, ``report.html`` and the viewer (each file atomically); return the summary and paths.
+
+    ``sweep`` is the run's line of ``sweeps.jsonl``, read from the out dir when not given.
+    """
+    from .viewer import write_viewer
+
+    summary = summarize(cells, arm_order, run_id, budget, sweep or read_sweep_record(out, run_id))
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
     write_atomic(summary_path, finite_json(summary, summary_path, indent=2, sort_keys=True) + "\n")
     write_atomic(report_path, render_report(summary, cells))
-    return summary, [summary_path, report_path]
+    return summary, [summary_path, report_path, write_viewer(out, summary)]
 
 
 def _of_run(path: Path, run_id: str | None) -> dict[str, Any] | None:
@@ -63,7 +68,9 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             warnings.warn(f"{out / LEDGER_NAME}: skipping a row without 'arm' or 'instance_id' "
                           f"(patch_file {row['patch_file']!r})", stacklevel=2)
             continue
-        name = predictions_name(arm, row.get("trial", 1))
+        cell = CellName.of_row(row)
+        # The sweep repeated its cells when its patch files carry the trial (``CellName.patch_file``).
+        name = predictions_name(arm, cell.trial, repeated=row["patch_file"] == cell.patch_file(repeat=2))
         try:
             data = (out / row["patch_file"]).read_bytes()
         except OSError as error:
@@ -74,8 +81,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
             patch = data.decode("utf-8")
         except UnicodeDecodeError:
             patch = data.decode("utf-8", errors="replace")
-            cell = CellName.of_row(row).shown
-            warnings.warn(f"{out / LEDGER_NAME}: {cell}: its patch {row['patch_file']} is not UTF-8: "
+            warnings.warn(f"{out / LEDGER_NAME}: {cell.shown}: its patch {row['patch_file']} is not UTF-8: "
                           f"written to {name} with U+FFFD for the bytes that are not, so it will "
                           f"not apply as it is; the exact patch is the file {row['patch_file']}", stacklevel=2)
         by_file.setdefault(name, []).append(
@@ -85,7 +91,7 @@ def predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> dict[str, list[
 
 
 def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path]:
-    """Write ``predictions/<ARM>.jsonl`` (``<ARM>.r2.jsonl`` for a later trial), each atomically; return the paths."""
+    """Write ``predictions/<ARM>.jsonl`` (``<ARM>.r1.jsonl``, ``.r2``... when repeated) atomically; return them."""
     written = []
     for name, entries in sorted(predictions(rows, out).items()):
         path = out / name

@@ -20,8 +20,9 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 
 import msgspec
 
+from ..controller.chain import verify_ledger
 from ..files import read_json_lines
-from ..naming import LEDGER_NAME, CellName
+from ..naming import LEDGER_NAME, SWEEPS_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, TOKEN_PARTS, plausible_usage_json, token_total
 
@@ -59,17 +60,26 @@ NO_USAGE = UsageRecord()
 
 
 class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
-    """The part of a row's ``details`` a summary reads: the meter's reconciliation (``spend.meter.reconcile``)."""
+    """The part of a row's ``details`` a summary reads: the meter's reconciliation (``spend.meter.reconcile``).
+
+    Read as it is (``Any``), never validated: a row whose details hold something else keeps its place.
+    """
 
     reconciliation: Any = None
 
     @property
+    def reconciliation_status(self) -> str | None:
+        """The meter's verdict (agree, differ, incomplete, unreported), when the row has one."""
+        found = self.reconciliation
+        status = found.get("status") if isinstance(found, dict) else None
+        return status if isinstance(status, str) and status else None
+
+    @property
     def misreported(self) -> str | None:
         """What the agent's report got wrong against the meter's count (its note), when they differ."""
-        found = self.reconciliation
-        if isinstance(found, dict) and found.get("status") == "differ":
-            return str(found.get("note") or "differs")
-        return None
+        if self.reconciliation_status != "differ":
+            return None
+        return str(self.reconciliation.get("note") or "differs")
 
 
 class CellRecord(msgspec.Struct, frozen=True, gc=False):
@@ -94,6 +104,8 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     asked_model: str | None = None
     served_model: str | None = None
     model_mismatch: bool = False
+    #: "bwrap" or "none"; None in rows from before the sandbox.
+    sandbox: str | None = None
     reused_from: str | None = None
     error: str | None = None
     details: DetailsRecord | None = None
@@ -236,6 +248,7 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
     Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
     which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
     """
+    verify_ledger(path)  # an edited or inserted row: ChainBroken, naming the first bad line
     decoder = msgspec.json.Decoder(CellRecord)
 
     def decode(line: bytes) -> Any:
@@ -280,3 +293,19 @@ def latest_run(items: Iterable[T], run_id: Callable[[T], object]) -> list[T]:
 def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rows of the last run in a ledger."""
     return [dict(row) for row in latest_run(rows, lambda row: row.get("run_id"))]
+
+
+def read_sweep_record(out: Path, run_id: str | None) -> dict[str, Any] | None:
+    """The line of ``sweeps.jsonl`` of the sweep that wrote run ``run_id``.
+
+    None for an out dir from before the file, or when that line is torn (skipped with a warning).
+    """
+    path = out / SWEEPS_NAME
+    if not path.is_file():
+        return None
+    found = None
+    record: Any
+    for _, record in read_json_lines(path, what=f"line of {SWEEPS_NAME}"):
+        if isinstance(record, dict) and record.get("run_id") == run_id:
+            found = record
+    return found

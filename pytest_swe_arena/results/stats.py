@@ -8,6 +8,9 @@ as 0, so a number in the report is always one that was measured.
 from __future__ import annotations
 
 import math
+import random
+import statistics
+from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
 
@@ -117,3 +120,121 @@ def five_numbers(values: Sequence[float]) -> dict[str, float] | None:
     numbers = {name: quantile(ordered, q) for name, q in
                (("min", 0.0), ("q1", 0.25), ("median", 0.5), ("q3", 0.75), ("max", 1.0))}
     return {name: float(value) for name, value in numbers.items() if value is not None}
+
+
+#: Replicates of the paired bootstrap: enough for a stable 95% percentile interval.
+BOOTSTRAP_REPLICATES = 2000
+
+
+def binomial_sample(rng: random.Random, n: int, p: float) -> int:
+    """One exact draw from Binomial(n, p).
+
+    Small means count geometric waiting times (Devroye's first waiting-time method, O(np)); larger
+    ones use Hoermann's transformed rejection with squeeze (BTRS, constant time), as Python 3.12's
+    ``random.binomialvariate`` does: it is not in 3.11, and our draws must not change with the version.
+    """
+    if n <= 0 or p <= 0.0:
+        return 0
+    if p >= 1.0:
+        return n
+    if p > 0.5:
+        return n - binomial_sample(rng, n, 1.0 - p)
+    q = 1.0 - p
+    if n * p < 10:
+        log_q, successes, position = math.log(q), 0, 0
+        while True:
+            position += math.floor(math.log(1.0 - rng.random()) / log_q) + 1
+            if position > n:
+                return successes
+            successes += 1
+    spread = math.sqrt(n * p * q)
+    b = 1.15 + 2.53 * spread
+    a = -0.0873 + 0.0248 * b + 0.01 * p
+    c = n * p + 0.5
+    squeeze = 0.92 - 4.2 / b
+    alpha = (2.83 + 5.1 / b) * spread
+    log_odds = math.log(p / q)
+    mode = math.floor((n + 1) * p)
+    at_mode = math.lgamma(mode + 1) + math.lgamma(n - mode + 1)
+    while True:
+        u = rng.random() - 0.5
+        us = 0.5 - abs(u)
+        k = math.floor((2.0 * a / us + b) * u + c)
+        if k < 0 or k > n:
+            continue
+        v = rng.random()
+        if us >= 0.07 and v <= squeeze:
+            return k
+        v *= alpha / (a / (us * us) + b)
+        if math.log(v) <= at_mode - math.lgamma(k + 1) - math.lgamma(n - k + 1) + (k - mode) * log_odds:
+            return k
+
+
+def paired_bootstrap_interval(clusters: Sequence[tuple[int, int]], replicates: int = BOOTSTRAP_REPLICATES,
+                              seed: int = 0, level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of a paired difference of resolve rates; None without pairs.
+
+    Each cluster is one instance: ``(difference, pairs)``, the cells arm A resolved minus those arm B
+    resolved over the ``pairs`` (trials) both arms have in their rates. Instances are resampled with
+    replacement, all their trials together, so correlated trials do not narrow the interval; with one
+    trial per instance this is the plain paired bootstrap over cells. The statistic depends only on how
+    many of each kind of cluster a resample holds, so each replicate draws those counts (a multinomial,
+    as binomials) rather than every instance. Seeded: the same input gives the same interval.
+    """
+    if not clusters:
+        return None
+    if any(pairs < 1 or abs(difference) > pairs for difference, pairs in clusters):
+        raise ValueError("each cluster needs pairs >= 1 and |difference| <= pairs")
+    kinds = sorted(Counter(clusters).items())
+    total = len(clusters)
+    rng = random.Random(seed)
+    estimates = []
+    for _ in range(replicates):
+        remaining, unassigned = total, total
+        differences = pairs_drawn = 0
+        for (difference, pairs), count in kinds:
+            drawn = remaining if count == unassigned else binomial_sample(rng, remaining, count / unassigned)
+            differences += drawn * difference
+            pairs_drawn += drawn * pairs
+            remaining -= drawn
+            unassigned -= count
+        estimates.append(differences / pairs_drawn)
+    estimates.sort()
+    tail = (1 - level) / 2
+    low, high = quantile(estimates, tail), quantile(estimates, 1 - tail)
+    assert low is not None and high is not None
+    return low, high
+
+
+def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float] | None:
+    """Normal-approximation interval of a mean (mean +- z standard errors); None for no values."""
+    if not values:
+        return None
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, mean
+    error = z * statistics.stdev(values, mean) / math.sqrt(len(values))
+    return mean - error, mean + error
+
+
+def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
+                   z: float = Z_95) -> tuple[float, float] | None:
+    """Delta-method interval of a ratio of sums (dollars per resolved cell); None when the denominator sums to 0.
+
+    ``numerators[i]`` and ``denominators[i]`` belong to the same cell. The variance of
+    R = sum(y) / sum(x) is about (s_y^2 - 2R s_xy + R^2 s_x^2) / (n mean(x)^2).
+    """
+    if len(numerators) != len(denominators):
+        raise ValueError("numerators and denominators must pair up")
+    n = len(numerators)
+    total = math.fsum(denominators)
+    if n == 0 or total <= 0:
+        return None
+    ratio = math.fsum(numerators) / total
+    if n < 2:
+        return ratio, ratio
+    mean_x = total / n
+    residuals = [y - ratio * x for y, x in zip(numerators, denominators, strict=True)]
+    variance = math.fsum(r * r for r in residuals) / (n - 1) / (n * mean_x * mean_x)
+    error = z * math.sqrt(variance)
+    return max(0.0, ratio - error), ratio + error

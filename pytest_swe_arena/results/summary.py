@@ -25,11 +25,11 @@ WARNING_EXAMPLES = 5
 
 
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
-              budget: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              budget: Mapping[str, Any] | None = None, sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
 
     Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name. ``budget`` is the
-    sweep's ``budget.json`` (caps and spend) when it had caps.
+    sweep's ``budget.json`` (caps and spend) when it had caps; ``sweep`` its line of ``sweeps.jsonl``.
     """
     by_arm: dict[str, list[CellRecord]] = defaultdict(list)
     for cell in cells:
@@ -50,6 +50,7 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
         + budget_warnings(budget) + repeat_warnings(trials),
+        "sweep": dict(sweep) if sweep else None,
     }
 
 
@@ -67,6 +68,8 @@ class ArmCells:
     unknown_tokens: list[CellRecord] = field(default_factory=list)
     by_status: dict[str, list[CellRecord]] = field(default_factory=lambda: defaultdict(list))
     mismatched: list[CellRecord] = field(default_factory=list)
+    #: Cells whose arm ran without a sandbox (``sandbox: none``).
+    unsandboxed: list[CellRecord] = field(default_factory=list)
     #: cells whose agent reported other usage than the meter counted
     misreported: list[CellRecord] = field(default_factory=list)
     reused: int = 0
@@ -108,6 +111,8 @@ class ArmCells:
                     tokens.append(used)
             if cell.model_mismatch:
                 arm.mismatched.append(cell)
+            if ran and cell.sandbox == "none":
+                arm.unsandboxed.append(cell)
             if cell.details is not None and cell.details.misreported:
                 arm.misreported.append(cell)
             if cell.reused_from is not None:
@@ -230,6 +235,9 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
         warn("model_mismatch", arm.mismatched,
              f"served model differs from the asked one in {len(arm.mismatched)} cell(s) of {name} "
              f"(e.g. asked {first.asked_model}, served {first.served_model})")
+    warn("unsandboxed", arm.unsandboxed,
+         f"{name}: {len(arm.unsandboxed)} cell(s) ran without a sandbox (sandbox: none): the agent could reach the "
+         "harness's files (the cache, the instance files, the out dir), so its results are not guarded")
     if arm.misreported:
         first = arm.misreported[0]
         note = first.details.misreported if first.details is not None else None

@@ -22,7 +22,7 @@ spent and records the cells it kept back. Only workers on the controller's host
 also read ``budget.json`` (a worker elsewhere would read its own host's file).
 
 Per-cell caps (an agent arm's ``max_usd`` / ``max_tokens``): ``CapWatch`` follows
-the agent's event stream while it runs and stops it once over ``SpendCap``;
+what the agent writes while it runs (its kind's ``LiveSpend``) and stops it once over ``SpendCap``;
 ``over_cap`` holds the final accounting to the cap too.
 """
 
@@ -32,14 +32,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import pytest
 
 from ..files import read_json_object
 from ..naming import BUDGET_NAME
 from ..outcome import AgentOutcome, ArmStatus
-from .opencode import StreamFollower
 from .prices import Price
 from .usage import Usage, plausible_usage_json, row_tokens
 
@@ -256,16 +255,32 @@ class SpendCap:
 
 
 
-class CapWatch:
-    """A ``should_stop`` for ``worker.processes.run``: follows an opencode event stream against a ``SpendCap``."""
+class LiveSpend(Protocol):
+    """What an agent has spent so far, read from what it writes as it runs (its stream, its logs)."""
 
-    def __init__(self, cap: SpendCap, stream: Path):
+    def spent(self) -> Usage:
+        """The spend so far, priced where the agent reports no cost; called often while the agent runs."""
+        ...
+
+
+Live = TypeVar("Live", bound=LiveSpend)
+
+
+class CapWatch(Generic[Live]):
+    """A ``should_stop`` for ``worker.processes.run``: an agent's live spend against a ``SpendCap``.
+
+    ``live`` is where the agent's kind reads its spend so far: opencode's event stream
+    (``opencode.StreamFollower``), Claude's stream and sub-agent transcripts, Codex's
+    rollouts, Gemini's chat files, mini's trajectory (``agent_reports.PricedCalls``).
+    """
+
+    def __init__(self, cap: SpendCap, live: Live):
         self.cap = cap
-        self.follower = StreamFollower(stream)
+        self.live = live
         self.reason: str | None = None
 
     def __call__(self) -> str | None:
-        self.reason = self.cap.exceeded(self.follower.poll().known_usage())
+        self.reason = self.cap.exceeded(self.live.spent())
         return ArmStatus.OVER_BUDGET if self.reason else None
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..files import json_table
+from ..files import LineFollower, json_table
 from .prices import Price, price_for
 from .usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 
@@ -135,32 +135,21 @@ class StreamFollower:
     def __init__(self, path: Path):
         self.path = path
         self.tally = StreamTally()
-        self._offset = 0
+        self.lines = LineFollower()
 
-    def _unread(self) -> bytes:
-        try:
-            with open(self.path, "rb") as stream:
-                stream.seek(self._offset)
-                return stream.read()
-        except OSError:
-            return b""
-
-    def poll(self) -> StreamTally:
-        data = self._unread()
-        end = data.rfind(b"\n") + 1  # a half-written last line waits for the next poll
-        for line in data[:end].splitlines():
+    def poll(self, final: bool = False) -> StreamTally:
+        """Count the lines written since the last poll; ``final``: a last line without a newline too."""
+        for _, line in self.lines.poll([self.path], final):
             self.tally.feed(line.decode("utf-8", errors="replace"))
-        self._offset += end
         return self.tally
 
     def finish(self) -> StreamTally:
         """Read what is left once the writer is gone, a last line without a newline included."""
-        self.poll()
-        rest = self._unread()
-        self._offset += len(rest)
-        if rest.strip():
-            self.tally.feed(rest.decode("utf-8", errors="replace"))
-        return self.tally
+        return self.poll(final=True)
+
+    def spent(self) -> Usage:
+        """What the stream says was spent so far (``budget.LiveSpend``, for the live cap)."""
+        return self.poll().known_usage()
 
 
 def read_stream(path: Path) -> StreamTally:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -64,8 +65,47 @@ def price_tokens(usage: Usage, price: Price) -> float | None:
     return round(total / 1_000_000, 9)
 
 
+#: A release date at the end of a model id: ``-2024-08-06``, ``-20250929``, ``@20250929``.
+DATED_SUFFIX = re.compile(r"[-@]\d{4}-?\d{2}-?\d{2}$")
+
+
+def model_key(model: str) -> str:
+    """The model a name means, without its provider prefix or release date, in lower case.
+
+    ``openai/gpt-4o``, ``gpt-4o`` and ``gpt-4o-2024-08-06`` all mean ``gpt-4o``;
+    ``claude-sonnet-4-5-20250929`` means ``claude-sonnet-4-5``. The price table and
+    the served-model tripwire both compare models by this key.
+    """
+    return DATED_SUFFIX.sub("", model.rsplit("/", 1)[-1].strip().lower())
+
+
+def same_model(asked: str, served: str) -> bool:
+    """Whether the served model is the one asked for, provider prefixes and release dates aside."""
+    return asked == served or model_key(asked) == model_key(served)
+
+
 def price_for(prices: Mapping[str, Price], model: str | None) -> Price | None:
-    """The price of ``model`` ("provider/model"), looked up as given, then by its bare model id."""
+    """The price of ``model``: the table's entry of that exact name, else the one of the same model.
+
+    "The same model" is ``model_key``'s: ``gpt-4o-2024-08-06`` is priced by
+    ``[prices."openai/gpt-4o"]``. When several entries name the model (two providers'
+    prices for it) an entry of the model's own provider wins; entries that still
+    disagree price nothing, rather than pick one at random.
+    """
     if not model:
         return None
-    return prices.get(model) or prices.get(model.split("/", 1)[-1])
+    if model in prices:
+        return prices[model]
+    key = model_key(model)
+    matches = {name: price for name, price in prices.items() if model_key(name) == key}
+    provider = model.rsplit("/", 1)[0] if "/" in model else None
+    own = {name: price for name, price in matches.items() if provider and name.rsplit("/", 1)[0] == provider}
+    candidates = list((own or matches).values())
+    if candidates and all(price == candidates[0] for price in candidates):
+        return candidates[0]
+    return None
+
+
+def price_for_served(prices: Mapping[str, Price], served: str | None, asked: str | None) -> Price | None:
+    """A served model's price by its own name, else the asked model's (an agent may name what served it oddly)."""
+    return price_for(prices, served) or price_for(prices, asked)

@@ -95,7 +95,7 @@ class InstanceFile(pytest.File):
                         instance=instance, arm=arm, trial=trial,
                         verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,
                         worker=worker, strict_models=state.settings.strict_models,
-                        cache=state.settings.cache, engine=state.settings.engine,
+                        cache=state.settings.cache, engine=state.settings.engine, sandbox=state.sandbox,
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
                     )
                     for mark in marks:

@@ -87,5 +87,8 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     node = request.node
     outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY])
     node.stash[OUTCOME_KEY] = outcome
+    if outcome.status == CellStatus.INTERRUPTED:
+        # The arm caught Ctrl-C to read its agent's spend: this cell is reported, then the sweep stops.
+        request.session.shouldstop = outcome.error or "interrupted"
     if outcome.status != CellStatus.RESOLVED:
         pytest.fail(outcome.short(), pytrace=False)

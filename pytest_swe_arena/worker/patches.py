@@ -1,5 +1,13 @@
 """Patches: what an arm changed, extracted as bytes, applied, and the files they touch.
 
+``extract`` is how a cell's patch is taken: with the harness's own git dir and index
+(``git.HarnessGit``) over the workspace's files, never the workspace's ``.git``. The patch is
+every file of the workspace that differs from base (the agent's commits count: they are in the
+files), minus ``PATCH_EXCLUDES``, as bytes. The agent's ``.git`` is never in it (git never adds a
+path named ``.git``). A directory with a ``.git`` of its own (a nested repository, which
+``git add -A`` would record as a bare gitlink) becomes its files, and is named in
+``Extraction.nested_repositories`` so the row can say so.
+
 A patch is bytes: a source file need not be UTF-8 (Latin-1 is common in older projects), and
 a patch decoded and encoded again would no longer apply. ``PATCH_EXCLUDES`` says what never
 enters a patch: test files (an arm cannot grade itself by editing tests), the supervisor's
@@ -8,10 +16,13 @@ scratch folder and byte-code.
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import replace
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
 
-from .git import WorkspaceError, git, git_bytes, run_git
+from .git import ExtractionError, HarnessGit, WorkspaceError, git, git_bytes, run_git
 from .workspace import Workspace
 
 #: Test files, as git glob pathspecs: an arm cannot grade itself by editing tests.
@@ -41,7 +52,7 @@ class PatchApplyError(WorkspaceError):
 
 
 #: Options that make ``git diff`` print a patch ``git apply`` takes, whatever the workspace's config says.
-_PATCH_OPTIONS = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
+PATCH_OPTIONS = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
                   "--src-prefix=a/", "--dst-prefix=b/")
 
 
@@ -52,7 +63,7 @@ def extract_patch(workspace: Workspace) -> bytes:
     (workspace.path / ".git" / "index.lock").unlink(missing_ok=True)
     git("add", "-A", cwd=workspace.path)
     excludes = [f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES]
-    return git_bytes("diff", "--cached", *_PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
+    return git_bytes("diff", "--cached", *PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
                      cwd=workspace.path)
 
 
@@ -191,3 +202,90 @@ def commit_environment_setup(workspace: Workspace) -> Workspace:
     git("-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "commit", "--quiet", "--no-verify",
         "-m", "arena: environment setup", cwd=workspace.path)
     return replace(workspace, base_commit=git("rev-parse", "HEAD", cwd=workspace.path).strip())
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """A patch and what the harness had to do to make it."""
+
+    patch: bytes
+    #: Directories with a ``.git`` of their own, taken into the patch as files.
+    nested_repositories: tuple[str, ...] = ()
+
+
+def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path) -> Extraction:
+    """What the arm changed in ``workspace`` since ``base_commit``, with the harness's git dir ``git_dir``.
+
+    ``git_dir`` lies outside the workspace (and outside anything the arm's sandbox can write). If it
+    does not exist it is made, borrowing ``objects``, with base in its index; if it was seeded before
+    the arm ran (``HarnessGit.seed_index``) only files whose stat changed are read again.
+    Raise ``ExtractionError`` when the files cannot be read (the arm's doing, once it has run).
+    """
+    if workspace.is_symlink() or not workspace.is_dir():
+        # An arm can swap its workspace for a link to any folder the harness can read (~/.ssh...):
+        # whatever it points to would be read into the patch and the out dir.
+        raise ExtractionError(f"the workspace {workspace} is no longer a directory (a symlink, or gone)")
+    harness = HarnessGit(git_dir, workspace) if git_dir.exists() else HarnessGit.create(git_dir, workspace, objects)
+    if not (git_dir / "index").exists():
+        harness.output("read-tree", base_commit)
+    # A harness killed in the middle of a git command leaves the index locked; nothing else uses this dir.
+    (git_dir / "index.lock").unlink(missing_ok=True)
+    pathspec = [".", *(f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES)]
+    harness.output("add", "--all", "--", *pathspec)
+    nested = gitlinks_changed(harness, base_commit)
+    if nested:
+        take_in_as_files(harness, nested)
+    patch = harness.output("diff", "--cached", *PATCH_OPTIONS, base_commit, "--", *pathspec)
+    return Extraction(patch, tuple(nested))
+
+
+def gitlinks_changed(harness: HarnessGit, base_commit: str) -> list[str]:
+    """Paths whose index entry is a gitlink (a nested repository) that base does not have as it is."""
+    raw = harness.output("diff", "--cached", "--raw", "-z", "--no-renames", base_commit)
+    fields = raw.split(b"\0")
+    found = []
+    for header, path in zip(fields[0::2], fields[1::2], strict=False):
+        if header.startswith(b":") and header.split(b" ")[1] == b"160000":
+            found.append(os.fsdecode(path))
+    return found
+
+
+def take_in_as_files(harness: HarnessGit, directories: Iterable[str]) -> None:
+    """Replace each nested repository's gitlink in the index by its files (its ``.git`` left out).
+
+    Files the work tree's ignore rules or ``PATCH_EXCLUDES`` leave out of every patch stay out here too.
+    """
+    for directory in directories:
+        harness.output("update-index", "--force-remove", "--", directory)
+        candidates = [path for path in _files_below(harness.work_tree, directory) if not is_excluded_from_patch(path)]
+        ignored = _ignored(harness, candidates)
+        wanted = [path for path in candidates if path not in ignored]
+        if wanted:
+            harness.output("update-index", "--add", "-z", "--stdin", input=b"".join(os.fsencode(p) + b"\0"
+                                                                                    for p in wanted))
+
+
+def _files_below(work_tree: Path, directory: str) -> list[str]:
+    """Files and symlinks under ``directory`` (relative to ``work_tree``), never following a link, no ``.git``."""
+    found = []
+    for root, dirs, files in os.walk(work_tree / directory):
+        links = [name for name in dirs if os.path.islink(os.path.join(root, name))]
+        dirs[:] = sorted(name for name in dirs if name != ".git" and name not in links)
+        for name in sorted([*files, *links]):
+            if name == ".git":
+                continue
+            path = Path(root, name)
+            if path.is_symlink() or path.is_file():
+                found.append(path.relative_to(work_tree).as_posix())
+    return found
+
+
+def _ignored(harness: HarnessGit, paths: list[str]) -> set[str]:
+    if not paths:
+        return set()
+    completed = harness.run("check-ignore", "--no-index", "-z", "--stdin",
+                            input=b"".join(os.fsencode(path) + b"\0" for path in paths))
+    if completed.returncode not in (0, 1):
+        said = completed.stderr.decode(errors="replace").strip()
+        raise ExtractionError(f"git check-ignore on {harness.work_tree} failed: {said[:800]}")
+    return {os.fsdecode(path) for path in completed.stdout.split(b"\0") if path}

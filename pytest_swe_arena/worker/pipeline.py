@@ -8,6 +8,8 @@ failing harness (not counted, run again on resume) is drawn; grading itself is
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -16,20 +18,24 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..grading.tree import PatchRejected, TestPatchRejected, fresh_tree_grading, grade_on_fresh_tree, integrity_details
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.meter.accounts import MeterError
 from ..spend.meter.cells import metered_spend
+from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
-from .git import WorkspaceError
-from .patches import commit_environment_setup, extract_patch
+from .git import ExtractionError, HarnessGit, WorkspaceError
+from .patches import commit_environment_setup, extract, extract_patch
+from .rundir import collect_run_dir, patch_over_cap
+from .sandbox import CellSandbox
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace
 
-#: A run dir file larger than this is cut (head and tail kept) before it travels.
-MAX_LOG_BYTES = 8 * 1024 * 1024
+#: The harness's own files of a run dir: collected first, so a flood of the agent's files cannot crowd them out.
+HARNESS_LOGS = ("verify.log", "env.log", "verify-junit.xml")
 
 
 def run_cell(
@@ -40,15 +46,32 @@ def run_cell(
     phases: Mapping[str, float],
     started_at: str,
 ) -> CellOutcome:
-    """Run the arm and grade its patch. Never raises for arm or harness failures."""
+    """Run the arm and grade its patch. Never raises for arm or harness failures.
+
+    Beside the cell's root (outside anything its sandbox shows) the harness keeps what the arm
+    must not reach: its git dir for extraction and the fresh grading tree; removed afterwards.
+    """
+    harness = Path(tempfile.mkdtemp(prefix=f"{cell.root.name}-harness-", dir=cell.root.parent))
+    try:
+        return _run_cell(case, nodeid, cell, workspace, phases, started_at, harness)
+    finally:
+        shutil.rmtree(harness, ignore_errors=True)
+
+
+def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspace, phases: Mapping[str, float],
+              started_at: str, harness: Path) -> CellOutcome:
     timings = dict(phases)
     outcome = started(case, nodeid, started_at)
 
     def finish(outcome: CellOutcome, status: CellStatus, error: str | None) -> CellOutcome:
-        return finished(outcome, status, error, timings, collect_logs(cell.run_dir))
+        collected = collect_run_dir(cell.run_dir, first=HARNESS_LOGS)
+        if collected.cut:  # what the caps left out or cut, with why
+            outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
+        return finished(outcome, status, error, timings, collected.logs)
 
     python_env = None
     store = EnvironmentStore(case.cache or cell.root / "cache")
+    original_base = workspace.base_commit
     if case.instance.env is not None and case.instance.source.kind != "image":
         clock = time.monotonic()
         try:
@@ -58,13 +81,18 @@ def run_cell(
             return finish(outcome, CellStatus.HARNESS_ERROR, f"env: {error}")
         timings["env"] = time.monotonic() - clock
         cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
+    try:
+        extraction_base = seed_extraction(harness / "extract.git", workspace, original_base)
+    except ExtractionError as error:
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction could not be prepared: {error}")
     route = None
     if case.meter is not None:
         try:
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
-    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial, meter=route)
+    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
+                          sandbox=cell_sandbox(case, cell, workspace), meter=route)
 
     clock = time.monotonic()
     try:
@@ -85,7 +113,9 @@ def run_cell(
         return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
                       f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
-    mismatch = bool(result.asked_model and result.served_model and result.asked_model != result.served_model)
+    # Compared as the price table compares them: mini's served "gpt-4o" is the asked "openai/gpt-4o".
+    mismatch = bool(result.asked_model and result.served_model
+                    and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
     details = accounting_errors(result.details, problems)
@@ -113,15 +143,28 @@ def run_cell(
     ended = result.status.cell_status
 
     clock = time.monotonic()
+    nested: tuple[str, ...] = ()
     try:
-        patch = extract_patch(workspace)
+        if extraction_base is None or workspace.objects is None:
+            patch = extract_patch(workspace)  # an image's /testbed: no snapshot to borrow
+        else:
+            extraction = extract(workspace.path, extraction_base, workspace.objects, harness / "extract.git")
+            patch, nested = extraction.patch, extraction.nested_repositories
     except WorkspaceError as error:
         if ended is not None:
             # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.
             return finish(outcome, ended, f"{result.error or result.status}; patch extraction also failed: {error}")
-        return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction: {error}")
+        # The arm has run: what it left cannot be read, and that is the arm's failure, counted in its rate.
+        return finish(outcome, CellStatus.ARM_ERROR, f"patch extraction: {error}")
     timings["patch"] = time.monotonic() - clock
+    too_large = patch_over_cap(patch)
+    if too_large is not None:
+        # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).
+        return finish(outcome, ended or CellStatus.ARM_ERROR, f"{result.error + '; ' if result.error else ''}"
+                      f"{too_large}")
     outcome = outcome.replace(patch=patch)
+    if nested:
+        outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested)})
 
     if ended is not None:
         # Never scored from partial work: keep the patch for forensics, do not verify it.
@@ -133,12 +176,24 @@ def run_cell(
 
     clock = time.monotonic()
     try:
-        verdict = run_verify(
-            workspace, case.instance, patch, verify_on=case.verify_on,
-            env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
-            after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
-        )
-    except (VerifyInfrastructureError, WorkspaceError, EnvBuildError) as error:
+        if fresh_tree_grading(case.verify_on, workspace) and workspace.objects is not None:
+            verdict, flags = grade_on_fresh_tree(
+                case.instance, patch, objects=workspace.objects, base_commit=original_base, root=harness / "grading",
+                run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
+                spec=python_env.spec if python_env is not None else None, store=store)
+            if flags or nested:
+                outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, flags)})
+        else:
+            verdict = run_verify(
+                workspace, case.instance, patch, verify_on=case.verify_on,
+                env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
+                after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
+            )
+    except PatchRejected as error:
+        # The arm's own patch cannot be graded on a fresh tree: its failure, counted in its rate.
+        timings["verify"] = time.monotonic() - clock
+        return finish(outcome, CellStatus.ARM_ERROR, f"verify: {error}")
+    except (VerifyInfrastructureError, TestPatchRejected, WorkspaceError, EnvBuildError) as error:
         timings["verify"] = time.monotonic() - clock
         return finish(outcome, CellStatus.HARNESS_ERROR, f"verify: {error}")
     except pytest.fail.Exception as fired:
@@ -150,6 +205,33 @@ def run_cell(
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace) -> CellSandbox | None:
+    """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
+    read-write, the base snapshot's objects read-only (the workspace's history), nothing else of the harness."""
+    if case.sandbox != "bwrap":
+        return None
+    outside = () if cell.root in workspace.path.parents else (workspace.path,)
+    objects = () if workspace.objects is None else (workspace.objects,)
+    return CellSandbox(cell, read_write=outside, read_only=objects)
+
+
+def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:
+    """Before the arm: the harness's git dir for extraction, and the base its patch is taken against.
+
+    Base is the instance's commit plus what the environment's steps changed (committed in the
+    harness's objects, not the workspace's); the index is seeded with the files' stat data, so
+    extraction later reads only what changed. None for a workspace without a snapshot (an image).
+    """
+    if workspace.objects is None:
+        return None
+    harness = HarnessGit.create(git_dir, workspace.path, workspace.objects)
+    base = original_base
+    if workspace.base_commit != original_base:
+        base = harness.commit_work_tree(original_base, "arena: environment setup")
+    harness.seed_index(base)
+    return base
 
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
@@ -186,26 +268,3 @@ def container_host(case: Case) -> ContainerHost | None:
 def is_pytest_timeout(error: BaseException) -> bool:
     """Whether pytest-timeout's signal method interrupted the cell (it raises ``pytest.fail("Timeout...")``)."""
     return str(error).startswith("Timeout")
-
-
-def collect_logs(run_dir: Path) -> dict[str, str]:
-    """The run dir's files as text (large ones cut in the middle), to travel on the report.
-
-    Logs are for reading: a byte that is not UTF-8 becomes U+FFFD (the patch itself travels as bytes).
-    """
-    logs: dict[str, str] = {}
-    if not run_dir.is_dir():
-        return logs
-    for path in sorted(run_dir.rglob("*")):
-        if not path.is_file():
-            continue
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if size > MAX_LOG_BYTES:
-                head = handle.read(MAX_LOG_BYTES // 2)
-                handle.seek(size - MAX_LOG_BYTES // 2)
-                data = head + f"\n[... {size - MAX_LOG_BYTES} bytes cut ...]\n".encode() + handle.read()
-            else:
-                data = handle.read()
-        logs[path.relative_to(run_dir).as_posix()] = data.decode("utf-8", errors="replace")
-    return logs

@@ -23,6 +23,7 @@ from ..spend.budget import sweep_limits
 from ..spend.meter.cells import SessionMeter, metered_plans
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile
+from .sandbox import SandboxError, probe_bwrap, resolve_sandbox
 
 
 class CellPlugin:
@@ -33,6 +34,8 @@ class CellPlugin:
         self.state = state
         config.addinivalue_line("markers", "arena: an arena cell (instance x arm x trial)")
         workerinput = getattr(config, "workerinput", None)
+        if workerinput is None and state.sweep_run:
+            choose_sandbox(state)
         if workerinput is not None and state.sweep_run:
             take_from_controller(state, workerinput)
             state.interrupts = stop_signals(state.sweep_token, controller=False)
@@ -53,6 +56,9 @@ class CellPlugin:
     def pytest_sessionfinish(self) -> None:
         if self.state.meter is not None:
             self.state.meter.stop()
+
+    def pytest_report_header(self) -> list[str]:
+        return [self.state.sandbox_header] if self.state.sandbox_header else []
 
     def pytest_unconfigure(self) -> None:
         if hasattr(self.config, "workerinput") and self.state.interrupts is not None:
@@ -75,6 +81,16 @@ class CellPlugin:
         if case is not None and call.when != "teardown":
             attach_outcome(item, case, call.when, report, self.state.settings.repeat)
         return report
+
+
+def choose_sandbox(state: ArenaState) -> None:
+    """Resolve --arena-sandbox once, where the sweep is controlled; workers are handed the answer."""
+    settings = state.settings
+    try:
+        choice = resolve_sandbox(settings.sandbox, probe_bwrap(), settings.sources["sandbox"])
+    except SandboxError as error:
+        raise pytest.UsageError(str(error)) from None
+    state.sandbox, state.sandbox_header = choice.mode, choice.header()
 
 
 def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[pytest.Item]) -> None:

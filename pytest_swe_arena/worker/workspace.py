@@ -49,6 +49,9 @@ class Workspace:
     base_commit: str  # full sha
     #: False for an image's /testbed, whose ignored files are the image's build (compiled extensions...).
     clean_ignored: bool = True
+    #: The base snapshot's object store the workspace borrows (None for an image's /testbed): the
+    #: harness's record, not the workspace's ``.git``, which the arm can rewrite.
+    objects: Path | None = None
 
 
 class RepoStore:
@@ -203,7 +206,7 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
         config.write(_WORKSPACE_CONFIG)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)
-    return Workspace(path=dest, base_commit=full)
+    return Workspace(path=dest, base_commit=full, objects=objects)
 
 
 def reset_to_base(workspace: Workspace) -> None:

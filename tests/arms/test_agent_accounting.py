@@ -150,13 +150,14 @@ def test_spend_cap_prices_a_stream_that_reports_no_cost():
 def test_a_refused_figure_does_not_switch_the_live_cap_off(tmp_path):
     """An agent that reports one absurd token count (making the total unknown) is still held to its cap."""
     from pytest_swe_arena.spend.budget import CapWatch
+    from pytest_swe_arena.spend.opencode import StreamFollower
 
     stream = tmp_path / "events.jsonl"
     stream.write_text(json.dumps({"type": "step_finish", "part": {"tokens": {"input": -1, "output": 1}}}) + "\n"
                       + step(800, 300) + "\n")
-    watch = CapWatch(SpendCap(max_usd=None, max_tokens=1000, price=None), stream)
+    watch = CapWatch(SpendCap(max_usd=None, max_tokens=1000, price=None), StreamFollower(stream))
     assert watch() == "over_budget" and watch.reason == "spent 1,101 tokens, over max_tokens 1,000"
-    assert watch.follower.tally.usage().input_tokens is None  # while the cell's recorded total is unknown
+    assert watch.live.tally.usage().input_tokens is None  # while the cell's recorded total is unknown
 
 
 def test_the_final_accounting_is_held_to_the_cap_too():
@@ -177,13 +178,14 @@ def test_the_cap_is_asked_once_more_after_the_agent_exits(tmp_path):
     def should_stop():
         return "over_budget" if out.is_file() and out.read_text() else None
 
-    outcome = run_agent(["sh", "-c", "echo spent"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, secrets=None,
+    outcome = run_agent(["sh", "-c", "echo spent"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
+                        secrets=None, sandbox=None,
                         timeout=30, grace=1, stdout=out, stderr=tmp_path / "err.log", should_stop=should_stop)
     assert (outcome.status, outcome.returncode) == ("over_budget", 0)
 
 
 def test_an_agent_that_cannot_start_is_a_harness_error_naming_what_is_missing(tmp_path):
-    common = {"env": {"PATH": "/usr/bin:/bin"}, "secrets": None, "timeout": 30, "grace": 1,
+    common = {"env": {"PATH": "/usr/bin:/bin"}, "secrets": None, "sandbox": None, "timeout": 30, "grace": 1,
               "stdout": tmp_path / "out.log", "stderr": tmp_path / "err.log"}
     with pytest.raises(ArmStartError, match=r"^cannot start the agent: No such file or directory: /no/such/agent$"):
         run_agent(["/no/such/agent"], cwd=tmp_path, **common)

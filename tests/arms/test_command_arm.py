@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import uuid
 
 import pytest
 from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config, prices_table, processes_with
-from helpers.arena import XDIST
+from helpers.arena import XDIST, marked_processes, start_sweep
+from helpers.faults import wait_for
 from helpers.scripted_model import ScriptedModel
 
 AGENT = '''
@@ -138,3 +140,44 @@ def test_command_with_the_opencode_stream_parser(suite, calc):
     assert row["usage"]["input_tokens"] == 3000 and row["usage"]["output_tokens"] == 100
     assert row["usage"]["steps"] == 2 and row["usage"]["cost_source"] == "priced"
     assert row["served_model"] == ASKED and row["provenance"]["agent_version"] == "1.18.33"
+
+
+INTERRUPTED_AGENT = """
+import json, os, pathlib, time
+usage = {"models": {"lab/big": {"input_tokens": 900, "output_tokens": 90, "cost_usd": 0.02},
+                    "lab/small-2025-01-31": {"input_tokens": 300, "output_tokens": 30}}, "model": "lab/big"}
+pathlib.Path(os.environ["ARENA_USAGE_FILE"]).write_text(json.dumps(usage))
+pathlib.Path(os.environ["ARENA_TEST_STARTED"]).write_text("started")
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_ctrl_c_keeps_what_the_command_agent_spent(suite, calc, xdist, monkeypatch):
+    """The agent wrote its usage file (two models, one priced by its dated name), then the user hits Ctrl-C."""
+
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("ARENA_TEST_MARK", mark)
+    started = suite.path / "started"
+    monkeypatch.setenv("ARENA_TEST_STARTED", str(started))
+    agent = suite.path / "agent.py"
+    agent.write_text(INTERRUPTED_AGENT)
+    suite.instances([calc.row()])
+    suite.arms_toml = (arm_table("CMD", "command", command=[sys.executable, str(agent)], model="lab/big")
+                       + prices_table("lab/small", {"input": 1.0, "output": 2.0}))
+    sweep = start_sweep(suite, "--arena-arms=CMD", *xdist)
+    try:
+        wait_for(started.exists, "the agent to start", 120)
+        sweep.send_signal(signal.SIGINT)
+        assert sweep.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert marked_processes(mark) == []
+    (row,) = suite.ledger()
+    assert row["status"] == "interrupted"
+    assert (row["usage"]["input_tokens"], row["usage"]["output_tokens"], row["usage"]["reasoning_tokens"]) == (
+        1200, 120, 0)  # absent reasoning and cache fields count 0: the total is known
+    assert row["models"]["lab/small-2025-01-31"]["cost_usd"] == pytest.approx((300 * 1.0 + 30 * 2.0) / 1e6)
+    assert row["usage"]["cost_usd"] == pytest.approx(0.02 + (300 * 1.0 + 30 * 2.0) / 1e6)
+    assert row["served_model"] == "lab/big" and row["model_mismatch"] is False

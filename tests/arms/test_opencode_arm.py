@@ -198,7 +198,8 @@ def test_ctrl_c_during_an_opencode_cell_stops_it_without_orphans(suite, calc):
     mark = uuid.uuid4().hex
     script = [
         {"tool_calls": [{"name": "bash", "arguments": {
-            "command": "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started", "description": "detach"}}]},
+            "command": "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started", "description": "detach"}}],
+         "usage": {"prompt_tokens": 2000, "completion_tokens": 40, "cached_tokens": 500}},
         {"mode": "hang"},
     ]
     suite.instances([calc.row()])
@@ -221,6 +222,10 @@ def test_ctrl_c_during_an_opencode_cell_stops_it_without_orphans(suite, calc):
     assert processes_with("ARENA_TEST_MARK", mark) == []
     (row,) = suite.ledger()
     assert row["status"] == "interrupted"
+    # What the agent spent before the stop is read all the same, and its stream is kept.
+    assert (row["usage"]["input_tokens"], row["usage"]["cache_read_tokens"], row["usage"]["output_tokens"]) == (
+        1500, 500, 40)
+    assert (suite.path / "arena-out" / row["run_dir"] / "events.jsonl").read_text()
 
 
 def test_the_users_config_and_auth_reach_the_cell(suite, calc, tmp_path, monkeypatch):

@@ -8,13 +8,11 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from helpers.arena import XDIST
+from helpers.arena import XDIST, marked_processes, start_sweep
 
 # Test arms. They are real arm kinds (registered through the hook) that do real work in the
 # workspace and real processes; only what a model would have spent is stated by the arm.
@@ -123,32 +121,6 @@ def arena(suite, calc, monkeypatch):
     yield suite
     for pid in marked_processes(marker):
         os.kill(pid, signal.SIGKILL)
-
-
-def marked_processes(marker: str) -> list[int]:
-    needle = f"ARENA_TEST_MARK={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as env:
-                if needle not in env.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry))
-        except OSError:
-            pass
-    return found
-
-
-def start_sweep(suite, *args: str) -> subprocess.Popen[str]:
-    """A sweep in another process (stdout and stderr to files), like a user's terminal."""
-    suite.write_config()
-    out = open(suite.path / f"sweep-{time.monotonic_ns()}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=suite.path,
-                            stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def wait_for(condition, timeout: float, what: str) -> None:
@@ -296,9 +268,11 @@ def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
     lock.acquire()
     try:
         with pytest.warns(RuntimeWarning, match="cannot refresh .*arena.lock.*; retrying every 0.05 s"):
-            shutil.rmtree(out)  # every write now fails (FileNotFoundError)
+            shutil.rmtree(out)
+            out.write_text("")  # the out dir is a file now: every write fails (NotADirectoryError)
             wait_for(lambda: lock.failures >= 2, 60, "failed heartbeats")
         assert lock._thread is not None and lock._thread.is_alive()
+        out.unlink()
         out.mkdir()
         wait_for((out / "arena.lock").exists, 60, "the heartbeat to write the lock again")
     finally:
@@ -602,7 +576,9 @@ def test_repeat_gives_a_row_and_patch_per_trial(arena):
     assert len({r["cell_key"] for r in rows}) == 12
     out = arena.path / "arena-out"
     assert (out / "patches/demo__calc-1.gold.r3.patch").read_text() == arena.calc.patch
-    assert (out / "predictions/GOLD.r2.jsonl").is_file()
+    # Predictions are named as the patches are: every trial with its .rK (trial 1 too).
+    assert sorted(path.name for path in (out / "predictions").iterdir()) == [
+        f"{arm}.r{trial}.jsonl" for arm in ("EMPTY", "GOLD") for trial in (1, 2, 3)]
     # pass@k from the rows: n = 3 trials, c = resolved trials per instance.
     for arm, expected in (("GOLD", 3), ("EMPTY", 0)):
         for iid in ("demo__calc-1", "demo__calc-2"):

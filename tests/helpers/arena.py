@@ -1,11 +1,14 @@
 """What many tests share: the throwaway suite a sweep runs in, the xdist parametrisation, the ledger's
-validator, and the ``swe-arena`` command as a user runs it."""
+validator, a sweep started like a user's (and the processes it marks), and the ``swe-arena`` command as
+a user runs it."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -67,6 +70,33 @@ def write_export(suite, rows, name="instances/swe-bench-lite.json"):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=1))
     return path
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live (non-zombie) processes other than this one whose environment holds ``ARENA_TEST_MARK=marker``."""
+    needle = f"ARENA_TEST_MARK={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as env:
+                if needle not in env.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+def start_sweep(suite: Suite, *args: str) -> subprocess.Popen[str]:
+    """A sweep in another process (stdout and stderr to files), like a user's terminal."""
+    suite.write_config()
+    out = open(suite.path / f"sweep-{time.monotonic_ns()}.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=suite.path,
+                            stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def swe_arena(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

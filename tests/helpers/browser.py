@@ -1,9 +1,10 @@
-"""A real headless Chromium driven over the DevTools protocol, for testing ``report.html``.
+"""A real headless Chromium driven over the DevTools protocol, for testing ``report.html`` and the viewer.
 
 Debian's ``chromium`` package (installed by ``.ci/run``); the protocol is spoken
 with ``websocket-client``. Console messages, uncaught exceptions and browser log
 entries (a blocked resource, a Content-Security-Policy violation) of level
-error are collected as ``errors``.
+error are collected as ``errors``; every request the page makes (the Network
+domain's ``requestWillBeSent``, file:// included) as ``requests``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Browser:
                                                   suppress_origin=True)
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
-        for domain in ("Page", "Runtime", "Log"):
+        for domain in ("Page", "Runtime", "Log", "Network"):
             self.send(f"{domain}.enable")
 
     def _port(self, path: Path) -> int:
@@ -77,9 +78,10 @@ class Browser:
                 return result
             self.events.append(message)
 
-    def wait_for(self, event: str, timeout: float = DEADLINE) -> dict[str, Any]:
+    def wait_for(self, event: str, timeout: float = DEADLINE, since: int | None = None) -> dict[str, Any]:
+        """The first ``event`` after the ``since``-th one kept (default: from now on)."""
         deadline = time.monotonic() + timeout
-        seen = len(self.events)
+        seen = len(self.events) if since is None else since
         while time.monotonic() < deadline:
             for message in self.events[seen:]:
                 if message.get("method") == event:
@@ -88,9 +90,33 @@ class Browser:
             self.events.append(json.loads(self.socket.recv()))
         raise TimeoutError(f"no {event} within {timeout} s")
 
-    def open(self, path: Path) -> None:
-        self.send("Page.navigate", url=path.resolve().as_uri())
-        self.wait_for("Page.loadEventFired")
+    def open(self, path: Path, fragment: str = "") -> None:
+        self.navigate(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
+
+    def navigate(self, url: str, timeout: float = DEADLINE) -> None:
+        """Go to ``url``; wait for its load event unless only the fragment changed (no new document then)."""
+        seen = len(self.events)
+        navigation = self.send("Page.navigate", url=url)
+        if "errorText" in navigation:
+            raise RuntimeError(f"{url}: {navigation['errorText']}")
+        if "loaderId" in navigation:
+            self.wait_for("Page.loadEventFired", timeout=timeout, since=seen)
+
+    def wait_until(self, condition: str, timeout: float = 90) -> None:
+        """Wait, inside the page, until the JavaScript ``condition`` is true (checked every 20 ms of page time)."""
+        result = self.send("Runtime.evaluate", awaitPromise=True, returnByValue=True, expression=f"""
+            new Promise((resolve, reject) => {{
+                const started = performance.now();
+                (function check() {{
+                    let value = false;
+                    try {{ value = ({condition}); }} catch (error) {{ value = false; }}
+                    if (value) resolve(true);
+                    else if (performance.now() - started > {timeout * 1000}) reject(new Error("timed out"));
+                    else setTimeout(check, 20);
+                }})();
+            }})""")
+        if "exceptionDetails" in result:
+            raise TimeoutError(f"{condition!r} still false after {timeout} s")
 
     def evaluate(self, expression: str) -> Any:
         """The JSON value of a JavaScript expression in the page."""
@@ -106,6 +132,12 @@ class Browser:
         data = self.send("Page.captureScreenshot", format="png", clip=clip, captureBeyondViewport=True)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
+
+    @property
+    def requests(self) -> list[str]:
+        """The URL of every request the pages made since the browser started."""
+        return [message["params"]["request"]["url"] for message in self.events
+                if message.get("method") == "Network.requestWillBeSent"]
 
     @property
     def errors(self) -> list[str]:

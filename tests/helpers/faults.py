@@ -73,6 +73,9 @@ class FaultSweep:
         agent.write_text(AGENT)
         suite.arms_toml = arm_table("AGENT", "command", command=[sys.executable, str(agent)], grace=grace,
                                     timeout=7200, env={"FAULT_STATE": str(self.state), "FAULT_AGENT": self.mark})
+        # The agent and the test coordinate through FAULT_STATE, outside the cell: what a sandbox hides.
+        # These sweeps are about the controller's bookkeeping, so they run unsandboxed.
+        suite.ini_lines.append('arena_sandbox = "none"')
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *args: str) -> subprocess.Popen[bytes]:

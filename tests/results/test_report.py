@@ -209,6 +209,9 @@ def test_compare_two_sweeps_gives_deltas_and_flips():
     assert comparison["only_in_b"] == ["NEW"] and comparison["only_in_a"] == []
     lines = format_comparison(comparison, "sweep-a", "sweep-b")
     assert max(len(line) for line in lines) <= 100
-    assert "SOLO 10 40.0% 9 55.6% +15.6pp 5.0000 7.5000 +2.5000".split() in [line.split() for line in lines]
-    assert "SOLO 9 44.4% 55.6% +11.1pp 2 1 1.0000".split() in [line.split() for line in lines]
+    split = [line.split() for line in lines]
+    # The paired rows (the 9 cells both counted, their cost too) come first; the all-cells rows after.
+    paired = split.index("SOLO 9 44.4% 55.6% +11.1pp 4.5000 6.7500 +2.2500 2 1 1.0000".split())
+    assert paired < split.index("SOLO 10 40.0% 9 55.6% +15.6pp 5.0000 7.5000 +2.5000".split())
+    assert solo["common"]["a"]["cost_usd"] == pytest.approx(4.5) and solo["common"]["b"]["cost_usd"] == 6.75
     assert lines[-3:] == ["  + demo__calc-4", "  + demo__calc-5", "  - demo__calc-9"]

@@ -18,6 +18,8 @@ import pytest
 from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 from helpers.browser import Browser
 
+from pytest_swe_arena.controller.chain import seal, verify_ledger
+
 # A real arm kind (registered through the hook) that does real work in the workspace; only what a
 # model would have spent is stated by the arm. ``resolve`` picks the instances it fixes; the ``hold``
 # ones finish only once the file named by $ARENA_TEST_RELEASE exists.
@@ -170,7 +172,7 @@ def test_swe_arena_report_rebuilds_the_same_summary_and_export_writes_prediction
     assert (out / "report.html").is_file()
     assert "SUP4 3/3 100.0% 43.9-100.0% 4.5000".split() in [line.split()[:5] for line in rebuilt.stdout.splitlines()]
     assert "budget: $5.2500 of $100 and 15,600 tokens spent" in rebuilt.stdout.splitlines()
-    assert rebuilt.stdout.rstrip().splitlines()[-2:] == ["  summary.json", "  report.html"]
+    assert rebuilt.stdout.rstrip().splitlines()[-3:] == ["  summary.json", "  report.html", "  viewer/index.html"]
 
     exported = swe_arena("export", out, "--arm", "SUP4")
     assert exported.returncode == 0, exported.stderr
@@ -197,13 +199,14 @@ def test_swe_arena_compare_two_sweeps(priced):
     lines = result.stdout.splitlines()
     rows = [line.split() for line in lines if line.startswith(("SOLO ", "SUP4 "))]
     assert rows == [
-        # arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
+        # on common cells: cells, rate A, rate B, delta, USD A, USD B, delta, fixed, broken, McNemar p
+        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500", "2", "1", "1.0000"],
+        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000", "0", "0", "1.0000"],
+        # all cells: arm, cells A, rate A, cells B, rate B, delta, USD A, USD B, delta
         ["SOLO", "3", "33.3%", "3", "66.7%", "+33.3pp", "0.7500", "1.5000", "+0.7500"],
         ["SUP4", "3", "100.0%", "3", "100.0%", "+0.0pp", "4.5000", "4.5000", "+0.0000"],
-        # on common cells: cells, rate A, rate B, delta, fixed, broken, McNemar p
-        ["SOLO", "3", "33.3%", "66.7%", "+33.3pp", "2", "1", "1.0000"],
-        ["SUP4", "3", "100.0%", "100.0%", "+0.0pp", "0", "0", "1.0000"],
     ]
+    assert "warning:" not in result.stdout, "the same cells on both sides: nothing to warn about"
     assert lines[-4:] == ["SOLO: 2 fixed in B (+), 1 broken in B (-)",
                           "  + demo__calc-2", "  + demo__calc-3", "  - demo__calc-1"]
 
@@ -268,9 +271,12 @@ def test_swe_arena_export_skips_unreadable_rows_and_says_why(priced):
     ledger = out / "ledger.jsonl"
     run_id = json.loads(ledger.read_text().splitlines()[-1])["run_id"]
     (out / "patches/demo__calc-1.sup4.patch").unlink()
+    # Sealed into the chain, as the writer seals rows: the row is unreadable, not forged.
+    sealed, _ = seal(json.dumps({"run_id": run_id, "instance_id": "demo__calc-9", "status": "resolved",
+                                 "patch_file": "patches/demo__calc-9.x.patch"}, sort_keys=True),
+                     verify_ledger(ledger).head)
     with open(ledger, "a") as rows:
-        rows.write(json.dumps({"run_id": run_id, "instance_id": "demo__calc-9", "status": "resolved",
-                               "patch_file": "patches/demo__calc-9.x.patch"}) + "\n")
+        rows.write(sealed + "\n")
     exported = swe_arena("export", out)
     assert exported.returncode == 0, exported.stderr
     assert "Traceback" not in exported.stderr

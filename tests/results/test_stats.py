@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import itertools
+import math
+import random
+from collections import Counter
 
 import pytest
 
 from pytest_swe_arena.results.stats import (
+    binomial_sample,
     five_numbers,
     mcnemar_exact_p,
+    mean_interval,
     median,
+    paired_bootstrap_interval,
     pass_at_k,
     pass_hat_k,
     per_resolved,
     quantile,
+    ratio_interval,
     wilson_interval,
 )
 
@@ -94,3 +101,95 @@ def test_median_quantiles_and_five_numbers():
     assert quantile([10.0, 20.0, 30.0, 40.0, 50.0], 0.25) == 20.0
     assert five_numbers([]) is None
     assert five_numbers([5.0, 1.0, 3.0, 2.0, 4.0]) == {"min": 1.0, "q1": 2.0, "median": 3.0, "q3": 4.0, "max": 5.0}
+
+
+@pytest.mark.parametrize(("n", "p"), [(12, 0.3), (200, 0.02), (60, 0.4), (400, 0.7), (5000, 0.5)])
+def test_binomial_draws_follow_the_binomial_distribution(n, p):
+    """Both samplers (waiting times below a mean of 10, BTRS above) against the exact pmf (chi-square)."""
+    draws = 40_000
+    rng = random.Random(n)
+    counts = Counter(binomial_sample(rng, n, p) for _ in range(draws))
+    expected = {k: draws * math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                                    + k * math.log(p) + (n - k) * math.log(1 - p)) for k in range(n + 1)}
+    cells = [k for k, e in expected.items() if e >= 5]  # pooled tails below
+    chi2 = sum((counts[k] - expected[k]) ** 2 / expected[k] for k in cells)
+    tail_e = draws - sum(expected[k] for k in cells)
+    tail_o = draws - sum(counts[k] for k in cells)
+    chi2 += (tail_o - tail_e) ** 2 / tail_e if tail_e >= 5 else 0
+    degrees = len(cells)
+    # Seeded, so deterministic; the bound is the chi-square 99.9% point (Wilson-Hilferty), far from chance.
+    bound = degrees * (1 - 2 / (9 * degrees) + 3.09 * math.sqrt(2 / (9 * degrees))) ** 3
+    assert chi2 < bound, (chi2, bound)
+    assert sum(k * c for k, c in counts.items()) / draws == pytest.approx(n * p, rel=0.02)
+
+
+def test_binomial_edge_cases():
+    rng = random.Random(0)
+    assert binomial_sample(rng, 0, 0.5) == 0 and binomial_sample(rng, 9, 0.0) == 0
+    assert binomial_sample(rng, 9, 1.0) == 9
+    assert all(0 <= binomial_sample(rng, 30, 0.999) <= 30 for _ in range(1000))
+
+
+def ideal_bootstrap_quantile(kinds: dict[int, int], q: float) -> float:
+    """The q quantile of the exact (infinitely replicated) bootstrap of a paired difference of one-trial cells.
+
+    ``kinds`` counts the cells whose difference is +1, 0 and -1; every resample is enumerated.
+    """
+    total = sum(kinds.values())
+    p_up, p_down = kinds[1] / total, kinds[-1] / total
+    p_same = 1 - p_up - p_down
+    mass: dict[int, float] = {}
+    for up in range(total + 1):
+        for down in range(total - up + 1):
+            weight = (math.factorial(total) / (math.factorial(up) * math.factorial(down)
+                      * math.factorial(total - up - down)) * p_up**up * p_down**down * p_same ** (total - up - down))
+            mass[up - down] = mass.get(up - down, 0.0) + weight
+    running = 0.0
+    for difference in sorted(mass):
+        running += mass[difference]
+        if running >= q:
+            return difference / total
+    return max(mass) / total
+
+
+def test_paired_bootstrap_matches_the_ideal_bootstrap_on_a_small_sweep():
+    """12 cells: A alone resolves 5, B alone 2, 5 agree. Monte Carlo quantiles land on the exact ones."""
+    clusters = [(1, 1)] * 5 + [(-1, 1)] * 2 + [(0, 1)] * 5
+    low, high = paired_bootstrap_interval(clusters, replicates=20_000, seed=3)
+    exact_low = ideal_bootstrap_quantile({1: 5, -1: 2, 0: 5}, 0.025)
+    exact_high = ideal_bootstrap_quantile({1: 5, -1: 2, 0: 5}, 0.975)
+    step = 1 / 12  # the bootstrap's atoms
+    assert abs(low - exact_low) <= step and abs(high - exact_high) <= step, (low, high, exact_low, exact_high)
+    assert low < 3 / 12 < high
+    assert paired_bootstrap_interval(clusters, seed=3) == paired_bootstrap_interval(clusters, seed=3), "seeded"
+
+
+def test_paired_bootstrap_resamples_instances_so_correlated_trials_widen_it():
+    """Three trials that always agree carry one instance's evidence, not three cells' worth."""
+    instances = [(3, 3)] * 8 + [(0, 3)] * 10 + [(-3, 3)] * 2
+    as_cells = [(1, 1)] * 24 + [(0, 1)] * 30 + [(-1, 1)] * 6
+    clustered, independent = paired_bootstrap_interval(instances), paired_bootstrap_interval(as_cells)
+    width = clustered[1] - clustered[0]
+    assert width > 1.4 * (independent[1] - independent[0])  # about sqrt(3) wider
+    assert clustered[0] < 18 / 60 < clustered[1]
+
+
+def test_paired_bootstrap_without_pairs_or_with_impossible_clusters():
+    assert paired_bootstrap_interval([]) is None
+    assert paired_bootstrap_interval([(0, 1)] * 4) == (0.0, 0.0), "every pair agrees: no spread"
+    with pytest.raises(ValueError, match="pairs >= 1"):
+        paired_bootstrap_interval([(2, 1)])
+
+
+def test_cost_intervals_by_hand():
+    # mean 2, sample sd 1 (values 1, 2, 3): 2 +- 1.96 / sqrt(3)
+    low, high = mean_interval([1.0, 2.0, 3.0])
+    assert (low, high) == pytest.approx((2 - 1.959964 / math.sqrt(3), 2 + 1.959964 / math.sqrt(3)))
+    assert mean_interval([]) is None and mean_interval([0.5]) == (0.5, 0.5)
+    # Dollars 1, 2, 3, 2 with cells 1 and 3 resolved: R = 8 / 2 = 4. Residuals y - R x: -3, 2, -1, 2;
+    # their variance 18 / 3 = 6; Var(R) = 6 / (4 * 0.5^2) = 6, so R +- 1.96 * sqrt(6), cut at 0.
+    low, high = ratio_interval([1.0, 2.0, 3.0, 2.0], [1.0, 0.0, 1.0, 0.0])
+    assert low == 0.0 and high == pytest.approx(4 + 1.959964 * math.sqrt(6))
+    assert ratio_interval([1.0, 2.0], [0.0, 0.0]) is None, "nothing resolved: no dollars per resolved"
+    with pytest.raises(ValueError):
+        ratio_interval([1.0], [])

@@ -12,10 +12,10 @@ import pytest
 from helpers.agents import arm_table
 from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 
-from pytest_swe_arena.arms.command import read_usage_file
 from pytest_swe_arena.results.records import cell_records, read_cells
 from pytest_swe_arena.results.summary import summarize
 from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit
+from pytest_swe_arena.spend.usage_file import read_usage_report
 
 #: An agent that fixes calc and writes its usage file as given on its command line: raw JSON text,
 #: so it can hold what Python's json writes and reads but JSON has not (NaN, Infinity).
@@ -96,7 +96,8 @@ def test_the_usage_file_reader_refuses_each_implausible_figure(tmp_path):
     usage_file = tmp_path / "usage.json"
     usage_file.write_text('{"input_tokens": 10, "output_tokens": 2.5, "reasoning_tokens": true, '
                           '"steps": 10000000000000, "cache_read_tokens": "7", "cost_usd": -Infinity, "model": "lab/m"}')
-    usage, served, problem = read_usage_file(usage_file)
+    report = read_usage_report(usage_file)
+    usage, served, problem = report.usage, report.served, "; ".join(report.problems)
     assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens, usage.steps) == (10, None, None, None)
     assert (usage.cache_read_tokens, usage.cost_usd, usage.cost_source, served) == (None, None, "unknown", "lab/m")
     assert problem == ("usage.json.output_tokens: 2.5 is not a whole number; "

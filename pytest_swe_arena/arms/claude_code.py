@@ -1,0 +1,65 @@
+"""The ``claude-code`` kind: Claude Code's ``claude -p`` in the workspace.
+
+Runs ``claude -p --model MODEL --output-format stream-json --verbose
+--include-partial-messages --permission-mode acceptEdits --allowedTools Bash <
+prompt.txt`` with ``CLAUDE_CONFIG_DIR`` in the cell and
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no telemetry, no update checks).
+Without ``--allowedTools Bash`` it denies every shell command and still exits 0
+(tests/AGENT_NOTES.md 2.3). Its usage is read in ``spend.claude``: the stream's
+``result`` (``modelUsage`` per model, sub-agents included, and Claude's cost), live
+from the stream and the sub-agents' transcripts, and from all its transcripts when it
+never printed its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ..outcome import AgentOutcome, ArmStatus
+from ..spend.agent_reports import AgentSpend, CallFollower
+from ..spend.claude import StreamAndSubagents, read_claude_spend
+from .base import ArmKind, CellRequest
+from .cli_agent import AgentCall, CliAgentArm, under
+
+#: Keep Claude Code off the network but for its model (event logging, error reports, update checks).
+QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+#: Edits without asking, and Bash (which acceptEdits alone denies); -p never asks, it denies.
+PERMISSIONS = ("--permission-mode", "acceptEdits", "--allowedTools", "Bash")
+
+
+class ClaudeCodeArm(CliAgentArm):
+    """Claude Code, ``claude -p``, with the permissions that let it edit files and run commands."""
+
+    kind = "claude-code"
+    program = "claude"
+    private_variables = ("CLAUDE_CONFIG_DIR",)
+    login_file = ".credentials.json"
+
+    def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
+        argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
+                *PERMISSIONS, *(["--model", self.model] if self.model else []), *self.args]
+        return AgentCall(argv, {**QUIET_ENV, "CLAUDE_CONFIG_DIR": str(home)}, request.run_dir / "events.jsonl",
+                         stdin=prompt)
+
+    def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
+        return StreamAndSubagents(call.stdout, home)
+
+    def transcripts(self, request: CellRequest, home: Path) -> list[tuple[Path, str]]:
+        return under(home / "projects", "**/*.json*")
+
+    def read_spend(self, request: CellRequest, home: Path, call: AgentCall) -> AgentSpend:
+        return read_claude_spend(call.stdout, (path for path, _ in self.transcripts(request, home)))
+
+    def check_report(self, spend: AgentSpend, outcome: AgentOutcome) -> AgentOutcome:
+        if outcome.status == ArmStatus.COMPLETED and spend.error:
+            return replace(outcome, status=ArmStatus.ARM_ERROR, error="claude-code reported an error")
+        return outcome
+
+
+@pytest.hookimpl
+def pytest_arena_arm_kinds() -> Mapping[str, ArmKind]:
+    return {"claude-code": ClaudeCodeArm}

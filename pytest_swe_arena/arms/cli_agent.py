@@ -1,0 +1,214 @@
+"""What the agent CLI kinds share: one base for ``claude-code``, ``codex``, ``gemini-cli``, ``mini-swe-agent``.
+
+Each kind is a subclass of ``CliAgentArm`` in its own module that says only what is its
+own: its command line (non-interactive, with the permissions that let it edit and run
+commands), its config files and variables, where its login file goes, where its
+transcripts are; what it reports is read in ``spend/`` (one module per agent family). This
+base does the rest the same way for all of them:
+
+- the agent's **private config dir**, ``<cell>/agent`` (mode 0700), which the kind points
+  its variable at (``CLAUDE_CONFIG_DIR``, ``CODEX_HOME``, ``GEMINI_CLI_HOME``,
+  ``MSWEA_GLOBAL_CONFIG_DIR``): the user's own setting of that variable never reaches the
+  agent, so two cells never share one;
+- the user's **auth**: API keys through ``secrets`` (dotenvx, as for every agent), or a
+  login file (``auth = "..."``) copied into the config dir, mode 0600;
+- the **process**: ``agent.run_agent`` (own process group, timeout, grace, Ctrl-C), with a
+  live ``max_usd`` / ``max_tokens`` watch (``budget.CapWatch``) over what the agent writes
+  as it goes;
+- **settling**, whatever the ending (completed, arm error, timeout, over budget,
+  interrupted): the transcripts copied into the run dir, the spend read (the agent's final
+  report, else its per-call files), each model priced by its own name, then by the asked
+  model, and the final cap check;
+- the agent's ``--version`` in ``provenance``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..files import write_atomic
+from ..outcome import AgentOutcome, ArmStatus
+from ..spend.agent_reports import NO_SPEND, AgentSpend, CallFollower, PricedCalls
+from ..spend.budget import CapWatch, over_cap
+from ..spend.prices import Price, price_for, price_for_served
+from ..spend.usage import Usage, accounting_errors, add_usages
+from ..suite import ArmSpec, Suite
+from .agent import agent_version, find_program, read_cap, read_env, read_secrets, run_agent, write_prompt
+from .base import ArmConfigError, ArmResult, CellRequest, SettingsReader
+
+DEFAULT_TIMEOUT = 1000.0
+DEFAULT_GRACE = 10.0
+#: Where the agent's transcripts are copied, inside the run dir.
+TRANSCRIPT_DIR = "transcript"
+
+
+@dataclass(frozen=True)
+class AgentCall:
+    """How one cell runs the agent: its argv, its stdin, its own variables, where its stdout goes."""
+
+    argv: list[str]
+    env: Mapping[str, str]
+    stdout: Path
+    stdin: Path | None = None
+
+
+class CliAgentArm:
+    """An agent CLI run non-interactively in the workspace; subclasses say what is the agent's own.
+
+    Settings every such kind reads: ``model``, ``executable``, ``args`` (added to its command
+    line), ``auth`` (a login file), ``timeout``, ``grace``, ``env``, ``secrets``,
+    ``worker_suffix``, ``max_usd``, ``max_tokens``; a subclass adds its own in ``configure``.
+    """
+
+    #: The kind's name, also ``provenance.agent``.
+    kind: ClassVar[str]
+    #: The program looked up when ``executable`` is not set.
+    program: ClassVar[str]
+    model_required: ClassVar[bool] = True
+    #: The variable(s) that must point into the cell; the user's values never pass through.
+    private_variables: ClassVar[tuple[str, ...]] = ()
+    #: Where a login file (``auth``) goes, relative to the agent's config dir.
+    login_file: ClassVar[str]
+
+    def __init__(self, spec: ArmSpec, suite: Suite):
+        reader = SettingsReader(spec)
+        self.spec = spec
+        self.model: str | None = (reader.string("model", required=True) if self.model_required
+                                  else reader.string("model"))
+        self.executable = find_program(reader.string("executable", self.program), suite, spec.origin, "executable")
+        self.args: list[str] = reader.strings("args", [])
+        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
+        self.grace: float = reader.number("grace", DEFAULT_GRACE)
+        self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
+        self.env = read_env(reader)
+        clash = sorted(set(self.env) & set(self.private_variables))
+        if clash:
+            raise ArmConfigError(f"{spec.origin}: field 'env': {clash[0]} is the agent's config dir, which the "
+                                 f"harness points into each cell (two cells must never share one); leave it out")
+        self.secrets = read_secrets(reader, suite)
+        self.auth = self._read_auth(reader)
+        self.prices = suite.prices
+        self.cap = read_cap(reader, price_for(suite.prices, self.model), self.model)
+        self.configure(reader, suite)
+        reader.finish()
+        self.version = self.agent_version()
+
+    def _read_auth(self, reader: SettingsReader) -> Path | None:
+        value: str | None = reader.string("auth")
+        if value is None:
+            return None
+        path = (reader.spec.base_dir / os.path.expanduser(value)).resolve()
+        if not path.is_file():
+            raise ArmConfigError(f"{reader.spec.origin}: field 'auth': {path} is not a file (the agent's login "
+                                 f"file, copied into each cell as {self.login_file})")
+        return path
+
+    def price_of(self, model: str | None) -> Price | None:
+        """A model's price by its own name, else the asked model's."""
+        return price_for_served(self.prices, model, self.model)
+
+    # -- what a kind says ----------------------------------------------------------------------
+
+    def configure(self, reader: SettingsReader, suite: Suite) -> None:
+        """Read the kind's own settings."""
+
+    def agent_version(self) -> str:
+        """The agent's version for ``provenance``: ``EXECUTABLE --version``, its config dir in a throwaway one."""
+        return agent_version(self.executable, self.spec.origin, self.private_variables)
+
+    def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
+        """Write the agent's config files into ``home`` and say how to run it."""
+        raise NotImplementedError
+
+    def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
+        """What to follow for the live cap: the calls the agent logs as it runs."""
+        raise NotImplementedError
+
+    def transcripts(self, request: CellRequest, home: Path) -> list[tuple[Path, str]]:
+        """The agent's transcript files, each with its name under ``transcript/`` in the run dir."""
+        raise NotImplementedError
+
+    def read_spend(self, request: CellRequest, home: Path, call: AgentCall) -> AgentSpend:
+        """What the agent reported, from its final report, else from its per-call files."""
+        raise NotImplementedError
+
+    def check_report(self, spend: AgentSpend, outcome: AgentOutcome) -> AgentOutcome:
+        """The outcome, made ``arm_error`` when the agent exited 0 but its report says it failed."""
+        return outcome
+
+    # -- the cell ------------------------------------------------------------------------------
+
+    def run(self, request: CellRequest) -> ArmResult:
+        home = request.cell.root / "agent"
+        home.mkdir(mode=0o700, exist_ok=True)
+        prompt = write_prompt(request, self.suffix)
+        if self.auth is not None:
+            write_atomic(home / self.login_file, self.auth.read_bytes())  # mode 0600
+        call = self.prepare(request, home, prompt)
+        watch = (CapWatch(self.cap, PricedCalls(self.live_calls(request, home, call), self.price_of))
+                 if self.cap.is_set else None)
+        # The kind's variables last: a user's CLAUDE_CONFIG_DIR (say) must not send two cells to one dir.
+        env = request.cell.env({**self.env, **call.env})
+        outcome = run_agent(call.argv, cwd=request.workspace.path, env=env, secrets=self.secrets,
+                            sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=call.stdout,
+                            stderr=request.run_dir / "stderr.log", stdin=call.stdin, should_stop=watch,
+                            what=self.kind)
+        return self.settle(request, home, call, outcome, watch)
+
+    def settle(self, request: CellRequest, home: Path, call: AgentCall, outcome: AgentOutcome,
+               watch: CapWatch[PricedCalls] | None) -> ArmResult:
+        """After the agent, however it ended: keep its transcripts, read its spend, check the cap. Never raises."""
+        problems: list[str] = []
+        try:
+            copied = copy_transcripts(self.transcripts(request, home), request.run_dir / TRANSCRIPT_DIR)
+        except Exception as failure:  # a transcript that cannot be copied must not lose the cell's spend
+            copied, problems = [], [f"transcripts not copied: {type(failure).__name__}: {failure}"]
+        try:
+            spend = self.read_spend(request, home, call)
+        except Exception as failure:  # the agent ran: its spend is unknown, never lost to an accounting bug
+            spend = replace(NO_SPEND, problems=[f"accounting failed: {type(failure).__name__}: {failure}"])
+        models = {model: usage.priced(self.price_of(model)) for model, usage in spend.models.items()}
+        usage = add_usages(models.values()) if models else Usage()
+        outcome = self.check_report(spend, outcome)
+        if outcome.status == ArmStatus.OVER_BUDGET and watch is not None and watch.reason:
+            outcome = replace(outcome, error=f"{self.kind} stopped: {watch.reason}")
+        elif outcome.status == ArmStatus.ARM_ERROR and spend.error:
+            outcome = replace(outcome, error=f"{outcome.error}: {spend.error[:500]}")
+        outcome = over_cap(self.cap, outcome, usage, self.kind)
+        details = accounting_errors(
+            {"usage_source": spend.source, "transcripts": copied, **spend.details,
+             "returncode": outcome.returncode, "agent_seconds": round(outcome.seconds, 3)},
+            [*problems, *spend.problems])
+        provenance: dict[str, Any] = {"agent": self.kind, "agent_version": self.version}
+        if self.secrets:
+            provenance["secrets"] = self.secrets.describe()
+        if self.auth is not None:
+            provenance["auth"] = str(self.auth)
+        return ArmResult(status=outcome.status, error=outcome.error, usage=usage, models=models,
+                         asked_model=self.model, served_model=spend.served_model, provenance=provenance,
+                         details=details)
+
+
+def copy_transcripts(files: Iterable[tuple[Path, str]], destination: Path) -> list[str]:
+    """Copy each (file, name) under ``destination``; the names copied, in order."""
+    copied = []
+    for source, name in files:
+        if not source.is_file():
+            continue
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        copied.append(f"{TRANSCRIPT_DIR}/{name}")
+    return copied
+
+
+def under(root: Path, pattern: str) -> list[tuple[Path, str]]:
+    """Files under ``root`` matching ``pattern``, each named by its path relative to ``root``."""
+    if not root.is_dir():
+        return []
+    return [(path, path.relative_to(root).as_posix()) for path in sorted(root.glob(pattern)) if path.is_file()]

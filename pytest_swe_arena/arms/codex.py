@@ -1,0 +1,113 @@
+"""The ``codex`` kind: OpenAI's Codex CLI, ``codex exec``, in the workspace.
+
+Runs ``codex exec --json --sandbox workspace-write [-m MODEL] -c ... - <
+prompt.txt`` with ``CODEX_HOME`` in the cell. Its ``config.toml`` there is the
+arm's ``config`` file (model providers, say) or empty; the offline switches go
+on the command line as overrides (``analytics.enabled=false``: no analytics;
+``features.plugins=false``: no plugin marketplace sync over git), so they hold
+whatever the file says. Its usage is read in ``spend.codex``: ``turn.completed``
+in the ``--json`` stream, and the rollouts' per-response records live and for a
+run that never finished. Codex reports no cost: the suite's price table prices it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..files import write_atomic
+from ..spend.agent_reports import AgentSpend, CallFollower
+from ..spend.codex import Rollouts, read_codex_spend
+from ..suite import Suite
+from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
+from .cli_agent import AgentCall, CliAgentArm, under
+
+#: Codex's own sandbox for its commands: "workspace-write" lets them write the workspace (and TMPDIR).
+#: Its bwrap cannot start inside another sandbox, so in a cell the arena sandboxes (``--arena-sandbox``)
+#: the default is "bypass": the arena's sandbox is the boundary; unsandboxed, "workspace-write".
+SANDBOXES = {"workspace-write": ["--sandbox", "workspace-write"],
+             "danger-full-access": ["--sandbox", "danger-full-access"],
+             "bypass": ["--dangerously-bypass-approvals-and-sandbox"]}
+OFFLINE_OVERRIDES = {"analytics.enabled": False, "features.plugins": False}
+
+
+def toml_value(value: Any) -> str:
+    """A ``-c key=value`` value: Codex parses it as TOML (JSON's strings, numbers and booleans are TOML's)."""
+    return json.dumps(value)
+
+
+PROVIDER_KEYS = ("base_url", "env_key", "wire_api", "name")
+
+
+def provider_overrides(reader: SettingsReader) -> dict[str, Any]:
+    """``provider = {base_url, env_key, wire_api, name}``: a model provider named ``arena``, and chosen.
+
+    ``env_key`` names the variable that holds the API key (default ``OPENAI_API_KEY``, from
+    ``secrets``); Codex sends it as a Bearer token to ``{base_url}/responses``.
+    """
+    provider = reader.table("provider")
+    if provider is None:
+        return {}
+    origin = f"{reader.spec.origin}: field 'provider'"
+    unknown = sorted(set(provider) - set(PROVIDER_KEYS))
+    if unknown:
+        raise ArmConfigError(f"{origin}: unknown key {unknown[0]!r}; known: {', '.join(PROVIDER_KEYS)}")
+    values = {"name": "arena", "env_key": "OPENAI_API_KEY", "wire_api": "responses", **provider}
+    if not isinstance(values.get("base_url"), str) or not values["base_url"]:
+        raise ArmConfigError(f"{origin}: 'base_url' is required (the provider's URL, e.g. https://api.openai.com/v1)")
+    bad = next((key for key in PROVIDER_KEYS if not isinstance(values[key], str)), None)
+    if bad:
+        raise ArmConfigError(f"{origin}: {bad} = {values[bad]!r} is not a string")
+    return {"model_provider": "arena", **{f"model_providers.arena.{key}": values[key] for key in PROVIDER_KEYS}}
+
+
+class CodexArm(CliAgentArm):
+    """Codex CLI, ``codex exec --json``, in its own sandbox that may write the workspace."""
+
+    kind = "codex"
+    program = "codex"
+    private_variables = ("CODEX_HOME",)
+    login_file = "auth.json"
+
+    def configure(self, reader: SettingsReader, suite: Suite) -> None:
+        self.sandbox: str | None = reader.string("sandbox")
+        if self.sandbox is not None and self.sandbox not in SANDBOXES:
+            raise ArmConfigError(f"{reader.spec.origin}: field 'sandbox': {self.sandbox!r} is not one of "
+                                 f"{', '.join(SANDBOXES)}")
+        config = reader.path("config")
+        if config is not None and not config.is_file():
+            raise ArmConfigError(f"{reader.spec.origin}: field 'config': {config} is not a file "
+                                 "(Codex's config.toml for the cell)")
+        self.config_text = config.read_bytes() if config is not None else b""
+        overrides = reader.table("overrides", {})
+        for key, value in overrides.items():
+            if isinstance(value, (dict, list)) or value is None:
+                raise ArmConfigError(f"{reader.spec.origin}: field 'overrides': {key} = {value!r} is not a "
+                                     "string, number or boolean (a dotted key names a nested setting)")
+        self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **provider_overrides(reader), **overrides}
+
+    def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
+        write_atomic(home / "config.toml", self.config_text)
+        overrides = [arg for key, value in self.overrides.items() for arg in ("-c", f"{key}={toml_value(value)}")]
+        own_sandbox = self.sandbox or ("bypass" if request.sandbox is not None else "workspace-write")
+        argv = [self.executable, "exec", "--json", *SANDBOXES[own_sandbox],
+                *(["-m", self.model] if self.model else []), *overrides, *self.args, "-"]
+        return AgentCall(argv, {"CODEX_HOME": str(home)}, request.run_dir / "events.jsonl", stdin=prompt)
+
+    def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
+        return Rollouts(home, self.model)
+
+    def transcripts(self, request: CellRequest, home: Path) -> list[tuple[Path, str]]:
+        return under(home / "sessions", "**/rollout-*.jsonl")
+
+    def read_spend(self, request: CellRequest, home: Path, call: AgentCall) -> AgentSpend:
+        return read_codex_spend(call.stdout, home, (path for path, _ in self.transcripts(request, home)), self.model)
+
+
+@pytest.hookimpl
+def pytest_arena_arm_kinds() -> Mapping[str, ArmKind]:
+    return {"codex": CodexArm}

@@ -1,0 +1,83 @@
+"""The ``gemini-cli`` kind: Google's Gemini CLI, ``gemini -p``, in the workspace.
+
+Runs ``gemini -p "" --yolo --skip-trust --output-format json [-m MODEL] <
+prompt.txt`` with ``GEMINI_CLI_HOME`` in the cell and its
+``.gemini/settings.json`` there: the auth type named (``gemini-api-key`` by
+default: a base URL alone makes 0.61 pick an auth type that non-interactive
+runs refuse), usage statistics off. Without ``--yolo`` a non-interactive run
+gets no tool that writes; without ``--skip-trust`` it refuses the workspace.
+``GEMINI_CLI_NO_RELAUNCH=true`` keeps it one process (the relaunching parent
+ignores SIGTERM). Its usage is read in ``spend.gemini`` (its result's ``stats.models``, its chat
+files live and when it printed nothing). Gemini reports no cost: the suite's
+price table prices it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..files import json_table, write_atomic
+from ..outcome import AgentOutcome, ArmStatus
+from ..spend.agent_reports import AgentSpend, CallFollower
+from ..spend.gemini import Chats, read_gemini_spend
+from ..suite import Suite
+from .base import ArmKind, CellRequest, SettingsReader
+from .cli_agent import AgentCall, CliAgentArm, under
+
+
+def merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``top`` laid over it, tables merged key by key."""
+    result = dict(base)
+    for key, value in top.items():
+        result[key] = merged(json_table(base.get(key)), value) if isinstance(value, Mapping) else value
+    return result
+
+
+class GeminiCliArm(CliAgentArm):
+    """Gemini CLI in YOLO mode (its write and shell tools without asking), API-key auth by default."""
+
+    kind = "gemini-cli"
+    program = "gemini"
+    model_required = False  # without one, Gemini CLI routes each prompt to a model of its choice
+    private_variables = ("GEMINI_CLI_HOME",)
+    login_file = ".gemini/oauth_creds.json"
+
+    def configure(self, reader: SettingsReader, suite: Suite) -> None:
+        self.auth_type: str = reader.string("auth_type", "gemini-api-key")
+        self.settings: dict[str, Any] = reader.table("settings", {})
+
+    def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
+        ours = {"security": {"auth": {"selectedType": self.auth_type}}, "privacy": {"usageStatisticsEnabled": False}}
+        settings = merged(self.settings, ours)
+        write_atomic(home / ".gemini" / "settings.json", json.dumps(settings, indent=2).encode())
+        argv = [self.executable, "-p", "", "--yolo", "--skip-trust", "--output-format", "json",
+                *(["-m", self.model] if self.model else []), *self.args]
+        env = {"GEMINI_CLI_HOME": str(home), "GEMINI_CLI_NO_RELAUNCH": "true"}
+        return AgentCall(argv, env, request.run_dir / "result.json", stdin=prompt)
+
+    def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
+        return Chats(home)
+
+    def transcripts(self, request: CellRequest, home: Path) -> list[tuple[Path, str]]:
+        return under(home / ".gemini" / "tmp", "*/chats/**/*.jsonl")
+
+    def read_spend(self, request: CellRequest, home: Path, call: AgentCall) -> AgentSpend:
+        return read_gemini_spend(call.stdout, request.run_dir / "stderr.log", home, self.model)
+
+    def check_report(self, spend: AgentSpend, outcome: AgentOutcome) -> AgentOutcome:
+        # SIGTERM makes it exit 0 without a result: an exit code of 0 alone is no finish.
+        if outcome.status == ArmStatus.COMPLETED and not spend.details.get("printed_result"):
+            return replace(outcome, status=ArmStatus.ARM_ERROR, error="gemini-cli exited 0 but printed no result")
+        return outcome
+
+
+
+@pytest.hookimpl
+def pytest_arena_arm_kinds() -> Mapping[str, ArmKind]:
+    return {"gemini-cli": GeminiCliArm}

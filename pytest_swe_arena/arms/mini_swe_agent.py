@@ -1,0 +1,90 @@
+"""The ``mini-swe-agent`` kind: ``mini`` in the workspace, in yolo mode.
+
+Runs ``mini --yolo --exit-immediately -m MODEL -c mini.yaml -c
+environment.timeout=SECONDS -t TASK -o RUN_DIR/trajectory.json`` with
+``MSWEA_GLOBAL_CONFIG_DIR`` in the cell (mini reads its ``.env`` there at
+import, and creates it even for ``--help``), ``MSWEA_CONFIGURED`` (no
+first-run setup prompt), ``MSWEA_SILENT_STARTUP`` and litellm's local price
+table (``LITELLM_LOCAL_MODEL_COST_MAP``: no fetch of it at import). mini's
+default command timeout is 30 s, too short for a test suite:
+``command_timeout`` raises it. The task goes in argv (one argument is at most
+128 KiB on Linux). Its report is the trajectory, rewritten after every step
+and read in ``spend.mini_swe_agent`` (also live, for the cap).
+A model litellm cannot price costs 0 there (``MSWEA_COST_TRACKING=ignore_errors``,
+rather than a failed run): the suite's price table prices it.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from ..spend.agent_reports import AgentSpend, CallFollower
+from ..spend.mini_swe_agent import Trajectory, read_mini_spend
+from ..suite import Suite
+from .base import ArmConfigError, ArmError, ArmKind, CellRequest, SettingsReader
+from .cli_agent import AgentCall, CliAgentArm
+
+QUIET_ENV = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+             "MSWEA_COST_TRACKING": "ignore_errors"}
+#: The longest task mini's ``-t`` can take: Linux refuses a single argument of 128 KiB or more.
+MAX_TASK_BYTES = 128 * 1024 - 1
+DEFAULT_COMMAND_TIMEOUT = 600.0
+
+
+@functools.lru_cache
+def mini_version(executable: str) -> str:
+    """mini has no ``--version``: ask the interpreter its console script runs on."""
+    interpreter = Path(executable).read_text(encoding="utf-8", errors="replace").splitlines()[0].removeprefix("#!")
+    program = "import importlib.metadata as m; print(m.version('mini-swe-agent'))"
+    return subprocess.run([interpreter.strip(), "-c", program], stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=60, check=True).stdout.strip()
+
+
+class MiniSweAgentArm(CliAgentArm):
+    """mini-swe-agent, its one bash tool run without confirmation, exiting when it submits."""
+
+    kind = "mini-swe-agent"
+    program = "mini"
+    private_variables = ("MSWEA_GLOBAL_CONFIG_DIR",)
+    login_file = ".env"
+
+    def configure(self, reader: SettingsReader, suite: Suite) -> None:
+        self.command_timeout: float = reader.number("command_timeout", DEFAULT_COMMAND_TIMEOUT)
+        self.config: list[str] = reader.strings("config", ["mini.yaml"])
+
+    def agent_version(self) -> str:
+        try:
+            return mini_version(self.executable)
+        except (OSError, IndexError, subprocess.SubprocessError) as error:
+            raise ArmConfigError(f"{self.spec.origin}: cannot tell the version of mini-swe-agent behind "
+                                 f"{self.executable}: {error}") from None
+
+    def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
+        task = prompt.read_text(encoding="utf-8")
+        if len(task.encode()) > MAX_TASK_BYTES:
+            raise ArmError(f"the prompt is {len(task.encode()):,} bytes; mini takes its task as one argument, "
+                           f"at most {MAX_TASK_BYTES:,} bytes on Linux")
+        configs = [arg for spec in [*self.config, f"environment.timeout={self.command_timeout:g}"]
+                   for arg in ("-c", spec)]
+        argv = [self.executable, "--yolo", "--exit-immediately", "-m", str(self.model), *configs, *self.args,
+                "-t", task, "-o", str(request.run_dir / "trajectory.json")]
+        return AgentCall(argv, {**QUIET_ENV, "MSWEA_GLOBAL_CONFIG_DIR": str(home)}, request.run_dir / "stdout.log")
+
+    def live_calls(self, request: CellRequest, home: Path, call: AgentCall) -> CallFollower:
+        return Trajectory(request.run_dir / "trajectory.json", self.model)
+
+    def transcripts(self, request: CellRequest, home: Path) -> list[tuple[Path, str]]:
+        return []  # the trajectory is written in the run dir itself
+
+    def read_spend(self, request: CellRequest, home: Path, call: AgentCall) -> AgentSpend:
+        return read_mini_spend(request.run_dir / "trajectory.json", self.model)
+
+
+@pytest.hookimpl
+def pytest_arena_arm_kinds() -> Mapping[str, ArmKind]:
+    return {"mini-swe-agent": MiniSweAgentArm}

@@ -1,0 +1,328 @@
+"""A fresh grading tree: the patch graded on a checkout the agent never touched.
+
+The tree is a new directory, checked out from the base snapshot through a
+``HarnessGit`` (its ``.git`` is the harness's: no agent config, hooks or
+replace refs), the environment's setup run on it (``setup``, before the patch,
+as it ran before the arm), then the patch bytes applied, then ``test_patch``.
+Files that configure the test run are taken from base, whatever the patch
+did to them (``run_config_reason``): pytest's config files, ``conftest.py``,
+``sitecustomize.py``, ``usercustomize.py``, ``*.pth``, and a new top-level
+module that would shadow the runner (``pytest/``, ``_pytest/``, ``pluggy``...,
+as the nested ``pytest/`` repository of issue 13 did). Each one the patch
+touched is an ``IntegrityFlag`` for the row (``details.integrity``), and so is
+added non-test code that reaches into pytest's internals (``pytest_internals``).
+
+Who is at fault: a patch that does not apply to the fresh tree is the arm's
+(``PatchRejected``: the cell is an ``arm_error``, counted); a ``test_patch``
+that does not apply on base is the instance's, a harness error
+(``TestPatchRejected``).
+
+The tests then run in a sandbox (the code under test is agent-written) with a
+fresh HOME and venv, and their report is read once the sandbox's pid
+namespace, and every process in it, is gone (``grade``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..instances.model import Instance
+from ..worker import processes
+from ..worker.cell import CellEnvironment, create_cell_environment
+from ..worker.git import ExtractionError, HarnessGit
+from ..worker.patches import files_touched, is_test_path
+from ..worker.sandbox import Sandbox, cell_policy, program_mounts
+from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
+from ..worker.workspace import WORK_BRANCH, Workspace
+from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
+from .verify import VerifyResult, run_checks
+
+#: Files that configure a test run wherever they are.
+RUN_CONFIG_NAMES = frozenset({"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "conftest.py",
+                              "sitecustomize.py", "usercustomize.py"})
+#: Modules the runner imports at start-up: a new top-level one in the tree would be imported instead.
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup",
+                            "tomli", "colorama", "pygments", "xdist"})
+#: Added lines that reach into pytest's machinery from code under test.
+_PYTEST_INTERNALS = re.compile(
+    r"^\+(?!\+\+ ).*?(\b(?:import|from)\s+(?:_pytest|pluggy)\b|\bdef\s+pytest_\w+\s*\(|\bpytest_plugins\s*=|"
+    r"\b(?:import|from)\s+pytest\b)", re.MULTILINE)
+
+
+class PatchRejected(Exception):
+    """The arm's patch does not apply to a fresh checkout of base: the arm's failure."""
+
+
+class TestPatchRejected(Exception):
+    """The instance's ``test_patch`` does not apply on base: a harness error (the instance is broken)."""
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+
+@dataclass(frozen=True)
+class IntegrityFlag:
+    """Something about a patch the grading did not take as it came: what, where, and what was done."""
+
+    kind: str
+    path: str
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GradingTree:
+    """A laid-out grading tree; ``base_commit`` is base plus the environment's setup, if it changed anything."""
+
+    path: Path
+    base_commit: str
+    integrity: tuple[IntegrityFlag, ...] = ()
+
+    @property
+    def workspace(self) -> Workspace:
+        return Workspace(self.path, self.base_commit)
+
+
+def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: bytes, instance: Instance,
+                       setup: Callable[[Path], None] | None = None) -> GradingTree:
+    """Check out base into the new directory ``dest``, set it up, apply ``patch`` and the instance's test_patch.
+
+    :param objects: the base snapshot's object store (the tree's .git borrows it).
+    :param setup: runs the environment's steps on the base tree before the patch (as before the arm);
+        what they change is committed, and the patch applies on top.
+    """
+    if dest.exists():
+        raise ExtractionError(f"grading tree {dest} exists already")
+    harness = HarnessGit.create(dest / ".git", dest, objects)
+    harness.checkout_base(base_commit)
+    harness.output("update-ref", f"refs/heads/{WORK_BRANCH}", base_commit)
+    harness.output("symbolic-ref", "HEAD", f"refs/heads/{WORK_BRANCH}")
+    if setup is not None:
+        setup(dest)
+        base_commit = harness.commit_work_tree(base_commit, "arena: environment setup")
+        harness.output("update-ref", f"refs/heads/{WORK_BRANCH}", base_commit)
+    applied = harness.run("apply", "--binary", "--whitespace=nowarn", "-", input=patch) if patch.strip() else None
+    if applied is not None and applied.returncode != 0:
+        said = (applied.stdout + applied.stderr).decode(errors="replace").strip()
+        raise PatchRejected(f"the patch does not apply to a fresh checkout of base: {said[:500]}")
+    touched = files_touched(patch)
+    flags = [*_restore_run_config(harness, base_commit, touched), *internals_flags(patch)]
+    if instance.test_patch:
+        # On a fresh tree only the files the patch also touched can differ from base.
+        both = [path for path in files_touched(instance.test_patch) if path in set(touched)]
+        _restore(harness, base_commit, both)
+        applied = harness.run("apply", "--binary", "--whitespace=nowarn", "-", input=instance.test_patch.encode())
+        if applied.returncode != 0:
+            said = (applied.stdout + applied.stderr).decode(errors="replace").strip()
+            raise TestPatchRejected(f"test_patch of {instance.instance_id} does not apply on base: {said[:500]}")
+    return GradingTree(dest, base_commit, tuple(flags))
+
+
+def run_config_reason(path: str, base_text: str | None, tree_text: str | None, base_has_top: bool) -> str | None:
+    """Why ``path`` configures the test run (None if it does not), given its text at base and in the tree.
+
+    :param base_has_top: whether base has the path's top-level entry (a runner module base ships is its code).
+    """
+    name = path.rsplit("/", 1)[-1]
+    if name in RUN_CONFIG_NAMES:
+        return f"{name} configures the test run"
+    if name.endswith(".pth"):
+        return "a .pth file runs code at interpreter start-up"
+    section = PYTEST_CONFIGS.get(name)
+    if section is not None and any(text is not None and section.search(text) for text in (base_text, tree_text)):
+        return f"{name} holds pytest's configuration"
+    top = path.split("/", 1)[0]
+    if top.split(".", 1)[0] in RUNNER_MODULES and not base_has_top:
+        return f"a new top-level {top} would be imported instead of the test runner's own"
+    return None
+
+
+def _restore_run_config(harness: HarnessGit, base_commit: str, touched: list[str]) -> list[IntegrityFlag]:
+    flags = []
+    for path in touched:
+        reason = run_config_reason(path, _text_at(harness, base_commit, path), _text_in(harness.work_tree / path),
+                                   _exists_at(harness, base_commit, path.split("/", 1)[0]))
+        if reason is None:
+            continue
+        at_base = _exists_at(harness, base_commit, path)
+        _restore(harness, base_commit, [path])
+        done = "taken from base" if at_base else "left out (base has no such file)"
+        flags.append(IntegrityFlag("run_config", path, f"{reason}: the patch changed it; {done}"))
+    return flags
+
+
+def internals_flags(patch: bytes) -> list[IntegrityFlag]:
+    """Added lines of non-test code that import pytest's internals or define its hooks, one flag per file.
+
+    The runner's own code (a path through ``_pytest``, ``pytest`` or ``pluggy``) is exempt: a fix
+    to pytest itself imports them.
+    """
+    flags = []
+    text = patch.decode(errors="replace")
+    for section in re.split(r"^(?=diff --git )", text, flags=re.MULTILINE):
+        paths = files_touched(section)
+        if not paths or not section.startswith("diff --git "):
+            continue
+        path = paths[-1]
+        if is_test_path(path) or set(path.split("/")) & {"_pytest", "pytest", "pluggy"}:
+            continue
+        found = _PYTEST_INTERNALS.search(section)
+        if found:
+            flags.append(IntegrityFlag("pytest_internals", path,
+                                       f"non-test code reaches into pytest: {found.group(1).strip()[:120]}"))
+    return flags
+
+
+def _text_at(harness: HarnessGit, commit: str, path: str) -> str | None:
+    completed = harness.run("cat-file", "blob", f"{commit}:{path}")
+    return completed.stdout.decode(errors="replace") if completed.returncode == 0 else None
+
+
+def _text_in(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _exists_at(harness: HarnessGit, commit: str, path: str) -> bool:
+    return harness.run("cat-file", "-e", f"{commit}:{path}").returncode == 0
+
+
+def _restore(harness: HarnessGit, commit: str, paths: list[str]) -> None:
+    """Put ``paths`` back as they are at ``commit``; a file base does not have is removed, and so are the
+    folders that held only it."""
+    for path in paths:
+        if _exists_at(harness, commit, path):
+            harness.output("checkout", commit, "--", path)
+            continue
+        target = harness.work_tree / path
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+        for parent in target.parents:
+            if parent == harness.work_tree or not parent.is_dir() or any(parent.iterdir()):
+                break
+            parent.rmdir()
+
+
+# -- the grading run ----------------------------------------------------------------------
+
+
+def grading_environment(store: EnvironmentStore, spec: EnvSpec, tree: Path, cell: CellEnvironment, log: Path,
+                        timeout: float, sandbox: Sandbox | None) -> PythonEnvironment:
+    """A venv the agent never touched, for the tree: built from the spec's lock, its steps run in the tree.
+
+    The venv is built (uv, from the shared cache) by the harness; the spec's steps run sandboxed,
+    as they build the tree's code, which is the agent's once the patch is applied.
+    """
+    environment = store.build(dataclasses.replace(spec, pre_install=(), install=None), cell.root / "venv", tree,
+                              cell.env(), log, timeout)
+    if sandbox is not None:
+        sandbox = sandbox.showing(*program_mounts(environment.venv / "bin" / "python"))
+    for step, what in [*((step, "pre_install") for step in spec.pre_install),
+                       *(((spec.install, "install"),) if spec.install else ())]:
+        run_step(environment, step, tree, cell, log, timeout, what, sandbox)
+    return environment
+
+
+def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: CellEnvironment, log: Path,
+             timeout: float, what: str, sandbox: Sandbox | None) -> None:
+    """One shell step of the environment in the tree, with the venv first on PATH, in ``sandbox`` if given."""
+    env = cell.env(environment.variables(cell.variables.get("PATH", "")))
+    argv = shell_argv(command)
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"$ ({what}) {command}\n")
+    argv = sandbox.wrap(argv, tree) if sandbox else argv
+    result = processes.run(argv, cwd=tree, env=env, stdout=log, timeout=timeout)
+    if result.returncode != 0:
+        why = "timed out" if result.timed_out else f"exited {result.returncode}"
+        raise EnvBuildError(f"grading environment: {what} step `{command}` {why} (see {log.name})")
+
+
+def grade(tree: GradingTree, instance: Instance, *, cell: CellEnvironment, timeout: float,
+          sandbox: Sandbox | None, extra_env: Mapping[str, str] | None = None) -> VerifyResult:
+    """Run the instance's verify command or tests on the tree, in ``sandbox``, with ``cell``'s fresh HOME.
+
+    The log and the JUnit report go to ``cell.run_dir``; the report is read after the run's
+    sandbox, and every process in it, is gone.
+    """
+    return run_checks(tree.workspace, instance, env=cell.env(extra_env), log=cell.run_dir / "verify.log",
+                      timeout=timeout, sandbox=sandbox)
+
+
+def integrity_details(nested_repositories: Sequence[str] = (),
+                      flags: Sequence[IntegrityFlag] = ()) -> list[dict[str, Any]]:
+    """The row's ``details.integrity``: the nested repositories extraction took in, and the grading tree's flags."""
+    nested = [IntegrityFlag("nested_repository", path, "a directory with its own .git: taken in as files")
+              for path in nested_repositories]
+    return [flag.to_json() for flag in (*nested, *flags)]
+
+
+# -- a cell's grading -----------------------------------------------------------------------
+
+
+def fresh_tree_grading(verify_on: str, workspace: Workspace) -> bool:
+    """Whether a cell's patch is graded on a fresh tree: with ``--arena-verify-on=patch`` (the default),
+    wherever there is a snapshot to check out (not an image's /testbed, which is graded in place)."""
+    return verify_on == "patch" and workspace.objects is not None
+
+
+#: Files of the grading run copied into the cell's run dir (the report reads them there).
+GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
+
+
+def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
+                        run_dir: Path, timeout: float, sandboxed: bool, spec: EnvSpec | None,
+                        store: EnvironmentStore) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+    """Grade ``patch`` on a new tree under ``root``: base from the snapshot, the environment's setup, the patch,
+    ``test_patch``; a fresh HOME and venv, everything it runs in a sandbox when ``sandboxed``.
+
+    The grading logs land in ``run_dir`` (the cell's). Raise ``PatchRejected`` when the patch does not
+    apply, or when the environment's install step fails on the patched tree (the arm's failure);
+    ``TestPatchRejected``, ``EnvBuildError`` (before the patch) and ``WorkspaceError`` are the harness's.
+    """
+    cell = create_cell_environment(root / "cell")
+    tree_dir = root / "tree"
+    log = cell.run_dir / "env.log"
+
+    def sandbox() -> Sandbox | None:
+        return Sandbox(cell_policy(cell, read_write=(tree_dir,), read_only=(objects,))) if sandboxed else None
+
+    built: list[PythonEnvironment] = []
+
+    def setup(tree: Path) -> None:
+        assert spec is not None
+        before_patch = dataclasses.replace(spec, install=None)
+        built.append(grading_environment(store, before_patch, tree, cell, log, timeout, sandbox()))
+
+    try:
+        tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
+                                  instance=instance, setup=setup if spec is not None else None)
+        extra: dict[str, str] = {}
+        grading_sandbox = sandbox()
+        if built:
+            environment = built[0]
+            if grading_sandbox is not None:
+                grading_sandbox = grading_sandbox.showing(*program_mounts(environment.venv / "bin" / "python"))
+            if spec is not None and spec.install:
+                try:
+                    run_step(environment, spec.install, tree.path, cell, log, timeout, "install (the patched tree)",
+                             grading_sandbox)
+                except EnvBuildError as error:
+                    raise PatchRejected(f"the environment's install step fails on the patched tree: {error}") from None
+            extra = environment.variables(cell.variables.get("PATH", ""))
+        verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra)
+        return verdict, tree.integrity
+    finally:
+        for name in GRADING_LOGS:
+            if (cell.run_dir / name).is_file():
+                shutil.copyfile(cell.run_dir / name, run_dir / name)

@@ -1,0 +1,108 @@
+"""Where Claude Code's usage is read: its ``stream-json`` output and its transcripts.
+
+The stream's last line, ``result``, carries ``modelUsage`` (per model, sub-agents
+included, each with Claude's ``costUSD``) and ``total_cost_usd``; its top-level ``usage``
+leaves sub-agents out and is not used. While it runs, the stream's ``message_delta``
+events (the main agent) and the sub-agents' transcripts
+(``$CLAUDE_CONFIG_DIR/projects/<cwd>/<session>/subagents/*.jsonl``) are followed for the
+live cap. A run that never printed its result is read from all its transcripts, each
+message id once, at its last usage. Anthropic counts input without the cache, so the
+ledger's split is Anthropic's own; thinking tokens, when given, are taken out of output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..files import LineFollower, json_objects, json_table, json_text
+from .agent_reports import AgentSpend, CallTally, FigureReader, call_usage, with_calls
+from .usage import Usage
+
+
+def anthropic_call(usage: Any, where: str, reader: FigureReader | None = None) -> Usage:
+    """An Anthropic ``usage`` object (a stream's message_delta, a transcript message) as one call."""
+    reader = reader or FigureReader(where)
+    thinking = reader.count(json_table(usage.get("output_tokens_details")), "thinking_tokens")
+    output = reader.count(usage, "output_tokens", None)
+    cache_read = reader.count(usage, "cache_read_input_tokens")
+    cache_write = reader.count(usage, "cache_creation_input_tokens")
+    return call_usage(reader.count(usage, "input_tokens", None), reader.rest(output, thinking), thinking,
+                      cache_read, cache_write)
+
+
+def read_transcripts(paths: Iterable[Path]) -> CallTally:
+    """Every assistant message of the transcripts, each id once, with its final usage, by model."""
+    tally = CallTally()
+    for path in paths:
+        for entry in json_objects(path):
+            add_transcript_entry(tally, entry)
+    return tally
+
+
+def add_transcript_entry(tally: CallTally, entry: Mapping[str, Any]) -> None:
+    message = json_table(entry.get("message"))
+    identifier, usage = json_text(message.get("id")), json_table(message.get("usage"))
+    if entry.get("type") == "assistant" and identifier and usage:
+        tally.add(identifier, json_text(message.get("model")) or "unknown", anthropic_call(usage, identifier))
+
+
+def model_usage(report: Mapping[str, Any], reader: FigureReader) -> dict[str, Usage]:
+    """The result's ``modelUsage``: every call per model, sub-agents included, with Claude's cost."""
+    models = {}
+    for model, figures in json_table(report.get("modelUsage")).items():
+        figures = json_table(figures)
+        thinking = reader.count(figures, "thinkingTokens")
+        output = reader.count(figures, "outputTokens", None)
+        models[model] = Usage(
+            reader.count(figures, "inputTokens", None), reader.rest(output, thinking), thinking,
+            reader.count(figures, "cacheReadInputTokens"), reader.count(figures, "cacheCreationInputTokens"),
+            None, None, reader.cost(figures, "costUSD"), "reported")
+    return models
+
+
+class StreamAndSubagents:
+    """The main agent's calls from the stream's message_delta events, plus the sub-agents' transcripts."""
+
+    def __init__(self, stream: Path, home: Path):
+        self.stream = stream
+        self.home = home
+        self.lines = LineFollower()
+        self.main = CallTally()
+        self.model = "unknown"
+        self.subagents = CallTally()
+        self.subagent_lines = LineFollower()
+
+    def poll(self) -> Mapping[str, Usage]:
+        for _, line in self.lines.objects([self.stream]):
+            event = json_table(line.get("event"))
+            if line.get("type") != "stream_event" or line.get("parent_tool_use_id"):
+                continue
+            if event.get("type") == "message_start":
+                self.model = json_text(json_table(event.get("message")).get("model")) or self.model
+            elif event.get("type") == "message_delta" and json_table(event.get("usage")):
+                self.main.add(f"call-{len(self.main.calls) + 1}", self.model,
+                              anthropic_call(event["usage"], "message_delta"))
+        for _, entry in self.subagent_lines.objects((self.home / "projects").glob("*/*/subagents/*.jsonl")):
+            add_transcript_entry(self.subagents, entry)
+        return CallTally({**self.main.calls, **self.subagents.calls}).by_model()
+
+
+def read_claude_spend(stream: Path, transcripts: Iterable[Path]) -> AgentSpend:
+    """What Claude Code spent: its result's ``modelUsage``, else (no result printed) its transcripts."""
+    lines = json_objects(stream)
+    init = next((line for line in lines if line.get("type") == "system" and line.get("subtype") == "init"), {})
+    served = json_text(init.get("model"))
+    result = next((line for line in reversed(lines) if line.get("type") == "result"), None)
+    counted = read_transcripts(transcripts).by_model()
+    if result is None:
+        return AgentSpend(counted, served or next(iter(counted), None), "transcript" if counted else "none")
+    reader = FigureReader("result.modelUsage")
+    # Steps and context size are not in the result: the transcripts have them, per call.
+    models = {model: with_calls(usage, counted.get(model)) for model, usage in model_usage(result, reader).items()}
+    details: dict[str, Any] = {"num_turns": result.get("num_turns"),
+                               "reported_cost_usd": reader.cost(result, "total_cost_usd"),
+                               "permission_denials": len(result.get("permission_denials") or [])}
+    error = json_text(result.get("result")) if result.get("is_error") else None
+    return AgentSpend(models, served, "report", reader.problems, error, details)

@@ -1,0 +1,315 @@
+"""The viewer's data, built from ledger rows and run dirs (no pytest run, no browser)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_swe_arena.controller.ledger import append_sweep_record
+from pytest_swe_arena.results.records import cell_records, read_sweep_record
+from pytest_swe_arena.results.summary import summarize
+from pytest_swe_arena.results.viewer.build import MANIFEST, write_viewer
+from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card
+from pytest_swe_arena.results.viewer.overview import overview_data
+from pytest_swe_arena.results.viewer.rows import read_run
+from pytest_swe_arena.results.viewer.transcripts import read_opencode_events
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def row(iid: str, arm: str, status: str, cost: float | None = 0.0, trial: int = 1, kind: str = "priced",
+        **extra: Any) -> dict[str, Any]:
+    usage = {"input_tokens": 100, "output_tokens": 10, "reasoning_tokens": 0, "cost_usd": cost,
+             "cost_source": "reported" if cost is not None else "unknown"}
+    return {"run_id": "r1", "instance_id": iid, "arm": arm, "trial": trial, "status": status, "usage": usage,
+            "phases": {"arm": 1.0, "verify": 0.5}, "arm_identity": {"name": arm, "kind": kind, "settings": {}},
+            "cell_key": f"{iid}-{arm}-{trial}", "ended_at": "2026-12-01T00:00:00+00:00",
+            "run_dir": f"runs/{iid}/{arm}", **extra}
+
+
+def ten_instance_sweep() -> list[dict[str, Any]]:
+    """SOLO resolves 1-3 and 9, SUP4 resolves 1-8 (only SOLO: 1, only SUP4: 5); PRED's cost is unknown."""
+    rows = []
+    for n in range(1, 11):
+        iid = f"demo__calc-{n}"
+        rows.append(row(iid, "SOLO", "resolved" if n in (1, 2, 3, 9) else "unresolved", cost=0.5))
+        rows.append(row(iid, "SUP4", "resolved" if n <= 8 else "arm_error", cost=2.0,
+                        error="agent crashed\ntraceback" if n > 8 else None))
+        rows.append(row(iid, "PRED", "resolved" if n % 2 else "unresolved", cost=None, kind="replay"))
+    return rows
+
+
+def out_dir(tmp_path: Path, rows: list[dict[str, Any]], cards: bool = True) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "ledger.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in rows))
+    for entry in rows:
+        run_dir = out / entry["run_dir"]
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "verify.log").write_text(f"verify of {entry['instance_id']} [{entry['arm']}]\n")
+        if cards:
+            card = {"instance_id": entry["instance_id"], "repo": "demo/calc", "problem_statement": "mul is wrong"}
+            (out / "runs" / entry["instance_id"] / "instance.json").write_text(json.dumps(card))
+    last = rows[-1]["run_id"]
+    summary = summarize(cell_records([entry for entry in rows if entry["run_id"] == last]), ["SOLO", "SUP4", "PRED"],
+                        last)
+    return out, summary
+
+
+def test_comparisons_against_each_baseline_read_both_ways(tmp_path):
+    out, summary = out_dir(tmp_path, ten_instance_sweep())
+    data = overview_data(summary, read_run(out, "r1"), {})
+    against_solo = {entry["arm"]: entry for entry in data["comparisons"]["SOLO"]}
+    against_sup4 = {entry["arm"]: entry for entry in data["comparisons"]["SUP4"]}
+    sup4, solo = against_solo["SUP4"], against_sup4["SOLO"]
+    assert (sup4["cells"], sup4["both"], sup4["only_arm"], sup4["only_baseline"], sup4["neither"]) == (10, 3, 5, 1, 1)
+    assert sup4["delta"] == pytest.approx(0.4) and solo["delta"] == pytest.approx(-0.4)
+    [pair] = [pair for pair in summary["pairs"] if pair["arms"] == ["SOLO", "SUP4"]]
+    assert sup4["mcnemar_p"] == solo["mcnemar_p"] == pair["mcnemar_p"], "the summary's McNemar p"
+    low, high = sup4["delta_ci95"]
+    assert low < 0.4 < high and solo["delta_ci95"] == [-high, -low], "one bootstrap, read both ways"
+    assert sup4["cost_per_cell_delta"] == pytest.approx(1.5) and against_solo["PRED"]["cost_per_cell_delta"] is None
+    assert data["baseline"] == "SOLO", "the first arm that is not GOLD or EMPTY"
+    assert [entry["arm"] for entry in data["comparisons"]["PRED"]] == ["SOLO", "SUP4"]
+
+
+def test_every_arm_is_on_the_frontier_data_unknown_cost_apart(tmp_path):
+    out, summary = out_dir(tmp_path, ten_instance_sweep())
+    data = overview_data(summary, read_run(out, "r1"), {})
+    arms = {arm["arm"]: arm for arm in data["arms"]}
+    assert list(arms) == ["SOLO", "SUP4", "PRED"]
+    assert arms["PRED"]["cost_known"] is False and arms["PRED"]["cost_per_cell_usd"] is None
+    assert arms["PRED"]["cost_per_cell_ci95"] is None and arms["PRED"]["kind"] == "replay"
+    assert arms["SOLO"]["cost_per_cell_ci95"] == [0.5, 0.5], "every cell cost the same: no spread"
+    low, high = arms["SUP4"]["cost_per_resolved_ci95"]
+    assert arms["SUP4"]["cost_per_resolved_usd"] == pytest.approx(20 / 8)
+    assert low < 20 / 8 < high
+    # SOLO is cheaper, SUP4 resolves more: neither beats the other, both on the frontier; PRED is not placed.
+    assert data["frontier"] == {"per_cell": ["SOLO", "SUP4"], "per_resolved": ["SOLO", "SUP4"]}
+
+
+def test_cells_as_columns_with_tables_and_pages(tmp_path):
+    rows = ten_instance_sweep() + [row("odd id/../x", "SOLO", "harness_error", error="setup: no commit")]
+    out, summary = out_dir(tmp_path, rows, cards=False)
+    (out / "runs/demo__calc-1/instance.json").write_text(json.dumps({"repo": "demo/calc"}))
+    data = overview_data(summary, read_run(out, "r1"), {"demo__calc-1": "demo/calc"})
+    cells = data["cells"]
+    assert cells["count"] == 31 and len(cells["columns"]["status"]) == 31
+    assert cells["instances"][cells["columns"]["instance"][0]] == "demo__calc-1"
+    assert cells["repos"] == ["", "demo/calc"] and cells["instance_repo"][cells["instances"].index("demo__calc-1")] == 1
+    assert cells["errors"] == ["agent crashed", "setup: no commit"], "first lines, each once"
+    assert cells["columns"]["cost"][2] is None, "unknown, not 0"
+    assert cells["pages"] == {"30": cells["pages"]["30"]} and cells["pages"]["30"].startswith("cells/_/"), \
+        "a name that is not safe as a path gets a hashed page"
+
+
+def test_cell_pages_are_rebuilt_only_when_their_rows_change(tmp_path):
+    rows = ten_instance_sweep()
+    out, summary = out_dir(tmp_path, rows)
+    index = write_viewer(out, summary)
+    assert index == out / "viewer/index.html" and (out / "viewer/cell.html").is_file()
+    assert (out / "viewer/assets/vendor/diff2html.min.js").is_file()
+    pages = sorted((out / "viewer/data/cells").rglob("*.js"))
+    assert len(pages) == 30
+    stamps = {page: page.stat().st_mtime_ns for page in pages}
+    write_viewer(out, summary)
+    assert {page: page.stat().st_mtime_ns for page in pages} == stamps, "nothing changed: nothing rebuilt"
+    pages[0].unlink()
+    write_viewer(out, summary)
+    assert not pages[0].exists(), "the ledger did not change: the pages are not even looked at"
+    write_viewer(out, summary, rebuild=True)
+    assert pages[0].exists(), "a rebuild looks at every page (swe-arena view --build)"
+    rebuilt = {page for page in pages if page.stat().st_mtime_ns != stamps[page]}
+    assert rebuilt == {page for page in pages if page.parent.parent == pages[0].parent.parent}, \
+        "only the missing page's instance is built again"
+    stamps = {page: page.stat().st_mtime_ns for page in pages}
+
+    # One more row of the same run, for demo__calc-1: only that instance's pages change (their siblings did).
+    out, summary = out_dir(tmp_path, [*rows, row("demo__calc-1", "NEW", "resolved")])
+    write_viewer(out, summary)
+    changed = {page.relative_to(out / "viewer/data/cells").as_posix() for page in pages
+               if page.stat().st_mtime_ns != stamps[page]}
+    assert changed == {"demo__calc-1/SOLO/1.js", "demo__calc-1/SUP4/1.js", "demo__calc-1/PRED/1.js"}
+    assert '"arm":"NEW"' in (out / "viewer/data/cells/demo__calc-1/SOLO/1.js").read_text(), "the new sibling"
+
+    # A second run without the PRED arm: its pages are deleted, the others say which run they show.
+    second = [{**entry, "run_id": "r2"} for entry in rows if entry["arm"] != "PRED"]
+    second[0] = {**second[0], "status": "unresolved", "ended_at": "2026-12-02T00:00:00+00:00"}
+    out, summary = out_dir(tmp_path, rows + second)
+    write_viewer(out, summary)
+    assert not (out / "viewer/data/cells/demo__calc-1/PRED/1.js").exists()
+    page = (out / "viewer/data/cells/demo__calc-1/SOLO/1.js").read_text()
+    assert '"status":"unresolved"' in page and '"run_id":"r2"' in page
+    manifest = json.loads((out / "viewer" / MANIFEST).read_text())["pages"]
+    assert len(manifest) == 20 and all("PRED" not in name for name in manifest)
+
+
+def test_cell_page_reads_only_inside_the_out_dir(tmp_path):
+    """A row (a hand-edited ledger) or a run dir pointing outside: nothing outside the out dir is read."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP SECRET")
+    out = tmp_path / "out"
+    run_dir = out / "runs/a/X"
+    run_dir.mkdir(parents=True)
+    (run_dir / "verify.log").symlink_to(secret)
+    (run_dir / "stdout.log").write_text("plain output\n")
+    (out / "runs/a/instance.json").symlink_to(secret)
+    reader = OutDir(out)
+    for where in ("../secret.txt", "/etc/passwd", "runs/../../secret.txt", "runs\\..\\secret.txt"):
+        assert reader.inside(where) is None, where
+    (out / "patches").symlink_to(tmp_path)
+    assert reader.inside("patches/secret.txt") is None
+    hostile = row("a", "X", "unresolved", patch_file="patches/secret.txt", run_dir="runs/a/X")
+    assert instance_card(reader, "a") is None, "the card is a link: not followed"
+    page = cell_page(reader, hostile, "cells/a/X/1", [], None, None)
+    assert "TOP SECRET" not in json.dumps(page)
+    assert [entry["name"] for entry in page["files"]] == ["stdout.log"], "the link is not listed, not followed"
+    assert page["patch"] is None and page["problem"] is None
+    assert page["transcript"]["format"] == "output" and page["transcript"]["turns"][0]["text"] == "plain output\n"
+    outside = cell_page(reader, {**hostile, "run_dir": "../"}, "cells/a/X/1", [], None, None)
+    assert outside["files"] == [] and outside["run_dir"] is None
+
+
+def test_cell_page_of_a_graded_opencode_cell(tmp_path):
+    out = tmp_path / "out"
+    run_dir = out / "runs/a/SOLO"
+    run_dir.mkdir(parents=True)
+    (run_dir / "events.jsonl").write_text((DATA / "opencode_stream_sample.jsonl").read_text())
+    (run_dir / "prompt.txt").write_text("fix add\n")
+    (run_dir / "verify.log").write_text("x" * 300_000)
+    (out / "patches").mkdir()
+    (out / "patches/a.solo.patch").write_text("diff --git a/calc.py b/calc.py\n")
+    tests = {"FAIL_TO_PASS": {"t::a": "passed"}, "PASS_TO_PASS": {"t::b": "failed"}, "report": "junitxml"}
+    cell = row("a", "SOLO", "unresolved", patch_file="patches/a.solo.patch",
+               verify={"passed": False, "returncode": 1, "timed_out": False, "seconds": 1.0, "tests": tests},
+               details={"integrity": {"tests_touched": ["t.py"]}, "patch_excluded": ["tests/t.py"]})
+    before = {"arm": "EMPTY", "tests": {"FAIL_TO_PASS": {"t::a": "failed"}, "PASS_TO_PASS": {"t::b": "passed"}}}
+    page = cell_page(OutDir(out), cell, "cells/a/SOLO/1", [{"arm": "SOLO", "trial": 1}], before, None)
+    assert page["problem"] == {"source": "prompt", "problem_statement": "fix add\n"}
+    assert page["patch"]["kind"] == "graded" and page["patch"]["excluded"] == ["tests/t.py"]
+    assert page["patch"]["href"] == "../patches/a.solo.patch"
+    assert page["tests"]["lists"] == {"FAIL_TO_PASS": [{"test": "t::a", "after": "passed", "before": "failed"}],
+                                      "PASS_TO_PASS": [{"test": "t::b", "after": "failed", "before": "passed"}]}
+    assert page["integrity"] == {"tests_touched": ["t.py"]}
+    turns = page["transcript"]["turns"]
+    assert turns[0] == {"role": "user", "kind": "text", "text": "fix add\n"}
+    assert [turn["tool"] for turn in turns if turn["kind"] == "tool"] == ["read", "edit", "bash"]
+    verify = next(entry for entry in page["files"] if entry["name"] == "verify.log")
+    assert verify["cut"] and len(verify["text"]) < 300_000, "a long log is cut in the middle"
+    assert "text" not in next(entry for entry in page["files"] if entry["name"] == "events.jsonl")
+
+
+def test_opencode_stream_as_a_conversation():
+    lines = (DATA / "opencode_stream_sample.jsonl").read_text().splitlines()
+    lines += (DATA / "opencode_stream_error_sample.jsonl").read_text().splitlines() + ["{torn"]
+    turns = read_opencode_events(lines)
+    assert [(turn["role"], turn["kind"]) for turn in turns[:4]] == [
+        ("assistant", "reasoning"), ("assistant", "text"), ("tool", "tool"), ("meta", "step")]
+    edit = next(turn for turn in turns if turn.get("tool") == "edit")
+    assert edit["status"] == "completed" and '"newString": "return a + b"' in edit["input"]
+    assert edit["output"] == "Edit applied successfully."
+    assert turns[3]["tokens"]["input"] == 2000 and turns[3]["cost_usd"] == 0.0069
+    assert turns[-2] == {"role": "error", "kind": "error", "text": "APIError: scripted server error"}
+    assert turns[-1]["text"] == "1 line(s) of the stream were not JSON"
+
+
+def test_sweep_records_are_kept_per_run(tmp_path):
+    append_sweep_record(tmp_path, {"run_id": "r1", "command": ["pytest", "-x"]})
+    append_sweep_record(tmp_path, {"run_id": "r2", "command": ["pytest"]})
+    assert read_sweep_record(tmp_path, "r1") == {"run_id": "r1", "command": ["pytest", "-x"]}
+    assert read_sweep_record(tmp_path, "r3") is None
+    assert read_sweep_record(tmp_path / "none", "r1") is None
+
+
+def test_project_commit_and_whether_the_tree_differs(tmp_path):
+    from helpers.gitrepos import commit, git
+
+    from pytest_swe_arena.controller.provenance import project_commit
+
+    assert project_commit(tmp_path) == (None, None), "not a git checkout"
+    git(tmp_path, "init", "-q", "-b", "main")
+    head = commit(tmp_path, {"a.py": "x = 1\n"}, "first")
+    assert project_commit(tmp_path) == (head, False)
+    (tmp_path / "untracked.txt").write_text("not part of the project\n")
+    assert project_commit(tmp_path) == (head, False), "untracked files do not make it dirty"
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert project_commit(tmp_path) == (head, True)
+
+
+def test_vendored_libraries_match_their_manifest():
+    vendor = resources.files("pytest_swe_arena.results.viewer").joinpath("assets/vendor")
+    manifest = json.loads(vendor.joinpath("manifest.json").read_text())
+    listed = set()
+    for package in manifest["packages"]:
+        for name, digest in package["files"].items():
+            assert hashlib.sha256(vendor.joinpath(name).read_bytes()).hexdigest() == digest, name
+            listed.add(name)
+        for entry in [package, *package["bundles"]]:
+            assert vendor.joinpath(entry["license_file"]).read_text().strip(), entry["name"]
+            listed.add(entry["license_file"])
+    assert {path.name for path in vendor.iterdir()} == listed | {"manifest.json"}, "every file accounted for"
+
+
+def test_what_a_metered_sandboxed_chained_row_carries_is_shown(tmp_path):
+    """Fields the sandbox, meter and ledger-chain work put in rows and sweeps.jsonl reach the pages when present."""
+    reconciliation = {"status": "differ", "note": "metered - reported: input_tokens +50",
+                      "reported": {"input_tokens": 100, "cost_usd": 0.01},
+                      "metered": {"input_tokens": 150, "cost_usd": 0.015},
+                      "difference": {"input_tokens": 50, "cost_usd": 0.005}}
+    flag = {"kind": "run_config", "path": "conftest.py", "detail": "restored from base"}
+    metered = row("a", "SOLO", "resolved", 0.015, chain_sha256="ab" * 32,
+                  details={"reconciliation": reconciliation, "integrity": [flag], "metered": {"calls": 2}})
+    metered["usage"]["cost_source"] = "metered"
+    out, summary = out_dir(tmp_path, [metered, row("a", "SUP4", "unresolved")])
+    summary["sweep"] = {"run_id": "r1", "options": {"sandbox": ["bwrap"], "meter": ["on"], "arms": ["SOLO,SUP4"]}}
+    meta = overview_data(summary, read_run(out, "r1"), {})["meta"]
+    assert (meta["sandbox_option"], meta["meter_option"]) == (["bwrap"], ["on"])
+    assert meta["metered_cells"] == 1 and meta["reconciliations"] == {"differ": 1} and meta["chained_rows"] == 1
+    page = cell_page(OutDir(out), metered, "cells/a/SOLO/1", [], None, None)
+    assert page["reconciliation"] == reconciliation and page["integrity"] == [flag]
+    assert page["metered"] == {"calls": 2} and page["chain_sha256"] == "ab" * 32
+    plain = cell_page(OutDir(out), row("a", "SUP4", "unresolved"), "cells/a/SUP4/1", [], None, None)
+    assert plain["reconciliation"] is None and plain["chain_sha256"] is None
+
+
+def test_status_colours_come_from_the_status_table(tmp_path):
+    from pytest_swe_arena.outcome import STATUS_TABLE
+
+    out, summary = out_dir(tmp_path, ten_instance_sweep())
+    write_viewer(out, summary)
+    css = (out / "viewer/assets/statuses.css").read_text()
+    for status, meaning in STATUS_TABLE.items():
+        assert f".st-{status}{{background:{meaning.badge[0]};color:{meaning.badge[1]}}}" in css
+    assert ".st-" not in (out / "viewer/assets/viewer.css").read_text(), "no second table of status colours"
+    labels = overview_data(summary, read_run(out, "r1"), {})["status_labels"]
+    assert labels == {status.value: {"glyph": meaning.glyph, "label": meaning.label, "counted": meaning.counted}
+                      for status, meaning in STATUS_TABLE.items()}
+
+
+def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
+    """The real transcripts captured from Claude Code 2.1.332 and mini-swe-agent 2.4.6 (tests/data/agents)."""
+    from pytest_swe_arena.results.viewer.transcripts import read_claude_transcript, read_mini_trajectory
+
+    claude = read_claude_transcript((DATA / "agents/claude/transcript.jsonl").read_text().splitlines() + ["{torn"])
+    assert [(turn["kind"], turn.get("tool")) for turn in claude] == [
+        ("text", None), ("tool", "Read"), ("tool", "Edit"), ("tool", "Bash"), ("reasoning", None), ("text", None)]
+    assert claude[0] == {"role": "assistant", "kind": "text", "text": "Reading the file."}
+    read = claude[1]
+    assert json.loads(read["input"]) == {"file_path": "/CELL/repo/a.txt"}
+    assert read["output"] == "1\thello\n2\t" and read["status"] == "completed"
+    assert claude[-1]["text"] == "All done." and claude[-2]["text"] == "The edit is in place."
+
+    mini = read_mini_trajectory((DATA / "agents/mini/trajectory.json").read_text().splitlines())
+    assert [(turn["kind"], turn.get("tool")) for turn in mini] == [
+        ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"),
+        ("event", None)]
+    assert json.loads(mini[1]["input"]) == {"command": "sed -i s/hello/bye/ a.txt"}
+    assert json.loads(mini[1]["output"]) == {"returncode": 0, "output": ""}
+    assert mini[-1]["text"] == "exit: Submitted"
+    assert read_mini_trajectory(["{not json"]) == [
+        {"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
