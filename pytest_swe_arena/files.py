@@ -1,6 +1,6 @@
 """Files the package writes and reads: each whole or absent, JSON that is JSON, one timestamp format.
 
-- ``write_atomic``: a temp file beside the target (mode 0600, as ``mkstemp`` makes it), fsynced,
+- ``write_atomic``: a temp file beside the target (mode 0600, as ``mkstemp`` makes it), fsynced unless not ``durable``,
   then ``os.replace``: a reader sees the old file or the new one, never half of one.
 - ``append_line``: one line appended with one write and fsynced; on failure the file is cut back.
 - ``LineFollower``: the lines agents append to their logs, read as they grow (live caps).
@@ -37,10 +37,14 @@ def _naming(path: Path, error: OSError) -> OSError:
     return OSError(error.errno, error.strerror, str(path))
 
 
-def write_atomic(path: Path, text: str | bytes | Iterable[str]) -> None:
+def write_atomic(path: Path, text: str | bytes | Iterable[str], *, durable: bool = True) -> None:
     """Write ``text`` (bytes, a string or its pieces) to ``path`` via a temp file and ``os.replace``: never half a file.
 
     On failure (a full disk, say) the temp file is removed and the ``OSError`` names ``path``.
+
+    :param durable: fsync the file before it replaces the old one. A cell's logs and patch are
+        written without: what must survive a crash is the ledger line (which carries the
+        patch's sha256), and an fsync per file was most of the controller's time per cell.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,8 +58,9 @@ def write_atomic(path: Path, text: str | bytes | Iterable[str]) -> None:
                 out.write(text)
             else:
                 out.writelines(text)
-            out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException as error:
         os.unlink(temp)

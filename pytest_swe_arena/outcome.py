@@ -28,6 +28,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
@@ -37,6 +38,10 @@ from .spend.usage import unknown_usage
 
 if TYPE_CHECKING:
     from .state import Case
+
+#: How many of an arm error's last stderr lines the terminal shows, and how much of each.
+STDERR_TAIL_LINES = 5
+STDERR_LINE_WIDTH = 200
 
 
 class CellStatus(StrEnum):
@@ -289,6 +294,26 @@ class CellOutcome:
     def short(self) -> str:
         """One line for the terminal: the status and why."""
         return f"{self.status}: {self.error}" if self.error else str(self.status)
+
+    def failure_text(self, run_dir: Path | None) -> str:
+        """What the terminal shows of a failed cell: ``short()``, then why, and where its logs are.
+
+        No traceback (the harness's frames say nothing about an arm), so pytest's failure
+        summary costs the same for every cell. For an arm error, the last lines of each
+        ``*stderr.log`` the arm left (the real reason is usually there); then the run dir
+        ``run_dir`` (absolute, as the controller will write it) when the cell has logs.
+        """
+        lines = [self.short()]
+        if self.status == CellStatus.ARM_ERROR:
+            for name, text in sorted(self.logs.items()):
+                if name.endswith("stderr.log"):
+                    tail = [line[:STDERR_LINE_WIDTH] for line in text.splitlines() if line.strip()]
+                    if tail:
+                        lines.append(f"last lines of {name}:")
+                        lines += [f"  {line}" for line in tail[-STDERR_TAIL_LINES:]]
+        if run_dir is not None and (self.logs or self.patch):
+            lines.append(f"run dir: {run_dir}")
+        return "\n".join(lines)
 
 
 # -- every outcome a cell can have -----------------------------------------------------------------

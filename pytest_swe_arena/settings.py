@@ -185,6 +185,15 @@ OPTIONS: tuple[ArenaOption, ...] = (
         metavar="MODE",
     ),
     ArenaOption(
+        "grading-rules",
+        "how FAIL_TO_PASS / PASS_TO_PASS results from a SWE-bench runner's log are graded: 'swebench' "
+        "(SWE-bench 5.0.2's rules) or 'strict' (XPASS and dropped results read, a skipped PASS_TO_PASS "
+        "fails, the worst of duplicated ids stands, exit 0 needed)",
+        _choice("swebench", "strict"),
+        default="swebench",
+        metavar="RULES",
+    ),
+    ArenaOption(
         "verify-timeout", "seconds a verify command may run", _positive_number,
         default="900", metavar="SECONDS",
     ),
@@ -373,6 +382,7 @@ class Settings:
     repos: Path | None
     cache: Path
     verify_on: str
+    grading_rules: str
     verify_timeout: float
     repeat: int
     max_usd: float | None
@@ -525,6 +535,7 @@ def load_settings(config: pytest.Config) -> Settings:
         repos=path_or_none("repos"),
         cache=path_or_none("cache") or _default_cache(),
         verify_on=single("verify-on"),
+        grading_rules=single("grading-rules"),
         verify_timeout=single("verify-timeout"),
         repeat=single("repeat"),
         max_usd=single("max-usd"),

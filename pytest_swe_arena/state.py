@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
+from .instances.loading import schema_checked_files
 from .instances.specs import EnvSpecsError, load_env_specs
 from .naming import is_instance_file
 from .outcome import cell_key
@@ -78,11 +79,25 @@ class ArenaState:
     sandbox_header: str = ""
     #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
     named_files: frozenset[Path] = frozenset()
+    #: str(path) -> sha256 of the instance files the controller found valid (``loading.schema_checked_files``):
+    #: made once on the controller, sent to workers, which then skip the schema for those bytes.
+    schema_checked: dict[str, str] = field(default_factory=dict)
 
     def claim_instance_id(self, instance_id: str, where: str) -> str | None:
         """Record where an id is defined; return the earlier place if it was already taken."""
         first = self.instance_ids.setdefault(instance_id, where)
         return first if first != where else None
+
+    def instance_files(self) -> list[Path]:
+        """The instance files of the sweep, as collection will find them (hidden directories skipped)."""
+        found: set[Path] = set(self.named_files)
+        for root in self.settings.instances:
+            if root.is_file():
+                found.add(root)
+            elif root.is_dir():
+                found.update(path for path in root.rglob("*") if is_instance_file(path) and path.is_file()
+                             and not any(part.startswith(".") for part in path.relative_to(root).parts))
+        return sorted(found)
 
     def covers(self, path: Path) -> bool:
         """Whether ``path`` is an instance file of the sweep: configured, under a configured dir, or named."""
@@ -110,10 +125,14 @@ class Case:
     sandbox: str = "none"
     #: The session's meter when this cell's arm is metered.
     meter: SessionMeter | None = None
+    #: How a SWE-bench runner's results are graded (a name in ``grading.rules.RULE_SETS``).
+    grading_rules: str = "swebench"
 
     @cached_property
     def key(self) -> str:
-        return cell_key(self.instance.content_sha256, self.arm.spec.identity, self.verify_on, self.trial)
+        # The default rules keep the keys cells had before the option existed.
+        graded = self.verify_on if self.grading_rules == "swebench" else f"{self.verify_on}+{self.grading_rules}"
+        return cell_key(self.instance.content_sha256, self.arm.spec.identity, graded, self.trial)
 
 
 @dataclass(frozen=True)
@@ -189,6 +208,9 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
     """
     if state.sweep_run:
         workerinput["arena_budget_file"] = local
+        if not state.schema_checked:
+            state.schema_checked = schema_checked_files(state.instance_files())
+        workerinput["arena_schema_checked"] = state.schema_checked
         workerinput["arena_reuse"] = state.reuse
         workerinput["arena_sweep_token"] = state.sweep_token
         workerinput["arena_calibration_failed"] = state.calibration_failed
@@ -201,6 +223,7 @@ def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> N
     if not workerinput.get("arena_budget_file"):
         # A budget.json on another host, if any, is not this sweep's.
         state.budget_gate = None
+    state.schema_checked = workerinput.get("arena_schema_checked", {})
     state.sweep_token = workerinput.get("arena_sweep_token", "")
     state.calibration_failed = workerinput.get("arena_calibration_failed", [])
     state.sandbox = workerinput.get("arena_sandbox", "none")

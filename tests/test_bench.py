@@ -26,6 +26,9 @@ SMOKE_RUNS = {
                        ["4 cells x 0.1 s, -n 2", "the arena sweep", "cells only (first start to last end)"]),
     "memory.py": (["--cells", "4"], ["controller peak, 4 cells", "worker peak, 4 cells"]),
     "interrupt.py": (["--workers", "2", "--grace", "0.5"], ["stop after SIGINT, -n 2, agents running"]),
+    "scale.py": (["--cells", "20", "--workers", "2"],
+                 ["time per cell, last 10% of cells", "exit phase (last cell's end to exit)",
+                  "controller peak, 20 cells", "collection of 20 cells, one process"]),
     "sandbox.py": (["--files", "40", "--commits", "3", "--runs", "2", "--rounds", "1"],
                    ["sandbox cost per cell", "fresh grading tree, sandboxed verify",
                     "extraction, harness git, cold index", "extraction, harness git, seeded index"]),
@@ -63,3 +66,19 @@ def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) 
     for figure in figures:
         assert figure["value"] > 0 and figure["baseline"] > 0, figure
         assert f"{figure['ratio']:.2f}x" in completed.stdout
+
+
+def test_the_results_table_is_the_median_of_the_runs_with_their_loads(tmp_path: Path) -> None:
+    def run(value: float, load: str) -> Path:
+        path = tmp_path / f"run-{value}.json"
+        figure = {"name": "exit phase", "value": value, "unit": "s", "baseline_name": "the sweep",
+                  "baseline": 10.0, "target": "< 5 s", "ratio": value / 10.0, "meets_target": value < 5}
+        path.write_text(json.dumps({"title": "scale", "figures": [figure],
+                                    "notes": [f"load average at the end: {load} on 2 CPUs"]}))
+        return path
+
+    runs = [run(1.0, "3.1"), run(9.0, "7.5"), run(2.0, "4.0")]
+    completed = subprocess.run([sys.executable, str(BENCH / "table.py"), "--print", *map(str, runs)],
+                               capture_output=True, text=True, timeout=120, check=True)
+    line = "| scale | exit phase | 2 s | the sweep | 10 s | 0.20x | < 5 s mixed | 3 | 3.1, 7.5, 4.0 |"
+    assert line in completed.stdout

@@ -1,4 +1,4 @@
-"""Where a ledger row is built: one JSON row per finished cell, appended and fsynced.
+"""Where a ledger row is built: one JSON row per finished cell, appended and fsynced (its files are not).
 
 Only the controller writes to the out dir. Every row is built here: ``ledger_row`` for a
 cell's outcome (finished on a worker, or made on the controller for a crashed worker or an
@@ -88,14 +88,15 @@ class LedgerWriter:
         row = ledger_row(outcome, self.run_id, patch_file, run_dir if outcome.logs or outcome.patch else None)
         try:
             for name, text in outcome.logs.items():
-                write_atomic(self.out / run_dir / name, text)
+                write_atomic(self.out / run_dir / name, text, durable=False)
             if patch_file is not None:
-                write_atomic(self.out / patch_file, outcome.patch)
+                write_atomic(self.out / patch_file, outcome.patch, durable=False)
             elif outcome.patch:
-                write_atomic(self.out / run_dir / PARTIAL_PATCH_NAME, outcome.patch)
+                write_atomic(self.out / run_dir / PARTIAL_PATCH_NAME, outcome.patch, durable=False)
             if outcome.instance is not None and outcome.instance_id not in self.cards_written:
                 card = finite_json(outcome.instance, INSTANCE_CARD_NAME, indent=1, sort_keys=True, ensure_ascii=False)
-                write_atomic(self.out / "runs" / outcome.instance_id / INSTANCE_CARD_NAME, card + "\n")
+                write_atomic(self.out / "runs" / outcome.instance_id / INSTANCE_CARD_NAME, card + "\n",
+                             durable=False)
                 self.cards_written.add(outcome.instance_id)
         except OSError as error:
             raise RowNotWritten(row, error) from None

@@ -17,6 +17,7 @@ import pytest
 
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
 from ..naming import LEDGER_NAME, new_run_id
+from ..results import calibration
 from ..results.calibration import failed_instances
 from ..results.text import (
     calibrated_only_header,
@@ -36,6 +37,7 @@ from .provenance import sweep_record
 from .records import SweepRecords
 from .resume import reusable_rows, verdicts
 from .scheduling import BudgetScheduling
+from .terminal import drop_silent_reports
 from .workers import LostHosts, is_local_spec, late_reports, pin_worker_rootdir
 
 
@@ -159,8 +161,14 @@ class ControllerPlugin:
                     self.note(note)
         finally:
             self.release_lock()
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            drop_silent_reports(reporter.stats)
         if self.records.incomplete and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        elif (self.state.settings.calibrate and session.exitstatus == pytest.ExitCode.TESTS_FAILED
+              and calibration.all_calibrated(self.records.calibration, self.records.rows)):
+            session.exitstatus = pytest.ExitCode.OK  # EMPTY failing is calibration's expected result
 
     def pytest_unconfigure(self) -> None:
         # The safety net: a session that ended before pytest_sessionfinish (an error in another
@@ -174,13 +182,6 @@ class ControllerPlugin:
         lock, self.lock = self.lock, None
         if lock is not None:
             lock.release()
-
-    def refresh_lock(self) -> None:
-        if self.lock is not None:
-            try:
-                self.lock.write()
-            except OSError:
-                pass  # the heartbeat says so, and keeps trying
 
     def note(self, message: str) -> None:
         """A warning about the sweep itself: shown now and again under the results."""
@@ -217,7 +218,6 @@ class ControllerPlugin:
         recorded = self.records.record(report)
         if recorded is None:
             return
-        self.refresh_lock()
         if recorded.written:
             self.config.hook.pytest_arena_cell_finished(row=recorded.row, config=self.config)
 

@@ -135,6 +135,9 @@ class SweepRecords:
                 self.stop_for(failure.error)
             else:
                 recorded = RecordedRow(row, written=True)
+                # On disk now: pytest keeps every report to the end, the contents need not stay with it.
+                for written in ("logs", "patch_base64", "instance"):
+                    data.pop(written, None)
             self.progress.finish(nodeid)
             if not reused:  # a reused row's spend was counted at session start
                 self.tally.add(recorded.row)
@@ -162,7 +165,8 @@ class SweepRecords:
     def write_budget(self) -> None:
         path = self.out / BUDGET_NAME
         try:
-            write_atomic(path, finite_json(self.budget(), BUDGET_NAME, indent=2, sort_keys=True) + "\n")
+            write_atomic(path, finite_json(self.budget(), BUDGET_NAME, indent=2, sort_keys=True) + "\n",
+                         durable=False)  # rebuilt from the ledger by a resumed sweep
         except OSError as error:
             # The workers read the caps from this file: without it, no cap holds. Stop the sweep.
             self.file_not_written(error)

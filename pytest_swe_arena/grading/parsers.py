@@ -4,7 +4,7 @@ What verify reads today: pytest's JUnit XML (``parse_junitxml``, written by pyte
 outside the workspace, so text the code under test prints cannot forge it) or, for a runner
 without one, its ``-rA`` summary lines (``parse_output``).
 
-SWE-bench's parsers (not yet wired into verify):
+SWE-bench's parsers (verify reads a SWE-bench runner's log with them, ``verify.run_repo_runner``):
 
 Each parser reads a runner's output (pytest ``-rA``, Django's ``runtests.py --verbosity 2``,
 sympy's ``bin/test --verbose``, sphinx through tox) into the ordered list of the results it

@@ -3,7 +3,8 @@
 The default runner (``DEFAULT_TEST_CMD``, or the row's ``test_cmd``) runs the test files the
 recorded ids and ``test_patch`` name (``test_files``, ``runner_command``), kept inside the workspace.
 
-SWE-bench's runners (not yet wired into verify) are chosen by ``repo`` as SWE-bench chooses.
+SWE-bench's runners are chosen by ``repo`` as SWE-bench chooses (``runner_for_row``); verify runs them
+(``verify.run_repo_runner``) and grades their logs with ``rules``.
 
 The table, ``runners.toml``, gives each SWE-bench repository its test command, its log
 parser and how its targets are named. The targets are SWE-bench's: every file ``test_patch``
@@ -212,3 +213,8 @@ def runner_for_row(row: Mapping[str, Any]) -> Runner | None:
 def _version(value: object) -> str | None:
     # SWE-bench's versions are strings ("3.0"); a JSON number would lose "3.10"'s zero, so only strings match.
     return value if isinstance(value, str) else None
+
+
+def has_repo_runner(row: Mapping[str, Any]) -> bool:
+    """Whether ``runner_for_row`` gives the row a runner (``RunnerChoiceError`` for a bad choice): loading's check."""
+    return runner_for_row(row) is not None

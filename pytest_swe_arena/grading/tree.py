@@ -40,6 +40,7 @@ from ..worker.patches import files_touched, is_test_path
 from ..worker.sandbox import Sandbox, cell_policy, program_mounts
 from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
 from ..worker.workspace import WORK_BRANCH, Workspace
+from .rules import SWEBENCH, GradingRules
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
 from .verify import VerifyResult, run_checks
 
@@ -249,14 +250,15 @@ def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: Cel
 
 
 def grade(tree: GradingTree, instance: Instance, *, cell: CellEnvironment, timeout: float,
-          sandbox: Sandbox | None, extra_env: Mapping[str, str] | None = None) -> VerifyResult:
+          sandbox: Sandbox | None, extra_env: Mapping[str, str] | None = None,
+          rules: GradingRules = SWEBENCH) -> VerifyResult:
     """Run the instance's verify command or tests on the tree, in ``sandbox``, with ``cell``'s fresh HOME.
 
     The log and the JUnit report go to ``cell.run_dir``; the report is read after the run's
     sandbox, and every process in it, is gone.
     """
     return run_checks(tree.workspace, instance, env=cell.env(extra_env), log=cell.run_dir / "verify.log",
-                      timeout=timeout, sandbox=sandbox)
+                      timeout=timeout, sandbox=sandbox, rules=rules)
 
 
 def integrity_details(nested_repositories: Sequence[str] = (),
@@ -282,7 +284,8 @@ GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
 
 def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
                         run_dir: Path, timeout: float, sandboxed: bool, spec: EnvSpec | None,
-                        store: EnvironmentStore) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+                        store: EnvironmentStore, rules: GradingRules = SWEBENCH,
+                        ) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
     """Grade ``patch`` on a new tree under ``root``: base from the snapshot, the environment's setup, the patch,
     ``test_patch``; a fresh HOME and venv, everything it runs in a sandbox when ``sandboxed``.
 
@@ -320,7 +323,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
                 except EnvBuildError as error:
                     raise PatchRejected(f"the environment's install step fails on the patched tree: {error}") from None
             extra = environment.variables(cell.variables.get("PATH", ""))
-        verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra)
+        verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra,
+                        rules=rules)
         return verdict, tree.integrity
     finally:
         for name in GRADING_LOGS:

@@ -7,8 +7,10 @@ workspace mode keeps the tree as the arm left it. Both then restore the files
 ``test_patch`` touches to base and apply it, so an arm that edited those files
 (tests, or helpers ``test_patch`` changes) cannot change its grade. Without a
 ``verify`` command the FAIL_TO_PASS and PASS_TO_PASS tests are graded one by
-one (``runners`` runs them, ``parsers`` reads their statuses, ``grades`` grades
-them). ``graded_status`` turns the verdict into the cell's status.
+one: for a repository SWE-bench knows (or a row with ``eval_script`` / ``log_parser``) with
+SWE-bench's runner, its log parser and ``rules`` (``run_repo_runner``); otherwise with the
+harness's pytest runner and its JUnit XML (``runners`` runs them, ``parsers`` reads their
+statuses, ``grades`` grades them). ``graded_status`` turns the verdict into the cell's status.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from ..worker.patches import PatchApplyError, apply_patch, files_touched, restor
 from ..worker.venvs import shell_argv
 from ..worker.workspace import Workspace, reset_to_base
 from .grades import grade
-from .parsers import parse_junitxml, parse_output
-from .runners import runner_command, test_files, uses_junitxml
+from .parsers import parse_junitxml, parse_output, read_results
+from .rules import SWEBENCH, GradingRules
+from .rules import grade as grade_by_rules
+from .runners import Runner, RunnerChoiceError, runner_command, runner_for_row, test_files, uses_junitxml
 
 if TYPE_CHECKING:
     from ..worker.sandbox import Sandbox
@@ -89,8 +93,12 @@ def prepare_tree(workspace: Workspace, instance: Instance, patch: bytes | str, v
         raise VerifyInfrastructureError(str(error)) from None
 
 
-#: The exit status of ``docker run`` / ``podman run`` when the engine itself failed (no image, daemon...).
-ENGINE_FAILED = 125
+#: The exit statuses of ``docker run`` / ``podman run`` when the engine could not run the command: 125 the
+#: engine failed (no image, no daemon...), 126 the command could not be invoked (the OCI runtime's
+#: permission errors), 127 it was not found. The command itself can exit with them too, so they are the
+#: engine's only when the command never started (``ContainerHost.started``).
+ENGINE_FAILURES = {125: "the engine could not run the container", 126: "the command could not be invoked",
+                   127: "the command was not found in the image"}
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,16 @@ class ContainerHost:
     engine: str
     image: str
 
-    def argv(self, command: str, workspace: Path, run_dir: Path, name: str) -> list[str]:
+    @staticmethod
+    def started(nonce: str) -> str:
+        """The line the container's shell prints before the command: once in the log, the command has started.
+
+        Printed to the log (the engine's output, which the command cannot take back), with a nonce per run, so
+        a command that exits 125-127 itself is never taken for the engine failing.
+        """
+        return f"arena: verify command started {nonce}"
+
+    def argv(self, command: str, workspace: Path, run_dir: Path, name: str, nonce: str = "") -> list[str]:
         # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
         activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
         # Test suites write into the tree (matplotlib's result images...). Docker runs as the image's user,
@@ -109,7 +126,7 @@ class ContainerHost:
         return [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
                 "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run",
                 "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
-                self.image, "bash", "-lc", activate + command]
+                self.image, "bash", "-lc", f"echo '{self.started(nonce)}'; " + activate + command]
 
     def path(self, host_path: Path, run_dir: Path) -> str:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
@@ -127,24 +144,27 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
             argv = sandbox.wrap(argv, workspace)
         return processes.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
+    nonce = uuid.uuid4().hex
     size = log.stat().st_size if log.is_file() else 0
     exited = False
     try:
         # The engine client gets the harness's environment (its config and credentials), not the cell's.
-        result = processes.run(host.argv(command, workspace, log.parent, name), cwd=workspace, env=dict(os.environ),
-                          stdout=log, timeout=timeout)
+        result = processes.run(host.argv(command, workspace, log.parent, name, nonce), cwd=workspace,
+                               env=dict(os.environ), stdout=log, timeout=timeout)
         exited = result.returncode is not None
     finally:
         if not exited:
             # Killing the client (timeout, Ctrl-C, pytest-timeout's exception) does not stop the container.
             subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
-    if result.returncode == ENGINE_FAILED:
+    engine_failure = ENGINE_FAILURES.get(result.returncode) if result.returncode is not None else None
+    if engine_failure is not None:
         with open(log, "rb") as handle:
             handle.seek(size)
-            said = " ".join(handle.read().decode(errors="replace").split())[-500:]
-        raise VerifyInfrastructureError(
-            f"`{host.engine} run {host.image}` failed (exit {ENGINE_FAILED}, the engine could not run the "
-            f"container): {said}")
+            said = handle.read().decode(errors="replace")
+        if host.started(nonce) not in said:
+            raise VerifyInfrastructureError(
+                f"`{host.engine} run {host.image}` failed (exit {result.returncode}, {engine_failure}): "
+                f"{' '.join(said.split())[-500:]}")
     return result
 
 
@@ -159,23 +179,30 @@ def run_verify(
     timeout: float,
     after_reset: Callable[[], None] | None = None,
     host: ContainerHost | None = None,
+    rules: GradingRules = SWEBENCH,
 ) -> VerifyResult:
     """Prepare the tree and run the instance's verify command (exit 0 = pass), or grade it test by test.
 
     :param after_reset: called once the tree is laid out in patch mode, to redo what the reset
         removed (an environment's install step).
     :param host: run inside the instance's image instead of on this machine.
+    :param rules: how a SWE-bench runner's results are graded (``rules``).
     """
     prepare_tree(workspace, instance, patch, verify_on)
     if after_reset is not None and verify_on == "patch":
         after_reset()
-    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host)
+    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host, rules=rules)
 
 
 def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path, timeout: float,
-               host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
+               host: ContainerHost | None = None, sandbox: Sandbox | None = None,
+               rules: GradingRules = SWEBENCH) -> VerifyResult:
     """Run the instance's verify command (exit 0 = pass), or grade its tests one by one, on a laid-out tree."""
     if not instance.verify:
+        runner = repo_runner(instance)
+        if runner is not None:
+            return run_repo_runner(workspace, instance, runner, rules, env=env, log=log, timeout=timeout, host=host,
+                                   sandbox=sandbox)
         return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox)
     result = _run(host, instance.verify, workspace.path, log, env, timeout, sandbox)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
@@ -228,3 +255,47 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
         tests=grades.to_json(),
         detail=detail,
     )
+
+
+def repo_runner(instance: Instance) -> Runner | None:
+    """SWE-bench's runner for the row (its repo, ``eval_script``, ``test_cmd`` + ``log_parser``), or None."""
+    try:
+        return runner_for_row(instance.row)
+    except RunnerChoiceError as error:  # loading checks it first; a row built in code may not have been
+        raise VerifyInfrastructureError(f"{instance.instance_id}: field {error.field!r}: {error}") from None
+
+
+def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, rules: GradingRules, *,
+                    env: Mapping[str, str], log: Path, timeout: float,
+                    host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
+    """Run SWE-bench's test command for the row and grade its log as SWE-bench 5.0.2 does (``rules``)."""
+    recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
+    command = runner.command(instance.test_patch)
+    # SWE-bench's runs had no terminal: 80 columns. Its ids come from lines whose layout follows the width
+    # (pytest's own tests print `PASSED  [100%]---...` lines that become ids), so ours must have the same.
+    env = {**env, "COLUMNS": "80"}
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = log.stat().st_size if log.is_file() else 0
+    result = _run(host, command, workspace.path, log, env, timeout, sandbox)
+    with open(log, "rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode("utf-8", errors="replace")
+    verdict = grade_by_rules(read_results(runner.log_parser, text), instance.fail_to_pass, instance.pass_to_pass,
+                             result.returncode, rules)
+    passed = verdict.resolved and not result.timed_out
+    if result.timed_out:
+        detail = f"tests timed out after {timeout:g}s"
+    elif passed:
+        detail = f"all {len(recorded)} recorded tests passed ({runner.log_parser}, rules {rules.name!r})"
+    elif verdict.rejected is not None:
+        detail = f"log not believed: {verdict.rejected}"
+    else:
+        failing = verdict.failing(rules)
+        detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
+                  + (" ..." if len(failing) > 5 else ""))
+    # Plain strings: the statuses travel to the controller on the report (execnet sends no enums).
+    tests = {"FAIL_TO_PASS": {test_id: str(status) for test_id, status in verdict.fail_to_pass.items()},
+             "PASS_TO_PASS": {test_id: str(status) for test_id, status in verdict.pass_to_pass.items()},
+             "report": "log", "log_parser": runner.log_parser, "rules": rules.name}
+    return VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
+                        seconds=result.seconds, tests=tests, detail=detail)

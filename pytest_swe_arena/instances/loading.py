@@ -7,9 +7,10 @@ an error here, never skipped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -117,14 +118,33 @@ def _test_list(path: Path, line: int, row: Mapping[str, Any], key: str) -> tuple
     return tuple(value)
 
 
+#: Whether a row has a runner of its repository's own (``grading.runners.has_repo_runner``, handed in by
+#: collection: instances never import grading); raises a ``ValueError`` with a ``field`` for a bad choice.
+RunnerCheck = Callable[[Mapping[str, Any]], bool]
+
+
+def _has_repo_runner(path: Path, line: int, row: Mapping[str, Any], check: RunnerCheck | None) -> bool:
+    """Whether the row has a runner of its own (SWE-bench's for its repo, its ``eval_script`` / ``log_parser``)."""
+    if check is None:
+        return False
+    try:
+        return check(row)
+    except ValueError as error:
+        raise InstanceFileError(path, line, str(error), getattr(error, "field", None)) from None
+
+
 def _check_per_test_ids(path: Path, line: int, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
-                        test_cmd: str | None) -> None:
-    """Reject per-test rows that could never be graded: no FAIL_TO_PASS, or ids the default runner never reports."""
+                        test_cmd: str | None, repo_runner: bool = False) -> None:
+    """Reject per-test rows that could never be graded: no FAIL_TO_PASS, or ids the default runner never reports.
+
+    A row with SWE-bench's runner (Django's ``test_x (module.Class)``, sympy's ``test_x``) is read by that
+    runner's parser, so its ids need not be pytest node ids.
+    """
     if not fail_to_pass:
         raise InstanceFileError(
             path, line, "is empty and the row has no 'verify': any patch would resolve; give at least one "
             "test id, or a 'verify' command", "FAIL_TO_PASS")
-    if test_cmd is not None:
+    if test_cmd is not None or repo_runner:
         return
     for key, ids in (("FAIL_TO_PASS", fail_to_pass), ("PASS_TO_PASS", pass_to_pass)):
         bare = next((test_id for test_id in ids if "::" not in test_id), None)
@@ -194,18 +214,26 @@ def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pat
     )
 
 
-def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> Instance:
-    """Validate one row and build its ``Instance``; raise ``InstanceFileError`` if it is bad."""
+def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
+                   runner_check: RunnerCheck | None = None, *, schema_checked: bool = False) -> Instance:
+    """Validate one row and build its ``Instance``; raise ``InstanceFileError`` if it is bad.
+
+    :param runner_check: says whether the row has a runner of its repository's own, whose ids need not be
+        pytest node ids (without it, only the harness's pytest runner is known).
+    :param schema_checked: the row is known to pass the schema (``file_digest`` matched what
+        the controller validated): only the checks beyond the schema run.
+    """
     if not isinstance(row, dict):
         raise InstanceFileError(path, line, f"expected a JSON object, got {type(row).__name__}")
-    error = _schema_error(path, line, row)
+    error = None if schema_checked else _schema_error(path, line, row)
     if error:
         raise error
     env = row.get("env")
     fail_to_pass = _test_list(path, line, row, "FAIL_TO_PASS")
     pass_to_pass = _test_list(path, line, row, "PASS_TO_PASS")
     if not row.get("verify"):
-        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"))
+        _check_per_test_ids(path, line, fail_to_pass, pass_to_pass, row.get("test_cmd"),
+                            _has_repo_runner(path, line, row, runner_check))
     return Instance(
         instance_id=row["instance_id"],
         repo=row["repo"],
@@ -226,12 +254,13 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None) -> I
     )
 
 
-def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | None) -> list[Instance]:
+def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | None,
+                   runner_check: RunnerCheck | None = None, *, schema_checked: bool = False) -> list[Instance]:
     """Validate rows from one file, reject duplicates, and return them sorted by id."""
     seen: dict[str, int] = {}
     instances = []
     for line, row in rows:
-        instance = build_instance(path, line, row, repos_dir)
+        instance = build_instance(path, line, row, repos_dir, runner_check, schema_checked=schema_checked)
         first = seen.setdefault(instance.instance_id, line)
         if first != line:
             raise InstanceFileError(
@@ -239,3 +268,33 @@ def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | No
             )
         instances.append(instance)
     return sorted(instances, key=lambda i: i.instance_id)
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of an instance file's bytes (None when it cannot be read)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def schema_checked_files(files: Iterable[Path]) -> dict[str, str]:
+    """``str(path) -> sha256`` of each instance file whose every row passes the schema.
+
+    The controller runs this once per sweep and hands the result to its workers, which then
+    skip the schema for a file whose bytes still have that digest (validating was the largest
+    part of every worker's collection). A file that does not pass, or changes while it is read,
+    is left out: each worker validates it and reports its error as before.
+    """
+    checked: dict[str, str] = {}
+    for path in files:
+        before = file_digest(path)
+        try:
+            if before is None or any(not isinstance(row, dict) or _schema_error(path, line, row) is not None
+                                     for line, row in read_rows(path)):
+                continue
+        except InstanceFileError:
+            continue
+        if file_digest(path) == before:
+            checked[str(path)] = before
+    return checked

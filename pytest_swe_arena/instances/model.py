@@ -15,7 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .swebench_specs import ShippedSpec
 
 #: Fields of a SWE-bench row an instance card keeps as they are, when the row has them.
 CARD_EXTRA_FIELDS = ("hints_text", "created_at", "version", "environment_setup_commit")
@@ -66,14 +69,18 @@ class Instance:
     row: Mapping[str, Any] = field(repr=False)
     path: Path = field(repr=False)
     line: int = field(repr=False)
+    #: The shipped SWE-bench spec ``env`` came from (``specs.with_shipped_spec``): how to finish and date it.
+    shipped_spec: ShippedSpec | None = field(default=None, repr=False)
 
     @cached_property
     def content_sha256(self) -> str:
         """Hash of the row's content: part of the cell key, so an edited instance runs again."""
         content: Any = self.row
         if self.env != self.row.get("env"):
-            # The environment came from --arena-env-specs: editing the spec runs the cell again.
+            # The environment came from --arena-env-specs or a shipped spec: editing the spec runs the cell again.
             content = {"row": self.row, "env": self.env}
+            if self.shipped_spec is not None:
+                content["shipped_spec"] = self.shipped_spec.identity()
         canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -9,6 +9,7 @@ The specs shipped for SWE-bench are in ``swebench_specs``.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
@@ -17,6 +18,7 @@ from typing import Any
 
 from .loading import instance_schema
 from .model import Instance
+from .swebench_specs import ShippedSpecs
 
 
 class EnvSpecsError(Exception):
@@ -48,12 +50,19 @@ def load_env_specs(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return found
 
 
+@functools.cache
+def _env_validator() -> Any:
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(instance_schema()["properties"]["env"])
+
+
 def env_problem(spec: Mapping[str, Any]) -> str | None:
     """What is wrong with an ``env`` table (from a row or --arena-env-specs), or None."""
     import jsonschema
 
     env_schema = instance_schema()["properties"]["env"]
-    errors = list(jsonschema.Draft202012Validator(env_schema).iter_errors(spec))
+    errors = list(_env_validator().iter_errors(spec))
     if not errors:
         return None
     error = jsonschema.exceptions.best_match(errors)
@@ -68,3 +77,18 @@ def with_env_spec(instance: Instance, specs: Mapping[tuple[str, str], Mapping[st
         return instance
     spec = specs.get((instance.repo, str(instance.row.get("version", ""))))
     return replace(instance, env=dict(spec)) if spec is not None else instance
+
+
+def with_shipped_spec(instance: Instance, shipped: ShippedSpecs) -> Instance:
+    """The instance with SWE-bench's shipped spec for its repo and ``version``, unless it has an ``env``.
+
+    Runs after ``with_env_spec``, so a row's own ``env`` and ``--arena-env-specs`` both come first. An image
+    instance brings its environment with it.
+    """
+    if instance.env is not None or instance.source.kind == "image" or not isinstance(instance.row.get("version"), str):
+        return instance
+    version = instance.row.get("version")
+    spec = shipped.get(instance.repo, version) if isinstance(version, str) else None
+    if spec is None:
+        return instance
+    return replace(instance, env=dict(spec.env), shipped_spec=spec)

@@ -35,6 +35,7 @@ steps, which run ``uv pip install`` with ``UV_CONFIG_FILE`` pointing at
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tomllib
@@ -112,6 +113,14 @@ class ShippedSpec:
         python = self.env.get("python")
         return str(python) if python is not None else None
 
+    def identity(self) -> dict[str, Any]:
+        """Everything the spec says, as plain JSON: part of a cell's key."""
+        return {"repo": self.repo, "version": self.version, "env": dict(self.env),
+                "requirements_files": list(self.requirements_files),
+                "environment_files": list(self.environment_files),
+                "date_floor": uv_timestamp(self.date_floor) if self.date_floor else None,
+                "conda_only": self.conda_only, "eval_env": dict(self.eval_env)}
+
 
 @dataclass(frozen=True)
 class ShippedSpecs:
@@ -135,6 +144,18 @@ class EnvironmentFileRequirements:
 
 def load_shipped_specs(path: Path | None = None) -> ShippedSpecs:
     """Read the shipped specs (or those at ``path``); raise ``ShippedSpecsError`` naming what is wrong."""
+    if path is None:
+        return _shipped_specs()
+    return _load_specs(path)
+
+
+@functools.cache
+def _shipped_specs() -> ShippedSpecs:
+    # Read once per process: every instance file of a session asks.
+    return _load_specs(None)
+
+
+def _load_specs(path: Path | None) -> ShippedSpecs:
     if path is None:
         text = resources.files("pytest_swe_arena").joinpath(SPECS_RESOURCE).read_text(encoding="utf-8")
         source = f"pytest_swe_arena/{SPECS_RESOURCE}"

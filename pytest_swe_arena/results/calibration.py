@@ -71,6 +71,21 @@ def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, An
     }
 
 
+def all_calibrated(found: Mapping[str, Mapping[str, Any]], rows: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a calibration sweep went as it should: every instance calibrated, and nothing failed but EMPTY.
+
+    EMPTY unresolved is what calibration expects, so ``--arena-calibrate`` exits 0 then; any other
+    cell that did not resolve (another arm's, a harness error) keeps pytest's exit status.
+    """
+    rows = list(rows)
+    instances = {row["instance_id"] for row in rows}
+    if not instances or set(found) != instances or not all(verdict.get("ok") is True for verdict in found.values()):
+        return False
+    allowed = {CellStatus.RESOLVED, CellStatus.SKIPPED_BUDGET}
+    return all(row["status"] in allowed or (row["arm"] == EMPTY and row["status"] == CellStatus.UNRESOLVED)
+               for row in rows)
+
+
 def _summary(row: Mapping[str, Any]) -> dict[str, Any]:
     verify = row.get("verify") or {}
     return {"status": row["status"], "verify_passed": verify.get("passed"), "tests": verify.get("tests"),

@@ -4,15 +4,19 @@ Two cells running at once never share agent state: each gets its own HOME,
 XDG config/data/cache/state/runtime dirs, TMPDIR, PYTHONUSERBASE and opencode
 config/database paths under the cell's root (mode 0700), a fresh directory
 under pytest's basetemp that the ``arena_cell_env`` fixture removes after the
-cell; the logs to keep go to ``root/run`` and travel to the controller on the
-report. PYTHONHOME, PYTHONPATH and the other ``REMOVED_VARIABLES`` are removed
-so the harness's Python and pytest setup does not leak in.
+cell (on a thread of its own, ``DirectoryRemover``, so the next cell need not wait); the
+logs to keep go to ``root/run`` and travel to the controller on the report. PYTHONHOME,
+PYTHONPATH and the other ``REMOVED_VARIABLES`` are removed so the harness's Python and
+pytest setup does not leak in.
 """
 
 from __future__ import annotations
 
 import os
+import queue
+import shutil
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,3 +87,33 @@ def create_cell_environment(root: Path, base: Mapping[str, str] | None = None) -
     run_dir = root / "run"
     run_dir.mkdir(exist_ok=True, mode=0o700)
     return CellEnvironment(root=root, run_dir=run_dir, variables=variables)
+
+
+class DirectoryRemover:
+    """Removes finished cells' directories on a thread of its own, off the cells' path.
+
+    ``remove`` renames the directory at once (so nothing can mistake it for a live cell's)
+    and queues it; the thread deletes it while the next cell runs. ``close`` waits for the
+    queue to empty: every directory is gone when the worker's session ends.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Path | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="arena-cell-remover", daemon=True)
+        self._thread.start()
+
+    def remove(self, root: Path) -> None:
+        doomed = root.with_name(f".{root.name}.removing")
+        try:
+            os.rename(root, doomed)
+        except OSError:
+            doomed = root  # renaming failed (gone already, say): remove it where it is
+        self._queue.put(doomed)
+
+    def _work(self) -> None:
+        while (path := self._queue.get()) is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()

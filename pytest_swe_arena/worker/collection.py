@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from _pytest.nodes import Node
 
 from ..files import timestamp
-from ..instances.loading import load_instances, read_rows
+from ..grading.runners import has_repo_runner
+from ..instances.loading import file_digest, load_instances, read_rows
 from ..instances.model import InstanceFileError
-from ..instances.specs import with_env_spec
+from ..instances.specs import with_env_spec, with_shipped_spec
+from ..instances.swebench_specs import load_shipped_specs
 from ..naming import CellName, file_node_path
 from ..outcome import CellStatus
 from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut
@@ -52,11 +54,18 @@ class InstanceFile(pytest.File):
         state = self.config.stash[STATE_KEY]
         try:
             rows = self.ihook.pytest_arena_load_instances(path=self.path, config=self.config)
+            checked = False
             if rows is None:
+                # The controller validated the file once for every worker; its digest says it is that file.
+                digest = state.schema_checked.get(str(self.path))
+                checked = digest is not None and file_digest(self.path) == digest
                 rows = list(read_rows(self.path))
-            instances = load_instances(self.path, rows, state.settings.repos)
+            instances = load_instances(self.path, rows, state.settings.repos, has_repo_runner, schema_checked=checked)
             if state.env_specs:
                 instances = [with_env_spec(instance, state.env_specs) for instance in instances]
+            if any(instance.env is None and "version" in instance.row for instance in instances):
+                shipped = load_shipped_specs()  # only SWE-bench rows (a version, no env) pay for reading it
+                instances = [with_shipped_spec(instance, shipped) for instance in instances]
             for instance in instances:
                 where = f"{self.path}:{instance.line}"
                 first = state.claim_instance_id(instance.instance_id, where)
@@ -97,6 +106,7 @@ class InstanceFile(pytest.File):
                         worker=worker, strict_models=state.settings.strict_models,
                         cache=state.settings.cache, engine=state.settings.engine, sandbox=state.sandbox,
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
+                        grading_rules=state.settings.grading_rules,
                     )
                     for mark in marks:
                         item.add_marker(mark)

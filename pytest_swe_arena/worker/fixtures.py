@@ -8,7 +8,6 @@ fixture that cannot do its job fails the setup phase: a harness error.
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -19,7 +18,7 @@ from ..instances.model import Instance
 from ..naming import CellName
 from ..outcome import CellStatus
 from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY, Case
-from .cell import CellEnvironment, create_cell_environment
+from .cell import CellEnvironment, DirectoryRemover, create_cell_environment
 from .git import WorkspaceError
 from .pipeline import run_cell
 from .workspace import RepoStore, Workspace, materialize
@@ -50,20 +49,28 @@ def arena_repo_store(pytestconfig: pytest.Config) -> RepoStore:
     return RepoStore(pytestconfig.stash[STATE_KEY].settings.cache)
 
 
+@pytest.fixture(scope="session")
+def arena_cell_remover() -> Iterator[DirectoryRemover]:
+    """Removes finished cells' directories off the cells' path; all are gone when the session ends."""
+    remover = DirectoryRemover()
+    yield remover
+    remover.close()
+
+
 @pytest.fixture
 def arena_cell_env(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, arena_cell_remover: DirectoryRemover,
 ) -> Iterator[CellEnvironment]:
     """The cell's isolated environment: private HOME, XDG dirs, TMPDIR, agent database.
 
-    Removed after the cell: everything worth keeping travelled on the report.
+    Removed after the cell (``arena_cell_remover``): everything worth keeping travelled on the report.
     """
     case = _case(request)
     name = CellName(case.instance.instance_id, case.arm.spec.name, case.trial)
     root = tmp_path_factory.mktemp(name.label, numbered=True)
     cell = create_cell_environment(root)
     yield cell
-    shutil.rmtree(root, ignore_errors=True)
+    arena_cell_remover.remove(root)
 
 
 @pytest.fixture
@@ -91,4 +98,6 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
         # The arm caught Ctrl-C to read its agent's spend: this cell is reported, then the sweep stops.
         request.session.shouldstop = outcome.error or "interrupted"
     if outcome.status != CellStatus.RESOLVED:
-        pytest.fail(outcome.short(), pytrace=False)
+        settings = request.config.stash[STATE_KEY].settings
+        run_dir = settings.out / CellName(outcome.instance_id, outcome.arm, outcome.trial).run_dir(settings.repeat)
+        pytest.fail(outcome.failure_text(run_dir), pytrace=False)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..grading.rules import RULE_SETS
 from ..grading.tree import PatchRejected, TestPatchRejected, fresh_tree_grading, grade_on_fresh_tree, integrity_details
-from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, run_verify
+from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, repo_runner, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.meter.accounts import MeterError
 from ..spend.meter.cells import metered_spend
@@ -28,9 +29,11 @@ from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
 from .git import ExtractionError, HarnessGit, WorkspaceError
+from .health import check_health
 from .patches import commit_environment_setup, extract, extract_patch
 from .rundir import collect_run_dir, patch_over_cap
 from .sandbox import CellSandbox
+from .swebench_envs import shipped_env_spec
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace
 
@@ -180,7 +183,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             verdict, flags = grade_on_fresh_tree(
                 case.instance, patch, objects=workspace.objects, base_commit=original_base, root=harness / "grading",
                 run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                spec=python_env.spec if python_env is not None else None, store=store)
+                spec=python_env.spec if python_env is not None else None, store=store,
+                rules=RULE_SETS[case.grading_rules])
             if flags or nested:
                 outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, flags)})
         else:
@@ -188,6 +192,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                 workspace, case.instance, patch, verify_on=case.verify_on,
                 env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
                 after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
+                rules=RULE_SETS[case.grading_rules],
             )
     except PatchRejected as error:
         # The arm's own patch cannot be graded on a fresh tree: its failure, counted in its rate.
@@ -236,17 +241,23 @@ def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> 
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
                       store: EnvironmentStore) -> tuple[PythonEnvironment, Workspace]:
-    """Build the cell's venv for the instance's ``env``; commit what its steps changed in the workspace.
+    """Build the cell's venv for the instance's ``env``, check it can run the tests at base, and commit what
+    its steps changed in the workspace.
 
-    Each uv and shell step is bounded by ``--arena-verify-timeout``.
+    A shipped SWE-bench spec is finished for the row first (``swebench_envs``: its requirement files, its
+    date). Each uv and shell step is bounded by ``--arena-verify-timeout``.
     """
     assert case.instance.env is not None
     log = cell.run_dir / "env.log"
-    python_env = store.build(EnvSpec.from_mapping(case.instance.env), cell.root / "venv", workspace.path,
-                             cell.env(), log, case.verify_timeout)
-    if case.instance.verify is None and case.instance.test_cmd is None:
-        # Without pytest the default runner reports nothing: every test of every arm, GOLD too, would be missing.
-        store.check_pytest(python_env, cell.env(), log, case.verify_timeout)
+    shipped = case.instance.shipped_spec
+    spec = (shipped_env_spec(case.instance, shipped, workspace.mirror) if shipped is not None
+            else EnvSpec.from_mapping(case.instance.env))
+    python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, case.verify_timeout)
+    if case.instance.verify is None:
+        # Without a working environment every test of every arm, GOLD too, would fail: a harness error instead.
+        check_health(case.instance, repo_runner(case.instance), python_env, store, workspace.path,
+                     {**cell.env(), "PYTHONDONTWRITEBYTECODE": "1"}, log,
+                     case.verify_timeout)
     return python_env, commit_environment_setup(workspace)
 
 

@@ -15,15 +15,19 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..files import write_atomic
+from ..instances.swebench_specs import uv_config_text, uv_environment
 from . import processes
 
 #: ``version_info`` of an interpreter, read by running it (shims and symlinks are resolved by the answer).
@@ -36,12 +40,22 @@ class EnvBuildError(Exception):
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """What an environment holds: ``{"python", "requirements", "pre_install", "install"}``, all optional."""
+    """What an environment holds: ``{"python", "requirements", "pre_install", "install"}``, all optional.
+
+    A shipped SWE-bench spec (``swebench_envs``) says more: the date everything is resolved as of
+    (``as_of``: uv's ``exclude-newer``, for requirements, build dependencies and the steps' ``uv pip``),
+    the requirements that override the repository's pins, the build tools sdists are built with, and
+    the variables its tests run with.
+    """
 
     python: str | None = None
     requirements: tuple[str, ...] = ()
     pre_install: tuple[str, ...] = ()
     install: str | None = None
+    as_of: datetime | None = None
+    overrides: tuple[str, ...] = ()
+    build_constraints: tuple[str, ...] = ()
+    variables: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> EnvSpec:
@@ -59,9 +73,14 @@ class PythonEnvironment:
 
     venv: Path
     spec: EnvSpec
+    #: What uv runs with for this environment (its cache, its date): the install steps' ``uv pip`` too.
+    uv_variables: Mapping[str, str] = field(default_factory=dict)
+    #: Names the resolved environment (its directory in the store): the same for every cell built from it.
+    identity: str = ""
 
     def variables(self, path: str) -> dict[str, str]:
-        return {"VIRTUAL_ENV": str(self.venv), "PATH": os.pathsep.join([str(self.venv / "bin"), path])}
+        return {**self.spec.variables, "VIRTUAL_ENV": str(self.venv),
+                "PATH": os.pathsep.join([str(self.venv / "bin"), path])}
 
 
 @functools.cache
@@ -162,8 +181,24 @@ class EnvironmentStore:
         return self.root / "uv"
 
     def spec_dir(self, spec: EnvSpec, python_version: str) -> Path:
-        material = json.dumps({"python": python_version, "requirements": list(spec.requirements)}, sort_keys=True)
+        identity: dict[str, Any] = {"python": python_version, "requirements": list(spec.requirements)}
+        if spec.as_of is not None or spec.overrides or spec.build_constraints:
+            # Only what a dated spec adds: an undated spec keeps the directory it had.
+            identity |= {"as_of": spec.as_of.isoformat() if spec.as_of else None, "overrides": list(spec.overrides),
+                         "build_constraints": list(spec.build_constraints)}
+        material = json.dumps(identity, sort_keys=True)
         return self.root / "envs" / hashlib.sha256(material.encode()).hexdigest()[:16]
+
+    def uv_variables(self, spec: EnvSpec, python_version: str) -> dict[str, str]:
+        """The variables every uv call and step of ``spec`` runs with: the shared cache, and its date if it has one."""
+        variables = {"UV_CACHE_DIR": str(self.uv_cache), "UV_PYTHON_DOWNLOADS": "never"}
+        if spec.as_of is None:
+            return variables
+        config = self.spec_dir(spec, python_version).with_suffix(".uv.toml")
+        if not config.is_file():
+            config.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(config, uv_config_text(spec.as_of).encode())
+        return {**variables, **uv_environment(spec.as_of, config)}
 
     def build(self, spec: EnvSpec, venv: Path, workspace: Path, cell_env: Mapping[str, str],
               log: Path, timeout: float) -> PythonEnvironment:
@@ -173,15 +208,19 @@ class EnvironmentStore:
             raise EnvBuildError("uv is needed to build instance environments: pip install uv (or the 'envs' extra)")
         interpreter, python_version = find_interpreter(spec.python)
         _log(log, f"interpreter {interpreter} (Python {python_version})")
-        if not self._resolve_and_create(uv, spec, interpreter, python_version, venv, log, timeout):
+        variables = self.uv_variables(spec, python_version)
+        if spec.as_of is not None:
+            _log(log, f"resolved as of {variables['UV_EXCLUDE_NEWER']} (uv exclude-newer)")
+        if not self._resolve_and_create(uv, spec, interpreter, python_version, venv, log, timeout, variables):
             lock = self.spec_dir(spec, python_version) / "requirements.lock"
             try:
                 # Resolved earlier and its packages are in uv's shared cache: no network needed.
-                self._create(uv, interpreter, venv, lock, ["--offline"], log, timeout)
+                self._create(uv, interpreter, venv, lock, ["--offline"], log, timeout, variables)
             except EnvBuildError:
                 _log(log, "offline install from the shared cache failed (pruned?); retrying online")
-                self._create(uv, interpreter, venv, lock, [], log, timeout)
-        environment = PythonEnvironment(venv=venv, spec=spec)
+                self._create(uv, interpreter, venv, lock, [], log, timeout, variables)
+        environment = PythonEnvironment(venv=venv, spec=spec, uv_variables=variables,
+                                        identity=self.spec_dir(spec, python_version).name)
         for step in spec.pre_install:
             self.run_step(environment, step, workspace, cell_env, log, timeout, "pre_install")
         if spec.install:
@@ -189,7 +228,7 @@ class EnvironmentStore:
         return environment
 
     def _resolve_and_create(self, uv: str, spec: EnvSpec, interpreter: Path, python_version: str, venv: Path,
-                            log: Path, timeout: float) -> bool:
+                            log: Path, timeout: float, variables: Mapping[str, str]) -> bool:
         """Resolve the spec to a pinned lock and build the first venv from it, if nobody has; True if we did.
 
         Both happen under the spec's file lock, so a cell that waited for it finds
@@ -210,67 +249,84 @@ class EnvironmentStore:
             staging = directory / f"requirements.lock.{os.getpid()}"
             clock = time.monotonic()
             if spec.requirements:
-                self._uv(uv, ["pip", "compile", "--quiet", "--python", str(interpreter), "--output-file",
-                              str(staging), str(requirements)], log, timeout)
+                self._uv(uv, ["pip", "compile", "--quiet", "--python", str(interpreter),
+                              *self._pin_files(spec, directory), "--output-file", str(staging), str(requirements)],
+                         log, timeout, variables)
             else:
                 staging.write_text("")
-            self._create(uv, interpreter, venv, staging, [], log, timeout)
+            self._create(uv, interpreter, venv, staging, [], log, timeout, variables)
             os.replace(staging, lock)
             with open(directory / "arena-builds.log", "a") as builds:
                 builds.write(f"{time.time():.3f} pid={os.getpid()} resolved and built in "
                              f"{time.monotonic() - clock:.2f}s\n")
             return True
 
-    def _create(self, uv: str, interpreter: Path, venv: Path, lock: Path, extra: Sequence[str],
-                log: Path, timeout: float) -> None:
-        self._uv(uv, ["venv", "--quiet", "--clear", "--seed", *extra, "--python", str(interpreter), str(venv)],
-                 log, timeout)
-        if lock.read_text().strip():
-            self._uv(uv, ["pip", "sync", "--quiet", *extra, "--python", str(venv / "bin" / "python"), str(lock)],
-                     log, timeout)
+    @staticmethod
+    def _pin_files(spec: EnvSpec, directory: Path) -> list[str]:
+        """uv's ``--overrides`` / ``--build-constraints`` options for the spec's pins, their files written."""
+        options: list[str] = []
+        for option, lines, name in (("--overrides", spec.overrides, "overrides.txt"),
+                                    ("--build-constraints", spec.build_constraints, "build-constraints.txt")):
+            if lines:
+                (directory / name).write_text("".join(line + "\n" for line in lines))
+                options += [option, str(directory / name)]
+        return options
 
-    def _uv(self, uv: str, args: list[str], log: Path, timeout: float) -> None:
-        env = {**os.environ, "UV_CACHE_DIR": str(self.uv_cache), "UV_PYTHON_DOWNLOADS": "never"}
+    def _create(self, uv: str, interpreter: Path, venv: Path, lock: Path, extra: Sequence[str],
+                log: Path, timeout: float, variables: Mapping[str, str]) -> None:
+        self._uv(uv, ["venv", "--quiet", "--clear", "--seed", *extra, "--python", str(interpreter), str(venv)],
+                 log, timeout, variables)
+        if lock.read_text().strip():
+            constraints = lock.parent / "build-constraints.txt"
+            build = ["--build-constraints", str(constraints)] if constraints.is_file() else []
+            self._uv(uv, ["pip", "sync", "--quiet", *extra, *build, "--python", str(venv / "bin" / "python"),
+                          str(lock)], log, timeout, variables)
+
+    def _uv(self, uv: str, args: list[str], log: Path, timeout: float, variables: Mapping[str, str]) -> None:
+        env = {**os.environ, **variables}
         env.pop("VIRTUAL_ENV", None)
         _log(log, "$ uv " + " ".join(args))
         result = processes.run([uv, *args], cwd=self.root, env=env, stdout=log, timeout=timeout)
         _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
-            raise EnvBuildError(f"environment build failed: `uv {args[0]} {args[1]}` {why} (see env.log)")
+            raise EnvBuildError(f"environment build failed: `uv {args[0]} {args[1]}` {why}{_last_error(log)} "
+                                "(see env.log)")
 
     def run_step(self, environment: PythonEnvironment, command: str, workspace: Path,
                  cell_env: Mapping[str, str], log: Path, timeout: float, what: str) -> None:
-        """Run one of the spec's shell steps in the workspace with the venv first on PATH."""
-        env = {**cell_env, **environment.variables(cell_env.get("PATH", os.defpath)),
-               "UV_CACHE_DIR": str(self.uv_cache)}
+        """Run one of the spec's shell steps in the workspace with the venv (and uv) first on PATH.
+
+        The step's ``uv pip`` calls share the cache and resolve as of the spec's date.
+        """
+        uv = find_uv()
+        path = cell_env.get("PATH", os.defpath)
+        if uv is not None:
+            path = os.pathsep.join([str(Path(uv).parent), path])
+        env = {**cell_env, **environment.variables(path),
+               **(environment.uv_variables or {"UV_CACHE_DIR": str(self.uv_cache)})}
         _log(log, f"$ ({what}) {command}")
         result = processes.run(shell_argv(command), cwd=workspace, env=env, stdout=log, timeout=timeout)
         _log(log, f"# took {result.seconds:.2f}s")
         if result.returncode != 0:
             why = "timed out" if result.timed_out else f"exited {result.returncode}"
-            raise EnvBuildError(f"environment build failed: {what} step `{command}` {why} (see env.log)")
-
-
-    def check_pytest(self, environment: PythonEnvironment, cell_env: Mapping[str, str], log: Path,
-                     timeout: float) -> None:
-        """Raise ``EnvBuildError`` unless the venv runs pytest (the default per-test runner needs it).
-
-        Run in the venv, not the workspace: only the environment is checked, not the repository's conftests.
-        """
-        try:
-            self.run_step(environment, "python -m pytest --version", environment.venv, cell_env, log, timeout,
-                          "pytest check")
-        except EnvBuildError:
-            raise EnvBuildError(
-                "environment has no working pytest (`python -m pytest --version` failed, see env.log); the "
-                "default per-test runner needs it: add pytest to the spec's requirements, or give a 'test_cmd'"
-            ) from None
+            raise EnvBuildError(f"environment build failed: {what} step `{command}` {why}{_last_error(log)} "
+                                "(see env.log)")
 
 
 def shell_argv(command: str) -> list[str]:
     """The argv that runs a shell command line: bash where there is one, else sh."""
     return [shutil.which("bash") or "/bin/sh", "-c", command]
+
+
+def _last_error(log: Path) -> str:
+    """The log's last line that says why (``error:``, ``ERROR``...), as ``: line``; empty when there is none."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-200:]
+    except OSError:
+        return ""
+    said = [line.strip() for line in lines if re.search(r"\berror\b|Error|No matching|not found", line)]
+    return f": {said[-1][:300]}" if said else ""
 
 
 def _log(log: Path, line: str) -> None:

@@ -52,6 +52,9 @@ class Workspace:
     #: The base snapshot's object store the workspace borrows (None for an image's /testbed): the
     #: harness's record, not the workspace's ``.git``, which the arm can rewrite.
     objects: Path | None = None
+    #: The shared mirror the snapshot was cut from (None for an image): the harness reads later commits
+    #: there (a SWE-bench row's environment_setup_commit), never the workspace.
+    mirror: Path | None = None
 
 
 class RepoStore:
@@ -146,8 +149,15 @@ class RepoStore:
                 try:
                     repo = staging / "s.git"
                     _init_snapshot(repo)
-                    git("pack-objects", "--revs", "--quiet", "--delta-base-offset", str(repo / "objects/pack/pack"),
-                        cwd=mirror, input=f"{full}\n".encode())
+                    tags = _tags_at_or_before(mirror, full)
+                    wanted = "".join(f"{line.split()[0]}\n" for line in tags if not line.startswith("^"))
+                    packed = run_git("pack-objects", "--revs", "--quiet", "--delta-base-offset",
+                                     str(repo / "objects/pack/pack"), cwd=mirror, input=f"{full}\n{wanted}".encode())
+                    if packed.returncode != 0:
+                        # A partial or shallow mirror lacks some history: base's own tree is all a workspace needs.
+                        _pack_base_tree_only(mirror, full, repo, packed.stderr.decode(errors="replace"))
+                        tags = []
+                    (repo / ARENA_TAGS).write_text("".join(line + "\n" for line in tags))
                     # A detached HEAD keeps every object reachable inside the snapshot itself.
                     (repo / "HEAD").write_text(full + "\n")
                     os.rename(repo, snapshot)
@@ -155,6 +165,46 @@ class RepoStore:
                     shutil.rmtree(staging, ignore_errors=True)
         self._snapshots.add(snapshot)
         return snapshot / "objects"
+
+
+#: In a snapshot: the tags a workspace gets, as ``packed-refs`` lines (an annotated tag's ``^peeled`` line too).
+ARENA_TAGS = "arena-tags"
+
+
+def _tags_at_or_before(mirror: Path, full: str) -> list[str]:
+    """The mirror's tags that point at ``full`` or an ancestor of it, as ``packed-refs`` lines.
+
+    SWE-bench's images keep the repository's tags, and versioneer / setuptools_scm read the version from
+    them; a tag that reaches any later commit is never kept (it would reveal that commit). None where the
+    history cannot be walked (a shallow or partial mirror).
+    """
+    listed = run_git("for-each-ref", f"--merged={full}", "--format=%(objectname) %(refname) %(*objectname)",
+                     "refs/tags", cwd=mirror)
+    if listed.returncode != 0:
+        return []
+    lines: list[str] = []
+    for entry in listed.stdout.decode(errors="replace").splitlines():
+        name, ref, *peeled = entry.split()
+        lines.append(f"{name} {ref}")
+        if peeled:
+            lines.append(f"^{peeled[0]}")
+    return lines
+
+
+def _pack_base_tree_only(mirror: Path, full: str, repo: Path, why: str) -> None:
+    """Pack ``full``'s commit and tree alone, as a shallow snapshot; ``WorkspaceError`` if even that is incomplete."""
+    # Never fetch what is missing from a partial clone's promisor: a workspace reads only what is here.
+    listed = subprocess.run(["git", "rev-list", "--objects", "--no-walk", full], cwd=mirror, capture_output=True,
+                            env={**os.environ, "GIT_NO_LAZY_FETCH": "1", "GIT_CONFIG_NOSYSTEM": "1",
+                                 "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0"}, check=False)
+    packed = None
+    if listed.returncode == 0:
+        packed = run_git("pack-objects", "--quiet", str(repo / "objects/pack/pack"), cwd=mirror, input=listed.stdout)
+    if packed is None or packed.returncode != 0:
+        said = " ".join(((packed.stderr if packed is not None else listed.stderr).decode(errors="replace")).split())
+        raise WorkspaceError(f"{mirror}: the tree of base_commit {full} is not complete in the mirror ({said[:300]}); "
+                             f"its history could not be packed either ({' '.join(why.split())[:300]})")
+    (repo / "shallow").write_text(full + "\n")
 
 
 def _init_snapshot(repo: Path) -> None:
@@ -204,9 +254,19 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
     (info / "alternates").write_text(str(objects) + "\n")
     with open(git_dir / "config", "a", encoding="utf-8") as config:
         config.write(_WORKSPACE_CONFIG)
+    _copy_snapshot_refs(objects.parent, git_dir)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)
-    return Workspace(path=dest, base_commit=full, objects=objects)
+    return Workspace(path=dest, base_commit=full, objects=objects, mirror=mirror)
+
+
+def _copy_snapshot_refs(snapshot: Path, git_dir: Path) -> None:
+    """Give the workspace the snapshot's tags, and its ``shallow`` file when only base's tree is there."""
+    tags = snapshot / ARENA_TAGS
+    if tags.is_file() and tags.stat().st_size:
+        (git_dir / "packed-refs").write_text("# pack-refs with: peeled fully-peeled \n" + tags.read_text())
+    if (snapshot / "shallow").is_file():
+        shutil.copyfile(snapshot / "shallow", git_dir / "shallow")
 
 
 def reset_to_base(workspace: Workspace) -> None:

@@ -59,6 +59,9 @@ def test_command_arms_run_report_and_fail_cleanly(suite, calc, xdist):
     result.assert_outcomes(passed=2, failed=2, errors=1)
     rows = {row["arm"]: row for row in suite.ledger()}
     out = suite.path / "arena-out"
+    # The terminal says why an arm failed (its stderr) and where its logs are, without a traceback.
+    result.stdout.fnmatch_lines(["*arm_error: command FAILS exited with status 3*", "*last lines of stderr.log:",
+                                 "*  boom", f"*run dir: {out}/runs/{calc.row()['instance_id']}/FAILS"])
 
     cmd = rows["CMD"]
     assert cmd["status"] == "resolved"

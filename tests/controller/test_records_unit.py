@@ -95,3 +95,15 @@ def test_a_reused_row_is_recorded_again_and_its_spend_counted_once_at_the_start(
     sweep.record(report(1, arena={"reused": True, "cell_key": "k1"}))
     assert sweep.rows[0]["reused_from"] == "run-0"
     assert sweep.tally.sweep.usd == 1.0
+
+
+def test_once_written_a_cells_logs_and_patch_leave_the_report_pytest_keeps(tmp_path: Path) -> None:
+    sweep = records(tmp_path)
+    data = finished(1, status=CellStatus.UNRESOLVED)
+    data.update(logs={"stderr.log": "x" * 100_000}, patch_base64="ZGlmZgo=")
+    kept = report(1, outcome="failed", arena=data)
+    recorded = sweep.record(kept)
+    assert recorded is not None and recorded.written
+    assert (tmp_path / recorded.row["run_dir"] / "stderr.log").read_text() == "x" * 100_000
+    assert "logs" not in kept.arena and "patch_base64" not in kept.arena  # type: ignore[attr-defined]
+    assert kept.arena["status"] == "unresolved"  # type: ignore[attr-defined]  # the terminal still shows it

@@ -232,3 +232,77 @@ def commits_sharing_a_prefix(repo: Path, length: int = 4) -> tuple[str, str, str
             return sha[:length], by_prefix[sha[:length]], sha
         by_prefix[sha[:length]] = sha
     raise AssertionError(f"no two commits share a {length}-digit prefix")
+
+
+#: A Django-style project: tests under tests/, run by tests/runtests.py with the real django package's runner,
+#: as Django's own repository runs them (SWE-bench: ``./tests/runtests.py --verbosity 2 --settings=test_sqlite``).
+DJANGO_RUNTESTS = """\
+import argparse, os, sys
+import django
+from django.conf import settings
+from django.test.utils import get_runner
+
+parser = argparse.ArgumentParser()
+parser.add_argument("labels", nargs="*")
+parser.add_argument("--verbosity", type=int, default=1)
+parser.add_argument("--settings")
+parser.add_argument("--parallel", default="1")
+args = parser.parse_args()
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ["DJANGO_SETTINGS_MODULE"] = args.settings or "test_sqlite"
+django.setup()
+runner = get_runner(settings)(verbosity=args.verbosity, parallel=int(args.parallel))
+sys.exit(bool(runner.run_tests(args.labels)))
+"""
+DJANGO_V1 = {
+    ".gitignore": "__pycache__/\n",
+    "tests/test_sqlite.py": 'DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3"}}\n'
+                            'SECRET_KEY = "django_tests_secret_key"\nUSE_TZ = True\n',
+    "tests/money/__init__.py": "",
+    "shop/__init__.py": "",
+    "shop/money.py": "def add(a, b):\n    return a - b\n",
+    "tests/money/tests.py": "from django.test import SimpleTestCase\nfrom shop.money import add\n\n\n"
+                            "class MoneyTests(SimpleTestCase):\n    def test_stable(self):\n"
+                            "        self.assertEqual(add(0, 0), 0)\n",
+}
+DJANGO_FIX = {"shop/money.py": "def add(a, b):\n    return a + b\n"}
+DJANGO_TESTS = {
+    "tests/money/tests.py": DJANGO_V1["tests/money/tests.py"]
+    + "\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n\n    def test_zero(self):\n"
+      '        """Adding nothing changes nothing."""\n        self.assertEqual(add(0, 2), 2)\n'
+}
+
+
+def django_style_row(root: Path, python: str) -> tuple[dict[str, Any], Path]:
+    """A ``django/django`` row (repo under ``root/django__django``) whose tests the real django runs.
+
+    ``python`` is the interpreter ``tests/runtests.py`` runs with (its shebang): one with django installed.
+    Its ids are as Django's runner prints them on Python 3.11+ (``test_x (module.Class.test_x)``; SWE-bench
+    reads a docstring's first line as the test's id).
+    """
+    repo = root / "django__django"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    setup = commit(repo, {**DJANGO_V1, "tests/runtests.py": f"#!{python}\n" + DJANGO_RUNTESTS}, "money")
+    (repo / "tests/runtests.py").chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "runtests is executable")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    fixed = commit(repo, {**DJANGO_FIX, **DJANGO_TESTS}, "add adds (#7)")
+    row = {
+        "repo": "django/django",
+        "instance_id": "django__django-7",
+        "base_commit": base,
+        "patch": git(repo, "diff", base, fixed, "--", "shop"),
+        "test_patch": git(repo, "diff", base, fixed, "--", "tests"),
+        "problem_statement": "add(2, 3) gives -1",
+        # A version SWE-bench has no spec for: the harness's own environment (with the real django) runs it,
+        # with the runner SWE-bench uses for every Django version but 1.9.
+        "version": "9.9",
+        "created_at": "2024-01-02T03:04:05Z",
+        "environment_setup_commit": setup,
+        "FAIL_TO_PASS": json.dumps(["test_add (money.tests.MoneyTests.test_add)",
+                                    "Adding nothing changes nothing."]),
+        "PASS_TO_PASS": json.dumps(["test_stable (money.tests.MoneyTests.test_stable)"]),
+    }
+    return row, repo

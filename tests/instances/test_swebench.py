@@ -244,6 +244,43 @@ def test_an_engine_that_cannot_run_the_container_is_an_infrastructure_error(imag
         verify_in(image, tmp_path, "true", host_image="localhost/swe-arena-test/absent:none")
 
 
+def imported_image(engine, root, tag):
+    """An image made of the files under ``root`` (no registry), removed by the caller."""
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run([engine, "import", "-", tag], stdin=tar.stdout, capture_output=True, check=True)
+    tar.wait()
+    return tag
+
+
+@pytest.mark.parametrize(("broken", "exit_status", "why"), [
+    ("no shell", 127, "the command was not found in the image"),
+    ("/testbed is a file", 126, "the command could not be invoked"),
+])
+def test_an_image_that_cannot_start_the_command_is_an_infrastructure_error(image, tmp_path, broken, exit_status,
+                                                                           why):
+    engine, _, _ = image
+    root = tmp_path / "rootfs"
+    (root / "arena-run").mkdir(parents=True)
+    if broken == "no shell":
+        (root / "testbed").mkdir()
+    else:
+        (root / "testbed").write_text("not a directory: the workspace cannot be mounted there\n")
+    tag = imported_image(engine, root, f"localhost/swe-arena-test/broken-{exit_status}:{os.getpid()}")
+    try:
+        expected = rf"`{engine} run {tag}` failed \(exit {exit_status}, {why}\)"
+        with pytest.raises(VerifyInfrastructureError, match=expected):
+            verify_in(image, tmp_path, "true", host_image=tag)
+    finally:
+        subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("exit_status", [125, 126, 127])
+def test_a_command_that_exits_like_the_engine_is_graded_not_a_harness_error(image, tmp_path, exit_status):
+    # The command started (its shell said so before it ran): its exit status is a verdict, whatever the number.
+    _, result = verify_in(image, tmp_path, f"exit {exit_status}")
+    assert not result.passed and result.returncode == exit_status
+
+
 class Interrupted(Exception):
     pass
 

@@ -165,6 +165,8 @@ def wheel(name: str, version: str) -> bytes:
 def dated_index() -> Iterator[str]:
     """A PEP 691 index on 127.0.0.1 whose files have upload times: demo 1.0 (2020), 2.0 (2024); setuptools 60/65/70."""
     releases = {"demo": [("1.0", "2020-01-01T00:00:00Z"), ("2.0", "2024-01-01T00:00:00Z")],
+                # What `uv venv --seed` installs (stand-ins: an environment built here never runs them).
+                "pip": [("20.0", "2020-01-01T00:00:00Z")], "wheel": [("0.34.0", "2020-01-01T00:00:00Z")],
                 "setuptools": [("60.0.0", "2022-01-01T00:00:00Z"), ("65.3.0", "2022-08-29T00:00:00Z"),
                                ("70.0.0", "2022-12-01T00:00:00Z")]}
     wheels = {f"{name}-{version}-py3-none-any.whl": wheel(name, version)

@@ -41,6 +41,26 @@ def test_calibration_finds_a_broken_instance_and_calibrated_only_skips_it(suite,
     assert [(row["instance_id"], row["arm"], row["status"]) for row in rows] == [("demo__calc-1", "GOLD", "resolved")]
 
 
+@pytest.mark.parametrize("xdist", XDIST)
+def test_calibrate_exits_0_when_every_instance_calibrates_and_1_when_one_does_not(suite, calc, xdist):
+    suite.instances([calc.row("demo__calc-1"), calc.row("demo__calc-2")])
+    result = suite.run("--arena-calibrate", *xdist)
+    result.assert_outcomes(passed=2, failed=2)  # EMPTY unresolved: what calibration expects
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["calibration: 2 instance(s), 0 failed*"])
+    suite.instances(broken_and_good_rows(calc))
+    result = suite.run("--arena-calibrate", "--arena-out=second", *xdist)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_calibrate_keeps_the_failure_of_another_arm(suite, calc):
+    suite.instances([calc.row("demo__calc-1")])
+    suite.arms_toml = '[tool.swe_arena.arms.NOTHING]\nkind = "empty"\n'
+    result = suite.run("--arena-calibrate", "--arena-arms=NOTHING")
+    result.assert_outcomes(passed=1, failed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 def test_a_base_that_already_passes_fails_calibration(suite, calc):
     suite.instances([calc.row("demo__calc-1", verify="true")])
     suite.run("--arena-calibrate").assert_outcomes(passed=1, failed=1)

@@ -214,7 +214,7 @@ def test_swe_arena_compare_two_sweeps(priced):
 def test_swe_arena_status_follows_a_sweep_running_in_another_process(priced, monkeypatch):
     release = priced.path / "release"
     monkeypatch.setenv("ARENA_TEST_RELEASE", str(release))
-    # A fast heartbeat, so that the lock soon says the held cell runs (a finished cell rewrites it at once).
+    # A fast heartbeat, so that the lock soon says the held cell runs (only the heartbeat rewrites it).
     priced.ini_lines = ["arena_lock_heartbeat = 0.5"]
     priced.write_config()
     log = open(priced.path / "sweep.log", "w")

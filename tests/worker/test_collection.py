@@ -352,7 +352,7 @@ def test_an_arm_kind_from_two_plugins_names_both(suite, calc):
 
 def test_collection_reads_each_instance_file_once_and_compiles_the_schema_once(suite, calc, monkeypatch):
     # Per-item work grows with instances x arms x trials: files and the schema must not be redone per item.
-    from pytest_swe_arena import instances
+    from pytest_swe_arena.instances import loading
     from pytest_swe_arena.worker import collection as collect
 
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
@@ -361,12 +361,12 @@ def test_collection_reads_each_instance_file_once_and_compiles_the_schema_once(s
 
     def counting_read_rows(path):
         reads.append(path.name)
-        return instances.read_rows(path)
+        return loading.read_rows(path)
 
     monkeypatch.setattr(collect, "read_rows", counting_read_rows)
-    instances._validator.cache_clear()
+    loading._validator.cache_clear()
     result = suite.run("--collect-only", "-q", "--arena-repeat=3", subprocess=False)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["24 tests collected*"])  # 4 instances x 2 arms x 3 trials
     assert sorted(reads) == ["demo.jsonl", "other.jsonl"]
-    assert instances._validator.cache_info().misses == 1
+    assert loading._validator.cache_info().misses == 1

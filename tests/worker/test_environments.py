@@ -120,8 +120,10 @@ def test_missing_python_and_failed_build_are_harness_errors_with_their_log(suite
     assert by_id["acme__shapes-3"]["status"] == "resolved"
     no_pytest = by_id["acme__shapes-4"]
     assert no_pytest["status"] == "harness_error"
-    assert no_pytest["error"].startswith("env: environment has no working pytest (`python -m pytest --version` "
-                                         "failed, see env.log)")
+    # The health check at base, before the arm ran, names the failing import.
+    assert no_pytest["error"].startswith("env: environment is broken: `python -m pytest --collect-only -q "
+                                         "-p no:cacheprovider --confcutdir=. --rootdir=. -c /dev/null tests/")
+    assert "failed at base, before any arm ran (No module named pytest; see env.log)" in no_pytest["error"]
     assert "No module named pytest" in (suite.path / "arena-out" / no_pytest["run_dir"] / "env.log").read_text()
 
 

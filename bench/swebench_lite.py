@@ -1,0 +1,114 @@
+"""GOLD and EMPTY on real SWE-bench Lite rows through the harness, shipped specs only (by hand, not in CI).
+
+    python bench/swebench_lite.py --rows ../shared/data/swe-bench-lite-test.json --repos /tmp/swe-repos \\
+        --out /tmp/lite-run --table docs/swe-bench-lite-check.md psf__requests-2317 pallets__flask-4045 ...
+
+The rows are written unchanged (no ``env``, no ``verify``: SWE-bench's runner for the repo, its log
+parser and rules, and the shipped spec for its repo/version, resolved as of the row's date) into a
+throwaway suite and run with ``pytest --arena-arms=GOLD,EMPTY``. ``--repos`` holds the repositories
+as ``owner__name`` (clones or bare mirrors). The table has, per row, GOLD's and EMPTY's status, the
+environment's and verify's seconds (GOLD's cell; EMPTY's reuses the resolved environment) and, for
+anything but GOLD resolved / EMPTY unresolved, the reason from the ledger. Expected: GOLD resolved
+on every row whose environment builds, EMPTY on none, and every other row a harness_error saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PYPROJECT = """[tool.pytest.ini_options]
+arena_instances = ["instances"]
+[tool.swe_arena]
+"""
+
+
+def run_suite(rows: list[dict[str, Any]], repos: Path, out: Path, cache: Path, workers: int,
+              timeout: float) -> float:
+    suite = out / "suite"
+    (suite / "instances").mkdir(parents=True, exist_ok=True)
+    (suite / "pyproject.toml").write_text(PYPROJECT)
+    (suite / "instances" / "lite.json").write_text(json.dumps(rows, indent=1))
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--arena-arms=GOLD,EMPTY",
+            f"--arena-repos={repos}", f"--arena-out={out / 'arena-out'}", f"--arena-cache={cache}",
+            f"--arena-verify-timeout={timeout:g}", "--arena-resume", "instances"]
+    if workers > 1:
+        argv += ["-n", str(workers)]
+    clock = time.monotonic()
+    subprocess.run(argv, cwd=suite, check=False, env={**os.environ, "COLUMNS": "200"})
+    return time.monotonic() - clock
+
+
+def read_ledger(out: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    cells: dict[tuple[str, str], dict[str, Any]] = {}
+    for line in (out / "arena-out" / "ledger.jsonl").read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            cells[row["instance_id"], row["arm"]] = row  # the last row of a cell stands (resume)
+    return cells
+
+
+def reason(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "not run"
+    text = " ".join(str(row.get("error") or "").split())
+    return text[:240].replace("|", "\\|")
+
+
+def table(rows: list[dict[str, Any]], cells: dict[tuple[str, str], dict[str, Any]]) -> tuple[str, Counter[str]]:
+    lines = ["| instance | GOLD | EMPTY | env s | verify s | reason |", "|---|---|---|---|---|---|"]
+    counts: Counter[str] = Counter()
+    for row in rows:
+        gold, empty = cells.get((row["instance_id"], "GOLD")), cells.get((row["instance_id"], "EMPTY"))
+        gold_status = gold["status"] if gold else "not run"
+        empty_status = empty["status"] if empty else "not run"
+        phases = (gold or {}).get("phases") or {}
+        expected = gold_status == "resolved" and empty_status == "unresolved"
+        counts["expected" if expected else f"GOLD {gold_status} / EMPTY {empty_status}"] += 1
+        why = "" if expected else reason(gold if gold_status != "resolved" else empty)
+        lines.append(f"| {row['instance_id']} | {gold_status} | {empty_status} | {phases.get('env', 0):.0f} | "
+                     f"{phases.get('verify', 0):.0f} | {why} |")
+    return "\n".join(lines) + "\n", counts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("instance_ids", nargs="+")
+    parser.add_argument("--rows", type=Path, default=ROOT.parent.parent / "shared" / "data" /
+                        "swe-bench-lite-test.json")
+    parser.add_argument("--repos", type=Path, required=True, help="repositories as owner__name")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cache", type=Path, help="shared cache (default: OUT/cache)")
+    parser.add_argument("-n", "--workers", type=int, default=1)
+    parser.add_argument("--verify-timeout", type=float, default=1800)
+    parser.add_argument("--table", type=Path, help="also write the markdown table here")
+    args = parser.parse_args()
+    by_id = {row["instance_id"]: row for row in json.loads(args.rows.read_text())}
+    unknown = [iid for iid in args.instance_ids if iid not in by_id]
+    if unknown:
+        parser.error(f"not in {args.rows}: {', '.join(unknown)}")
+    rows = [by_id[iid] for iid in args.instance_ids]
+    seconds = run_suite(rows, args.repos, args.out, args.cache or args.out / "cache", args.workers,
+                        args.verify_timeout)
+    text, counts = table(rows, read_ledger(args.out))
+    repos = Counter(row["repo"] for row in rows)
+    summary = (f"{len(rows)} rows from {len(repos)} repositories ({', '.join(f'{r} {n}' for r, n in repos.items())}); "
+               f"{', '.join(f'{k}: {v}' for k, v in counts.items())}; {seconds:.0f} s wall")
+    print(text)
+    print(summary)
+    if args.table:
+        args.table.write_text(text + "\n" + summary + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

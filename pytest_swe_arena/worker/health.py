@@ -1,0 +1,72 @@
+"""Environment health: before any arm runs, the environment imports the project and collects its tests at base.
+
+A broken environment (setuptools without ``pkg_resources``, a NumPy its code predates) fails every
+test, so GOLD would be ``unresolved`` with every test missing: a verdict on the harness, not on the
+patch. ``check_health`` runs, at base and before ``test_patch`` (whose new imports base does not
+have), what grading will need: pytest's ``--collect-only`` over the test files that exist at base,
+or, for a runner that is not pytest (Django's runtests.py, sympy's bin/test), an import of the
+project's package. What fails is an ``EnvBuildError`` naming the failing import, so the cell is a
+harness error for every arm. A success is remembered in the shared cache per environment, base and
+check, so the other arms and trials of the instance skip it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from pathlib import Path
+
+from ..grading.runners import Runner, has_pytest_config, targets_from_patch, test_files
+from ..instances.model import Instance
+from .venvs import EnvBuildError, EnvironmentStore, PythonEnvironment
+
+#: The parsers of runners that are not pytest: their check imports the project instead of collecting.
+NOT_PYTEST = {"parse_log_django": "django", "parse_log_sympy": "sympy"}
+
+#: A line that says which import failed: an exception pytest or Python printed, or ``python -m``'s own words.
+_IMPORT_FAILURE = re.compile(r"((?:ModuleNotFoundError|ImportError|AttributeError|SyntaxError|"
+                             r"DeprecationWarning|TypeError)\b.*|No module named .*)")
+
+
+def health_command(instance: Instance, runner: Runner | None, workspace: Path) -> str:
+    """What the check runs in the workspace at base: pytest collecting the test files there, or an import."""
+    if runner is not None and runner.log_parser in NOT_PYTEST:
+        return f"python -c {shlex.quote('import ' + NOT_PYTEST[runner.log_parser])}"
+    if runner is not None:
+        files = [path for path in targets_from_patch(instance.test_patch or "")
+                 if path.endswith(".py") and (workspace / path).is_file()]
+    else:
+        files = test_files([*instance.fail_to_pass, *instance.pass_to_pass], instance.test_patch, workspace)
+    if not files:
+        return "python -m pytest --version"
+    # Kept inside the workspace as the runner is (a config file in a folder above must not count).
+    confined = "--confcutdir=." if has_pytest_config(workspace) else "--confcutdir=. --rootdir=. -c /dev/null"
+    # Exit 5, no test collected (a file of fixtures only), is no failure of the environment.
+    return (f"python -m pytest --collect-only -q -p no:cacheprovider {confined} "
+            + " ".join(shlex.quote(path) for path in files) + " || test $? -eq 5")
+
+
+def check_health(instance: Instance, runner: Runner | None, environment: PythonEnvironment,
+                 store: EnvironmentStore, workspace: Path, cell_env: dict[str, str], log: Path,
+                 timeout: float) -> None:
+    """Raise ``EnvBuildError`` naming the failing import unless the environment can run the row's tests at base."""
+    command = health_command(instance, runner, workspace)
+    material = f"{environment.identity}\0{instance.repo}\0{instance.base_commit}\0{command}"
+    passed = store.root / "health" / (hashlib.sha256(material.encode()).hexdigest()[:24] + ".ok")
+    if passed.is_file():
+        return
+    start = log.stat().st_size if log.is_file() else 0
+    try:
+        store.run_step(environment, command, workspace, cell_env, log, timeout, "health check at base")
+    except EnvBuildError:
+        with open(log, "rb") as handle:
+            handle.seek(start)
+            said = handle.read().decode("utf-8", errors="replace")
+        failures = _IMPORT_FAILURE.findall(said)
+        why = failures[-1].strip()[:300] if failures else "no import error shown"
+        raise EnvBuildError(
+            f"environment is broken: `{command}` failed at base, before any arm ran ({why}; see env.log)"
+        ) from None
+    passed.parent.mkdir(parents=True, exist_ok=True)
+    passed.write_text(command + "\n")

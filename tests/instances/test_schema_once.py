@@ -1,0 +1,52 @@
+"""The controller validates instance files once; a worker skips the schema only for the very bytes it checked."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers.arena import XDIST
+
+from pytest_swe_arena.instances.loading import file_digest, load_instances, read_rows, schema_checked_files
+from pytest_swe_arena.instances.model import InstanceFileError
+
+ROW = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "a" * 40, "problem_statement": "fix it",
+       "source": {"git": "https://example.com/calc.git"}, "verify": "true"}
+
+
+def write(path: Path, *rows: dict[str, object]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_only_files_whose_every_row_passes_the_schema_get_a_digest(tmp_path: Path) -> None:
+    good = write(tmp_path / "good.jsonl", ROW)
+    bad = write(tmp_path / "bad.jsonl", ROW, {**ROW, "instance_id": "../escape"})
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text('{"instance_id": \n')
+    assert schema_checked_files([good, bad, torn, tmp_path / "missing.jsonl"]) == {str(good): file_digest(good)}
+
+
+def test_a_row_known_to_pass_still_gets_the_checks_beyond_the_schema(tmp_path: Path) -> None:
+    path = write(tmp_path / "dup.jsonl", ROW, ROW)
+    with pytest.raises(InstanceFileError, match="duplicate"):
+        load_instances(path, list(read_rows(path)), None, schema_checked=True)
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_file_edited_after_the_controller_checked_it_is_validated_by_the_worker(suite, calc, xdist):
+    # Each process that collects rewrites the instance file as it starts, after the controller took
+    # its digest: a worker must not trust the digest for other bytes, and the bad row is a
+    # collection error naming the file and line.
+    instances = suite.instances([calc.row("demo__calc-1")])
+    write(suite.path / "bad.jsonl", {**calc.row("demo__calc-1"), "instance_id": "../escape"})
+    (suite.path / "conftest.py").write_text(
+        "import shutil\n"
+        "def pytest_configure(config):\n"
+        "    if hasattr(config, 'workerinput') or not config.getoption('numprocesses', None):\n"
+        f"        shutil.copy({str(suite.path / 'bad.jsonl')!r}, {str(instances)!r})\n"
+    )
+    result = suite.run("--arena-arms=GOLD", *xdist)
+    result.stdout.fnmatch_lines(["*invalid instance file*demo.jsonl*1*instance_id*"])
+    assert not (suite.path / "arena-out/ledger.jsonl").exists()

@@ -1,0 +1,20 @@
+"""Unit tests of a cell's directories: removed off the cells' path, and all gone when the session ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pytest_swe_arena.worker.cell import DirectoryRemover, create_cell_environment
+
+
+def test_removed_cell_dirs_are_renamed_at_once_and_gone_when_the_remover_closes(tmp_path: Path) -> None:
+    remover = DirectoryRemover()
+    roots = [create_cell_environment(tmp_path / f"cell{number}").root for number in range(3)]
+    for root in roots:
+        (root / "workspace").mkdir()
+        (root / "workspace/file.py").write_text("x = 1\n")
+        remover.remove(root)
+        assert not root.exists()  # renamed: a later cell of the same name cannot meet it
+    remover.remove(tmp_path / "never-made")  # nothing there: no error
+    remover.close()
+    assert list(tmp_path.iterdir()) == []
