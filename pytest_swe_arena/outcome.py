@@ -11,7 +11,8 @@ xdist's report serialization; the controller turns it into a ledger row
 (``controller.ledger``) and writes the patch and logs it carries. Every outcome is made by a
 function of this module: ``started`` and ``finished`` for a cell that ran, ``pending`` (its
 setup passed), ``skipped_budget``, ``setup_failed``, and on the controller ``crashed`` (its
-worker died) and ``interrupted`` (the sweep stopped first).
+worker died), ``interrupted`` (the sweep stopped first) and ``never_handed_out`` (a budget was spent
+before the scheduler gave the cell to a worker).
 
 The patch is bytes (a source file need not be UTF-8). Its JSON form is the one place that
 encodes it: base64 text under ``patch_base64``, so any bytes survive xdist's channel (which
@@ -401,12 +402,22 @@ def interrupted(nodeid: str, pending_json: Mapping[str, Any] | None) -> CellOutc
     return outcome.replace(ended_at=timestamp())
 
 
-def _unidentified(nodeid: str, status: CellStatus, error: str) -> CellOutcome:
-    """A cell that ended during its setup: only its node id says what it was (its arm never ran)."""
+def never_handed_out(nodeid: str, arm_identity: Mapping[str, Any], reason: str) -> CellOutcome:
+    """A cell the controller's scheduler kept from every worker: a budget was spent (on the controller).
+
+    No worker built it, so its node id and the arm's table say what it was; it has no cell key
+    (``skipped_budget`` is not final: a resumed sweep runs it again whatever its key).
+    """
+    return _unidentified(nodeid, CellStatus.SKIPPED_BUDGET, reason, arm_identity).replace(ended_at=timestamp())
+
+
+def _unidentified(nodeid: str, status: CellStatus, error: str,
+                  arm_identity: Mapping[str, Any] | None = None) -> CellOutcome:
+    """A cell that never got past its setup: only its node id says what it was (its arm never ran)."""
     parsed = parse_node_id(nodeid)
     iid, arm, trial = (parsed[1].instance_id, parsed[1].arm, parsed[1].trial) if parsed else (nodeid, "?", 1)
     return CellOutcome(
         cell_key="", instance_id=iid, arm=arm, trial=trial,
-        status=status, nodeid=nodeid, arm_identity={"name": arm},
+        status=status, nodeid=nodeid, arm_identity=arm_identity or {"name": arm},
         error=error, provenance={"plugin_version": __version__},
     )

@@ -63,7 +63,8 @@ class ArenaState:
     #: Random token (not the run id) made by the controller and inherited by every process of
     #: this sweep, so an interrupt can find and stop them (``interrupts.reap_sweep``).
     sweep_token: str = ""
-    #: Reads the controller's budget.json before each cell (None when no budget is set).
+    #: Reads the controller's budget.json before each cell (None when no budget is set, and on
+    #: workers of other hosts: there the controller's scheduler alone holds the budget).
     budget_gate: BudgetGate | None = None
     #: The metering proxy of this process's cells (None when no arm is metered).
     meter: SessionMeter | None = None
@@ -198,9 +199,15 @@ def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
     return False
 
 
-def hand_to_worker(state: ArenaState, workerinput: dict[str, Any]) -> None:
-    """The controller's side of xdist: what every worker needs from the controller."""
+def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) -> None:
+    """The controller's side of xdist: what every worker needs from the controller.
+
+    :param local: the worker runs on the controller's host, so it sees the controller's
+        ``budget.json`` and reads it before each cell (a worker elsewhere has only the
+        controller's scheduler to hold the budget, see ``controller.scheduling``).
+    """
     if state.sweep_run:
+        workerinput["arena_budget_file"] = local
         if not state.schema_checked:
             state.schema_checked = schema_checked_files(state.instance_files())
         workerinput["arena_schema_checked"] = state.schema_checked
@@ -213,6 +220,9 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any]) -> None:
 def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> None:
     """A worker's side of xdist: what its controller handed it (see ``hand_to_worker``)."""
     state.reuse = workerinput.get("arena_reuse", {})
+    if not workerinput.get("arena_budget_file"):
+        # A budget.json on another host, if any, is not this sweep's.
+        state.budget_gate = None
     state.schema_checked = workerinput.get("arena_schema_checked", {})
     state.sweep_token = workerinput.get("arena_sweep_token", "")
     state.calibration_failed = workerinput.get("arena_calibration_failed", [])

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.hosts import host_support_problem
 
 from pytest_swe_arena.worker.sandbox import probe_bwrap
 
@@ -34,6 +35,9 @@ SMOKE_RUNS = {
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
                  ["JSON call through the meter", "SSE call through the meter",
                   "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),
+    "hosts.py": (["--cells", "2", "--seconds", "0.1", "--shapes", "1x2,2x1"],
+                 ["1 host(s) x 2 workers", "2 host(s) x 1 workers", "controller CPU per cell, 2x1",
+                  "2 cells x 0.1 s, -n 2 (local, no ssh)"]),
     "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
                         ["viewer overview interactive, 100 cells",
                          "swe-arena report + viewer, first build (100 cell pages)",
@@ -47,6 +51,8 @@ def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) 
     if script == "sandbox.py" and not probe_bwrap().works:
         pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
     arguments, expected = SMOKE_RUNS[script]
+    if script == "hosts.py" and (problem := host_support_problem()):
+        pytest.skip(problem)
     output = tmp_path / "figures.json"
     completed = subprocess.run(
         [sys.executable, str(BENCH / script), *arguments, "--json", str(output)],

@@ -7,6 +7,8 @@ controller's temp dirs (out dirs, caches) are out of the hosts' sight.
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.arena import PRICED_CONFTEST
 from helpers.gitrepos import read_ledger
 from helpers.hosts import Host, HostLab
 
@@ -167,6 +170,38 @@ def test_bundled_suite_on_two_hosts_matches_a_local_run(pytester: pytest.Pyteste
         assert seen.stdout == "", f"{host.name} sees the controller's out dir or cache"
 
 
+def test_a_sweep_budget_holds_across_hosts(pytester: pytest.Pytester, host_lab: HostLab, make_hosts: MakeHosts,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No worker sees the controller's budget.json: the controller's scheduler alone stops the sweep at its cap."""
+    (pytester.path / "conftest.py").write_text(PRICED_CONFTEST)
+    arms = '[tool.swe_arena.arms.PAID]\nkind = "priced"\ncost = 1\n'
+    out = tmp_path_factory.mktemp("budget-out")
+    hosts = make_hosts(2, copies=[pytester.path])
+    (pytester.path / "pyproject.toml").write_text(SUITE_PYPROJECT + "\n" + arms)
+    workers = 2 * 2
+    result = pytester.runpytest_subprocess(f"--arena-instances={INSTANCES}", "--arena-arms=PAID", "--arena-repeat=3",
+                                           "--arena-max-usd=3", f"--arena-out={out}", "-rs",
+                                           *tx_options(host_lab, hosts, pytester.path, 2), timeout=900)
+    rows = read_ledger(out)
+    ran = [row for row in rows if row["status"] == "unresolved"]
+    skipped = [row for row in rows if row["status"] == "skipped_budget"]
+    assert len(rows) == len(ran) + len(skipped) >= 30, "every cell has one row: it ran, or it was skipped"
+    # An xdist worker has taken the cell after the one it runs: two per worker may be in flight at the cap.
+    assert 3 <= len(ran) <= 3 + 2 * workers - 1, f"{len(ran)} cells ran against a cap of 3"
+    assert {row["host"] for row in ran} == {"host1", "host2"}
+    # Kept back by the controller (no worker built them), with the reason and the arm's table.
+    assert skipped and all(row["host"] == "" and row["cell_key"] == "" for row in skipped)
+    assert all(re.fullmatch(r"sweep budget exhausted \(\$\d+\.0000 spent of \$3\)", row["error"])
+               for row in skipped)
+    assert {row["arm_identity"]["kind"] for row in skipped} == {"priced"}
+    result.assert_outcomes(failed=len(ran), skipped=len(skipped))
+    result.stdout.fnmatch_lines(["*SKIPPED* sweep budget exhausted ($?.0000 spent of $3)"])
+    budget = json.loads((out / "budget.json").read_text())
+    assert budget["spent"]["usd"] == len(ran) and "*" in budget["exhausted"]
+    for host in hosts:
+        assert not host.path_on_disk(str(out)).exists(), f"{host.name} wrote a controller's out dir"
+
+
 # -- a host that dies mid-sweep ------------------------------------------------------------------
 
 
@@ -191,10 +226,10 @@ def wait_for_row(out: Path, host_name: str, sweep: subprocess.Popen[bytes], log:
 
 def test_a_host_powered_off_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
                                       tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Rows finished before a host dies stay, and a resume on the other host completes the sweep.
+    """The sweep finishes on the host that is left; rows finished before the host died stay.
 
-    What issue 17 adds later, the sweep itself finishing on the hosts that are left, is checked
-    last and reported as an expected failure while it does not hold.
+    The cells in flight on the dead host are harness errors; a resume on the other host runs
+    them again and reuses every other row.
     """
     project = tmp_path_factory.mktemp("dead-host-suite")
     (project / "pyproject.toml").write_text(SUITE_PYPROJECT)
@@ -218,26 +253,26 @@ def test_a_host_powered_off_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
     assert all(row in after for row in before), "a row recorded before the host died is gone"
     final_keys = [row["cell_key"] for row in after if row["status"] in ("resolved", "unresolved")]
     assert len(final_keys) == len(set(final_keys)), "a cell was recorded final twice"
-    finished_when_it_died = {(row["instance_id"], row["arm"]) for row in after}
-    sweep_text = log.read_text()
+    count = len({row["instance_id"] for row in after})
+    assert exit_code == pytest.ExitCode.TESTS_FAILED, log.read_text()[-3000:]
+    assert f"swe-arena: host ssh={doomed.name} is lost" in log.read_text()
+    assert len({(row["instance_id"], row["arm"]) for row in after}) == len(after) == 2 * count >= 16, \
+        "the sweep did not give every cell one row on the host that was left"
+    in_flight = {(row["instance_id"], row["arm"]) for row in after if row["status"] == "harness_error"}
+    # A cell the dead host was running is a harness error (its row carries the host; one that died
+    # in its setup, none). A worker that had finished its cell and waited for the next had none in
+    # flight: its queued cells simply ran elsewhere.
+    assert all(row["error"].startswith("worker crashed") and row["host"] in (doomed.name, "")
+                             for row in after if row["status"] == "harness_error")
+    assert {row["host"] for row in after if row["status"] != "harness_error"} == {doomed.name, survivor.name}
 
-    # Resume on the host that is left: finished rows are reused, harness errors and the rest run there.
+    # Resume on the host that is left: finished rows are reused, the harness errors run there again.
     resumed = subprocess.run([*sweep_args, "--arena-resume", *tx_options(host_lab, [survivor], project, 2)],
                              cwd=project, capture_output=True, text=True, timeout=900, check=False)
     assert resumed.returncode == pytest.ExitCode.TESTS_FAILED, resumed.stdout[-3000:]  # EMPTY fails
     final = {(row["instance_id"], row["arm"]): row for row in read_ledger(out)}  # the last row per cell
-    count = len({iid for iid, _ in final})
-    assert count >= 8 and len(final) == 2 * count
+    assert len(final) == 2 * count
     assert {row["status"] for (_, arm), row in final.items() if arm == "GOLD"} == {"resolved"}
     assert {row["status"] for (_, arm), row in final.items() if arm == "EMPTY"} == {"unresolved"}
-    reused = {row["cell_key"] for row in final.values() if row["reused_from"]}
-    assert reused == set(final_keys)
-
-    if exit_code == pytest.ExitCode.INTERNAL_ERROR and f"HostNotFound: {doomed.name}" in sweep_text:
-        pytest.xfail(
-            "issue 17 (host failures, later work): pytest-xdist replaces the crashed workers on the same --tx "
-            "spec, ssh to the dead host fails (execnet HostNotFound) and the sweep ends in INTERNALERROR: "
-            f"{len(finished_when_it_died)} of {2 * count} cells had a row, the others waited for the resume"
-        )
-    assert exit_code == pytest.ExitCode.TESTS_FAILED, sweep_text[-3000:]
-    assert len(finished_when_it_died) == 2 * count, "the sweep did not finish on the host that was left"
+    assert {row["cell_key"] for row in final.values() if row["reused_from"]} == set(final_keys)
+    assert {cell for cell, row in final.items() if not row["reused_from"]} == in_flight

@@ -204,25 +204,3 @@ def test_resume_runs_again_when_the_suite_suffix_or_strict_models_change(suite, 
     assert len({row["cell_key"] for row in rows}) == 3
 
 
-@pytest.mark.parametrize("spec,local", [
-    ("popen", True), ("2*popen", True), ("popen//python=python3", True), ("popen//via=proxy", False),
-    ("ssh=user@host//python=python3", False), ("socket=192.168.1.102:8888", False),
-])
-def test_only_popen_without_via_is_a_local_gateway(spec, local):
-    from pytest_swe_arena.spend.budget import is_local_gateway
-
-    assert is_local_gateway(spec) is local
-
-
-@pytest.mark.parametrize("budget,arm_limit,source", [
-    pytest.param(("--arena-max-usd=1",), "", "option --arena-max-usd", id="sweep"),
-    pytest.param((), "max_total_usd = 2\n", "*[[]tool.swe_arena.arms.ALT[]] max_total_*", id="arm"),
-])
-def test_budgets_with_remote_workers_are_refused(suite, calc, budget, arm_limit, source):
-    # Workers read budget.json from the out dir on their own host: a remote one would see no cap.
-    suite.instances([calc.row()])
-    suite.arms_toml = f'[tool.swe_arena.arms.ALT]\nkind = "gold"\n{arm_limit}'
-    result = suite.run("--arena-arms=ALT", "--tx", "socket=127.0.0.1:9", *budget)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--tx socket=127.0.0.1:9: the budget set by {source} needs local workers*"])
-    suite.run("--arena-arms=ALT", "-n", "2", *budget).assert_outcomes(passed=1)

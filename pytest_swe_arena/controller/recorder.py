@@ -27,7 +27,7 @@ from ..results.text import (
     format_summary,
     written_lines,
 )
-from ..spend.budget import budget_sources, check_budgets_have_local_workers, sweep_limits
+from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, ArenaState, hand_to_worker
 from .chain import ChainBroken, verify_ledger
 from .forecasts import sweep_forecast
@@ -36,8 +36,9 @@ from .lock import SweepLock
 from .provenance import sweep_record
 from .records import SweepRecords
 from .resume import reusable_rows, verdicts
+from .scheduling import BudgetScheduling
 from .terminal import drop_silent_reports
-from .workers import late_reports, pin_worker_rootdir
+from .workers import LostHosts, is_local_spec, late_reports, pin_worker_rootdir
 
 
 class ControllerPlugin:
@@ -48,7 +49,6 @@ class ControllerPlugin:
         self.config = config
         self.state = state
         if state.sweep_run:
-            check_budgets_have_local_workers(config, budget_sources(settings, state.suite))
             if settings.calibrated_only:
                 state.calibration_failed = failed_instances(settings.out)
             state.sweep_token = new_sweep_token()
@@ -76,10 +76,27 @@ class ControllerPlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Sequence[Any]) -> None:
         pin_worker_rootdir(config, specs)
+        if self.state.sweep_run:
+            LostHosts.watch(config, self.note)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        hand_to_worker(self.state, node.workerinput)
+        hand_to_worker(self.state, node.workerinput, local=is_local_spec(node.gateway.spec))
+
+    # The user's --dist mode chooses the scheduler; with a budget it is wrapped so that the
+    # controller, which counts every row, stops handing out cells once a cap is spent.
+    @pytest.hookimpl(wrapper=True, optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[None, Any, Any]:
+        chosen = yield
+        if chosen is None or not self.state.sweep_run or not self.records.tally.limits.is_set:
+            return chosen
+        arms = self.state.suite.arm_specs
+        return BudgetScheduling(chosen, self.records.tally, self.turn_away,
+                                {name: arms[name].identity for name in self.state.settings.arms if name in arms})
+
+    def turn_away(self, report: pytest.TestReport) -> None:
+        """A cell the budget scheduler never handed out: its skipped report goes where every report goes."""
+        self.config.hook.pytest_runtest_logreport(report=report)
 
     # -- the sweep's lifetime -----------------------------------------------------------------
 

@@ -16,8 +16,10 @@ a dollar cap, nor tokens that are unknown against a token cap; such cells are
 counted separately and shown in the summary. A resumed sweep starts with the
 spend of the rows it may reuse already counted (``BudgetTally.prepay``).
 
-The caps hold only for workers that read the same ``budget.json``: a budget with
-workers on other hosts is refused (``check_budgets_have_local_workers``).
+Under xdist the controller itself holds the caps on every host: its scheduler
+(``controller.scheduling.BudgetScheduling``) hands no cell out once its cap is
+spent and records the cells it kept back. Only workers on the controller's host
+also read ``budget.json`` (a worker elsewhere would read its own host's file).
 
 Per-cell caps (an agent arm's ``max_usd`` / ``max_tokens``): ``CapWatch`` follows
 what the agent writes while it runs (its kind's ``LiveSpend``) and stops it once over ``SpendCap``;
@@ -226,38 +228,6 @@ def arm_limit(origin: str, settings: Mapping[str, Any]) -> Limit:
         values[key] = value
     tokens = values.get("max_total_tokens")
     return Limit(max_usd=values.get("max_total_usd"), max_tokens=int(tokens) if tokens is not None else None)
-
-
-def budget_sources(settings: Settings, suite: Suite) -> list[str]:
-    """Where each budget of this sweep is set (empty when the sweep has none)."""
-    sources = [settings.sources[noun] for noun, value in (("max-usd", settings.max_usd),
-                                                          ("max-tokens", settings.max_tokens))
-               if value is not None]
-    sources += [f"{suite.arm_specs[name].origin} max_total_*" for name in settings.arms if name in suite.arm_limits]
-    return sources
-
-
-def is_local_gateway(spec: str) -> bool:
-    """Whether an xdist ``--tx`` spec starts its worker on this host (``popen`` without ``via``)."""
-    keys = {part.split("=", 1)[0] for part in spec.split("*", 1)[-1].split("//")}
-    return "popen" in keys and "via" not in keys
-
-
-def check_budgets_have_local_workers(config: pytest.Config, budgets: list[str]) -> None:
-    """Refuse budgets with remote xdist workers: each would read budget.json from its own host.
-
-    The controller writes the spend totals to budget.json in its out dir and every worker reads
-    that file before a cell starts, so the caps hold only for workers that see the same file.
-    """
-    if not budgets:
-        return
-    remote = [spec for spec in config.getoption("tx", None) or [] if not is_local_gateway(spec)]
-    if remote:
-        raise pytest.UsageError(
-            f"--tx {remote[0]}: the budget set by {budgets[0]} needs local workers (--tx popen or -n N): "
-            "workers read the controller's budget.json before each cell, which a worker on another host "
-            "cannot see, so no cap would hold; run the budgeted sweep with local workers, or drop the budget"
-        )
 
 
 @dataclass(frozen=True)
