@@ -126,6 +126,8 @@ def host_of(spec: Any) -> str:
         if value:
             return f"{kind}={value}"
     return "popen" + (f" via {spec.via}" if spec.via else "")
+
+
 def late_reports(session: pytest.Session) -> Iterator[pytest.TestReport]:
     """Cell reports xdist's workers sent while the sweep was stopping, which xdist no longer reads.
 
