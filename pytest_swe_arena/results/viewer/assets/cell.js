@@ -141,12 +141,14 @@
   }
 
   function turn(entry) {
-    const who = { user: "prompt", assistant: entry.kind === "reasoning" ? "reasoning" : "agent", tool: "tool",
-      error: "error", meta: "" }[entry.role] || entry.role;
+    const role = { user: entry.agent ? "task" : "prompt", assistant: entry.kind === "reasoning" ? "reasoning" : "agent",
+      tool: "tool", error: "error", meta: "" }[entry.role] || entry.role;
+    // A sub-agent's turn says whose it is.
+    const who = role && entry.agent ? `${entry.agent} · ${role}` : role;
     const classes = `turn ${entry.role}${entry.kind === "reasoning" ? " reasoning" : ""}`;
     if (entry.kind === "tool") {
       return h("div", { class: classes, dataset: { tool: entry.tool } },
-        h("div", { class: "who" }, `tool · ${entry.tool}${entry.title ? " · " + entry.title : ""}` +
+        h("div", { class: "who" }, `${who} · ${entry.tool}${entry.title ? " · " + entry.title : ""}` +
           (entry.status ? ` · ${entry.status}` : "")),
         h("details", null, h("summary", null, "input"), h("pre", null, entry.input)),
         entry.output !== null ? h("pre", { class: "tool-output" }, entry.output) : null,
