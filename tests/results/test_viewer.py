@@ -17,6 +17,8 @@ from helpers.arena import XDIST
 from helpers.browser import Browser
 from helpers.scripted_model import ScriptedModel
 
+from pytest_swe_arena.controller.chain import seal, verify_ledger, without_seal
+
 ARMS = ["GOLD", "EMPTY", "SOLO", "FAILS", "HANGS", "NOPROG", "PRED"]
 #: Statuses only a spent budget or a Ctrl-C gives: added as rows, in the shape the recorder writes.
 ADDED = ["CAPPED"]
@@ -105,9 +107,11 @@ def every_status(suite, calc, request):
         result = suite.run(f"--arena-arms={','.join(ARMS)}", *xdist)
     result.assert_outcomes(passed=4, failed=8, errors=2)
     out = suite.path / "arena-out"
+    head = verify_ledger(out / "ledger.jsonl").head
     with open(out / "ledger.jsonl", "a", encoding="utf-8") as ledger:
-        for row in added_rows(suite.ledger()):
-            ledger.write(json.dumps(row, sort_keys=True) + "\n")
+        for row in added_rows(suite.ledger()):  # sealed onto the chain, as the recorder writes rows
+            line, head = seal(json.dumps(without_seal(row), sort_keys=True), head)
+            ledger.write(line + "\n")
     rebuilt = subprocess.run([sys.executable, "-m", "pytest_swe_arena.cli", "report", str(out)],
                              capture_output=True, text=True, timeout=300, check=False)
     assert rebuilt.returncode == 0, rebuilt.stderr
