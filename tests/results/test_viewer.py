@@ -343,13 +343,18 @@ def test_swe_arena_view_builds_a_missing_viewer_and_serves_it_on_loopback(suite,
 
 
 def test_sort_the_status_filter_and_an_out_dir_moved_elsewhere_in_chromium(tmp_path):
-    """Built, copied elsewhere and the original deleted: the overview sorts and filters by status, and a cell
-    page opened from it links to files that are there."""
+    """Built, copied elsewhere and the original deleted: the overview sorts and filters by status, a cell
+    page opened from it links to files that are there, and one whose only changes the excludes left out lists them."""
     from test_viewer_data import out_dir, ten_instance_sweep
 
     from pytest_swe_arena.results.viewer.build import write_viewer
 
-    built, summary = out_dir(tmp_path, ten_instance_sweep())
+    rows = ten_instance_sweep()
+    # What the worker records when an agent changed only what the excludes leave out: no patch is kept.
+    rows[0]["details"] = {"patch_excluded": {"files": [{"path": "tests/test_ops.py", "added": 2, "removed": 5},
+                                                       {"path": ".loops/blob.bin", "added": None, "removed": None}],
+                                             "count": 2, "added": 2, "removed": 5}}
+    built, summary = out_dir(tmp_path, rows)
     write_viewer(built, summary)
     moved = tmp_path / "elsewhere" / "copy"
     shutil.copytree(built, moved, symlinks=True)
@@ -391,4 +396,10 @@ def test_sort_the_status_filter_and_an_out_dir_moved_elsewhere_in_chromium(tmp_p
         for path in files:
             assert path.startswith(str(moved)) and Path(path).exists(), path
         assert "verify of demo__calc" in browser.evaluate("document.body.textContent")
+        browser.navigate((moved / "viewer" / "cell.html").as_uri() + f"#cells/demo__calc-1/{rows[0]['arm']}/1")
+        browser.wait_until("document.body.dataset.ready === '1' && document.getElementById('patch-excluded')")
+        excluded = browser.evaluate("({head: document.querySelector('#patch-excluded h3').textContent, rows: "
+                                    "[...document.querySelectorAll('#patch-excluded tr')].map(r => r.textContent)})")
+        assert "2 files, +2 −5 lines" in excluded["head"]
+        assert excluded["rows"] == ["tests/test_ops.py+2 −5", ".loops/blob.binbinary"]
         assert browser.errors == []
