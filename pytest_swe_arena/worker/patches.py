@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from .git import ExtractionError, HarnessGit, WorkspaceError, git, git_bytes, run_git
 from .workspace import Workspace
@@ -205,12 +206,93 @@ def commit_environment_setup(workspace: Workspace) -> Workspace:
 
 
 @dataclass(frozen=True)
+class ExcludedFile:
+    """A file the arm changed that ``PATCH_EXCLUDES`` left out of its patch, with its lines (None: binary)."""
+
+    path: str
+    added: int | None
+    removed: int | None
+
+
+#: Most excluded files a row names (the totals count them all).
+MAX_EXCLUDED_LISTED = 200
+#: A new excluded file larger than this is not read to count its lines.
+MAX_COUNTED_BYTES = 8 * 1024 * 1024
+
+
+def excluded_details(excluded: Iterable[ExcludedFile]) -> dict[str, Any]:
+    """``details.patch_excluded``: the files the excludes left out (the first ``MAX_EXCLUDED_LISTED``), their count,
+    and their added and removed lines (binary files not counted)."""
+    files = sorted(excluded, key=lambda entry: entry.path)
+    return {"files": [{"path": entry.path, "added": entry.added, "removed": entry.removed}
+                      for entry in files[:MAX_EXCLUDED_LISTED]],
+            "count": len(files), "added": sum(entry.added or 0 for entry in files),
+            "removed": sum(entry.removed or 0 for entry in files)}
+
+
+def _excluded_pathspec() -> list[str]:
+    return [f":(glob){pattern}" for pattern in PATCH_EXCLUDES]
+
+
+def _numstat(raw: bytes) -> list[ExcludedFile]:
+    """``git diff --numstat -z --no-renames`` output: ``added TAB removed TAB path NUL``, ``-`` for binary."""
+    found = []
+    for entry in raw.split(b"\0"):
+        added, _, rest = entry.partition(b"\t")
+        removed, _, path = rest.partition(b"\t")
+        if path:
+            found.append(ExcludedFile(os.fsdecode(path), int(added) if added.isdigit() else None,
+                                      int(removed) if removed.isdigit() else None))
+    return found
+
+
+def _new_file(work_tree: Path, path: str) -> ExcludedFile:
+    """A new file's lines as a patch would count them: a link is one line, a binary file (a NUL) none."""
+    full = work_tree / path
+    if full.is_symlink():
+        return ExcludedFile(path, 1, 0)
+    try:
+        handle = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ExcludedFile(path, None, 0)
+    with os.fdopen(handle, "rb") as file:
+        if os.fstat(file.fileno()).st_size > MAX_COUNTED_BYTES:
+            return ExcludedFile(path, None, 0)
+        data = file.read()
+    if b"\0" in data[:8000]:
+        return ExcludedFile(path, None, 0)
+    return ExcludedFile(path, data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0), 0)
+
+
+def excluded_from_harness(harness: HarnessGit) -> list[ExcludedFile]:
+    """What the excludes left out of a patch ``extract`` took: the excluded files that differ from base.
+
+    ``extract`` never adds an excluded path, so the index still holds base's entries there (with their
+    stat data, when seeded): the tracked ones changed are ``diff-files`` against it, the new ones the
+    untracked files git would have added (``.gitignore`` applies, as it does to the patch).
+    """
+    changed = _numstat(harness.output("diff-files", "--numstat", "-z", "--no-renames", "--",
+                                      *_excluded_pathspec()))
+    new = harness.output("ls-files", "-z", "--others", "--exclude-standard", "--", *_excluded_pathspec())
+    return changed + [_new_file(harness.work_tree, os.fsdecode(path)) for path in new.split(b"\0")
+                      if path and not path.endswith(b"/")]  # "dir/": a nested repository, taken in as files
+
+
+def excluded_from_workspace(workspace: Workspace) -> list[ExcludedFile]:
+    """What the excludes left out of ``extract_patch``'s patch (its ``add -A`` staged them: the index has them)."""
+    return _numstat(git_bytes("diff", "--cached", "--numstat", "-z", "--no-renames", workspace.base_commit, "--",
+                              *_excluded_pathspec(), cwd=workspace.path))
+
+
+@dataclass(frozen=True)
 class Extraction:
     """A patch and what the harness had to do to make it."""
 
     patch: bytes
     #: Directories with a ``.git`` of their own, taken into the patch as files.
     nested_repositories: tuple[str, ...] = ()
+    #: Files the arm changed that ``PATCH_EXCLUDES`` left out of the patch.
+    excluded: tuple[ExcludedFile, ...] = ()
 
 
 def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path) -> Extraction:
@@ -236,7 +318,7 @@ def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path) -> 
     if nested:
         take_in_as_files(harness, nested)
     patch = harness.output("diff", "--cached", *PATCH_OPTIONS, base_commit, "--", *pathspec)
-    return Extraction(patch, tuple(nested))
+    return Extraction(patch, tuple(nested), tuple(excluded_from_harness(harness)))
 
 
 def gitlinks_changed(harness: HarnessGit, base_commit: str) -> list[str]:

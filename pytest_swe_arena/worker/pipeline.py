@@ -30,7 +30,7 @@ from ..state import Case
 from .cell import CellEnvironment
 from .git import ExtractionError, HarnessGit, WorkspaceError
 from .health import check_health
-from .patches import commit_environment_setup, extract, extract_patch
+from .patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from .rundir import collect_run_dir, patch_over_cap
 from .sandbox import CellSandbox
 from .swebench_envs import shipped_env_spec
@@ -150,9 +150,10 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     try:
         if extraction_base is None or workspace.objects is None:
             patch = extract_patch(workspace)  # an image's /testbed: no snapshot to borrow
+            excluded = excluded_from_workspace(workspace)
         else:
             extraction = extract(workspace.path, extraction_base, workspace.objects, harness / "extract.git")
-            patch, nested = extraction.patch, extraction.nested_repositories
+            patch, nested, excluded = extraction.patch, extraction.nested_repositories, list(extraction.excluded)
     except WorkspaceError as error:
         if ended is not None:
             # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.
@@ -160,6 +161,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         # The arm has run: what it left cannot be read, and that is the arm's failure, counted in its rate.
         return finish(outcome, CellStatus.ARM_ERROR, f"patch extraction: {error}")
     timings["patch"] = time.monotonic() - clock
+    outcome = outcome.replace(details={**outcome.details, "patch_excluded": excluded_details(excluded)})
     too_large = patch_over_cap(patch)
     if too_large is not None:
         # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).

@@ -196,6 +196,12 @@ def cell_files(run_dir: Path) -> str:
     return "".join(path.read_text(errors="replace") for path in paths if path.is_file())
 
 
+def viewer_cell(out: Path, row: dict[str, Any]) -> dict[str, Any]:
+    """A cell page's data, as the viewer's build wrote it (``viewer/data/cells/<iid>/<ARM>/<trial>.js``)."""
+    text = (out / "viewer/data/cells" / row["instance_id"] / row["arm"] / f"{row['trial']}.js").read_text()
+    return json.loads(text.removeprefix('arenaReceive("cell",').removesuffix(");\n"))
+
+
 @pytest.mark.parametrize("kind", kind_params())
 def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite, kind, tmp_path, monkeypatch,
                                                                           record_property):
@@ -246,6 +252,11 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
         record = cell_files(run_dir)
         other = markers[1 - markers.index(marker)]
         assert marker in record and other not in record, sorted(p.name for p in run_dir.rglob("*"))
+        # The viewer the sweep built reads the agent's own record of the cell as a conversation.
+        turns = viewer_cell(out, row)["transcript"]
+        assert turns["format"] == kind.name, turns["file"]
+        commands = [turn["input"] for turn in turns["turns"] if turn["kind"] == "tool"]
+        assert any("base64.b64decode" in command for command in commands), commands
 
 
 #: Prices for the kinds whose documented example has none (the live dollar cap needs one); Claude's dated

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import pytest
 from helpers.agents import ASKED, OPENCODE, arm_table, edit_calls, opencode_config, prices_table
@@ -339,3 +340,66 @@ def test_swe_arena_view_builds_a_missing_viewer_and_serves_it_on_loopback(suite,
     assert errors == [], errors
     assert arms == ["GOLD", "EMPTY"] and title.startswith("demo__calc-1 · GOLD")
     assert all(url.startswith(origin + "/viewer/") for url in requests), requests
+
+
+def test_sort_the_status_filter_and_an_out_dir_moved_elsewhere_in_chromium(tmp_path):
+    """Built, copied elsewhere and the original deleted: the overview sorts and filters by status, a cell
+    page opened from it links to files that are there, and one whose only changes the excludes left out lists them."""
+    from test_viewer_data import out_dir, ten_instance_sweep
+
+    from pytest_swe_arena.results.viewer.build import write_viewer
+
+    rows = ten_instance_sweep()
+    # What the worker records when an agent changed only what the excludes leave out: no patch is kept.
+    rows[0]["details"] = {"patch_excluded": {"files": [{"path": "tests/test_ops.py", "added": 2, "removed": 5},
+                                                       {"path": ".loops/blob.bin", "added": None, "removed": None}],
+                                             "count": 2, "added": 2, "removed": 5}}
+    built, summary = out_dir(tmp_path, rows)
+    write_viewer(built, summary)
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(built, moved, symlinks=True)
+    shutil.rmtree(built)  # nothing may point back at where it was built
+    with Browser(tmp_path / "chromium-profile") as browser:
+        browser.open(moved / "viewer" / "index.html")
+        browser.wait_until("document.body.dataset.ready === '1'")
+        errors = filtered(browser, status=option_value(browser, "filter-status", "arm_error"))
+        assert {(cell["instance"], cell["arm"], cell["status"]) for cell in errors} == {
+            ("demo__calc-9", "SUP4", "arm_error"), ("demo__calc-10", "SUP4", "arm_error")} and len(errors) == 2
+        assert len(filtered(browser, status="")) == 30
+
+        def costs() -> list[str]:
+            return browser.evaluate("[...document.querySelectorAll('#cells .row:not([hidden])')]"
+                                    ".map(r => r.children[5].textContent)")
+
+        unsorted = costs()
+        browser.evaluate("document.querySelector('#cells .head button[data-sort=cost]').click()")
+        ascending = costs()
+        known = [float(text) for text in ascending if text.replace(".", "", 1).isdigit()]
+        assert known == sorted(known) and len(known) == 20, ascending
+        assert known[0] < known[-1] and known != [float(t) for t in unsorted if t.replace(".", "", 1).isdigit()]
+        assert ascending[len(known):] and not any(text.replace(".", "", 1).isdigit()
+                                                  for text in ascending[len(known):]), "unknown cost last"
+        browser.evaluate("document.querySelector('#cells .head button[data-sort=cost]').click()")
+        descending = [float(text) for text in costs() if text.replace(".", "", 1).isdigit()]
+        assert descending == sorted(known, reverse=True)
+        assert browser.evaluate("document.querySelector('#cells .head button[data-sort=cost]')"
+                                ".getAttribute('aria-sort')") == "descending"
+
+        href = browser.evaluate("document.querySelector('#cells .row:not([hidden]) a').href")
+        assert href.startswith((moved / "viewer").as_uri()), href
+        browser.navigate(href)
+        browser.wait_until("document.body.dataset.ready === '1'")
+        links = browser.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.href)"
+                                 ".filter(u => u.startsWith('file:') && !u.includes('/viewer/cell.html'))")
+        files = {unquote(urlparse(link).path).rstrip("/") for link in links}
+        assert any(path.endswith("/verify.log") for path in files), links
+        for path in files:
+            assert path.startswith(str(moved)) and Path(path).exists(), path
+        assert "verify of demo__calc" in browser.evaluate("document.body.textContent")
+        browser.navigate((moved / "viewer" / "cell.html").as_uri() + f"#cells/demo__calc-1/{rows[0]['arm']}/1")
+        browser.wait_until("document.body.dataset.ready === '1' && document.getElementById('patch-excluded')")
+        excluded = browser.evaluate("({head: document.querySelector('#patch-excluded h3').textContent, rows: "
+                                    "[...document.querySelectorAll('#patch-excluded tr')].map(r => r.textContent)})")
+        assert "2 files, +2 −5 lines" in excluded["head"]
+        assert excluded["rows"] == ["tests/test_ops.py+2 −5", ".loops/blob.binbinary"]
+        assert browser.errors == []

@@ -313,3 +313,99 @@ def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
     assert mini[-1]["text"] == "exit: Submitted"
     assert read_mini_trajectory(["{not json"]) == [
         {"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
+
+
+AGENTS = DATA / "agents"
+#: Run dirs as each kind lays them out (arms/<kind>.py): its stdout where the kind sends it, its own
+#: transcripts copied under transcript/ by the names CliAgentArm.transcripts gives them.
+LAID_OUT = {
+    "claude-code": {"events.jsonl": "claude/subagent-stream.jsonl",
+                    "transcript/-CELL-repo/d16f4c4c.jsonl": "claude/subagent-transcript-main.jsonl",
+                    "transcript/-CELL-repo/d16f4c4c/subagents/agent-a58e.jsonl":
+                        "claude/subagent-transcript-agent.jsonl",
+                    "transcript/-CELL-repo/d16f4c4c/subagents/agent-a58e.meta.json": "claude/subagent-meta.json"},
+    "codex": {"events.jsonl": "codex/events.jsonl",
+              "transcript/2026/12/01/rollout-2026-12-01T21-27-11-01a23381.jsonl": "codex/rollout.jsonl"},
+    "gemini-cli": {"result.json": "gemini/subagent-result.json",
+                   "transcript/repo/chats/session-2026-12-01T21-48-f3e04296.jsonl": "gemini/subagent-chat-main.jsonl",
+                   "transcript/repo/chats/f3e04296/34d45afb.jsonl": "gemini/subagent-chat-agent.jsonl"},
+    "mini-swe-agent": {"trajectory.json": "mini/trajectory.json", "stdout.log": None},
+}
+
+
+def agent_cell(tmp_path: Path, kind: str, files: dict[str, str | None]) -> dict[str, Any]:
+    """The cell page of a ``kind`` cell whose run dir holds ``files``: a sample's name; None, a line; "", nothing."""
+    out = tmp_path / kind
+    run_dir = out / f"runs/a/{kind.upper()}"
+    for name, sample in {"prompt.txt": None, "stderr.log": None, **files}.items():
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_text((AGENTS / sample).read_text() if sample else "" if sample == "" else
+                                    f"{name} of the cell\n")
+    return cell_page(OutDir(out), row("a", kind.upper(), "resolved", kind=kind, run_dir=f"runs/a/{kind.upper()}"),
+                     f"cells/a/{kind.upper()}/1", [], None, None)
+
+
+def tools(turns: list[dict[str, Any]]) -> list[tuple[str | None, str]]:
+    return [(turn.get("agent"), turn["tool"]) for turn in turns if turn["kind"] == "tool"]
+
+
+def test_each_agent_kinds_run_dir_is_read_as_a_conversation(tmp_path):
+    """Through the cell page, on run dirs laid out as the four CLI kinds write them (captured samples)."""
+    pages = {kind: agent_cell(tmp_path, kind, files) for kind, files in LAID_OUT.items()}
+    found = {kind: (page["transcript"]["format"], page["transcript"]["file"]) for kind, page in pages.items()}
+    assert found == {"claude-code": ("claude-code", "events.jsonl"), "codex": ("codex", "events.jsonl"),
+                     "gemini-cli": ("gemini-cli", "transcript/repo/chats/session-2026-12-01T21-48-f3e04296.jsonl"),
+                     "mini-swe-agent": ("mini-swe-agent", "trajectory.json")}
+    for kind, page in pages.items():
+        turns = page["transcript"]["turns"]
+        assert turns[0] == {"role": "user", "kind": "text", "text": "prompt.txt of the cell\n"}, kind
+        assert not [turn for turn in turns if turn["kind"] == "event" and turn["text"].startswith("{")], \
+            f"{kind}: a record shown raw"
+        shown = {entry["name"] for entry in page["files"] if "text" in entry}
+        assert not shown & set(page["transcript"]["files"]), f"{kind}: the transcript is also shown as a log"
+
+    claude = pages["claude-code"]["transcript"]["turns"]
+    assert tools(claude) == [(None, "Agent"), ("sub-agent", "Write")]
+    assert [turn["text"] for turn in claude if turn["role"] == "user"][1:] == ["SUBTASK-42: create b.txt saying sub"]
+    assert claude[-2]["text"] == "All done." and claude[-1]["text"] == "result: success after 2 turn(s), $0.04011"
+    write = next(turn for turn in claude if turn.get("tool") == "Write")
+    assert write["status"] == "completed" and write["output"].startswith("File created successfully")
+
+    codex = pages["codex"]["transcript"]["turns"]
+    assert [(turn["kind"], turn.get("tool")) for turn in codex[1:]] == [
+        ("reasoning", None), ("tool", "file_change"), ("tool", "shell"), ("text", None), ("step", None)]
+    assert codex[2]["input"] == "update /CELL/repo/a.txt" and codex[3]["status"] == "completed, exit 0"
+    assert "open('ran.txt', 'w')" in codex[3]["input"]
+    assert codex[-1]["tokens"] == {"input": 3400, "output": 100, "cache_read": 2600, "reasoning": 25}
+
+    gemini = pages["gemini-cli"]["transcript"]
+    assert gemini["files"] == [gemini["file"], "transcript/repo/chats/f3e04296/34d45afb.jsonl"]
+    assert tools(gemini["turns"]) == [(None, "invoke_agent"), ("sub-agent", "write_file"),
+                                      ("sub-agent", "complete_task")]
+    assert [turn["text"] for turn in gemini["turns"] if turn["kind"] == "text"] == [
+        "prompt.txt of the cell\n", "Delegating.", "All done.", "SUBTASK-42: create b.txt saying sub"]
+    steps = [turn for turn in gemini["turns"] if turn["kind"] == "step"]
+    assert steps[0]["tokens"]["input"] > 0 and steps[0]["reason"]
+
+    mini = pages["mini-swe-agent"]
+    assert tools(mini["transcript"]["turns"]) == [(None, "bash")] * 3
+    assert "text" in next(entry for entry in mini["files"] if entry["name"] == "stdout.log"), "mini's stdout: a log"
+
+
+def test_the_transcript_is_chosen_by_what_the_run_dir_holds(tmp_path):
+    """A stream that is empty falls to the agent's own transcript; a row of another kind (a supervisor running
+    Codex, a hand-edited ledger) still gets Codex's stream read as Codex's; Gemini without its chats, its result."""
+    claude = agent_cell(tmp_path / "empty", "claude-code", {
+        "events.jsonl": "", "transcript/-CELL-repo/a844568c.jsonl": "claude/transcript.jsonl"})
+    assert claude["transcript"]["format"] == "claude-code-session"
+    assert tools(claude["transcript"]["turns"]) == [(None, "Read"), (None, "Edit"), (None, "Bash")]
+    other = agent_cell(tmp_path / "other", "command", {"events.jsonl": "codex/events.jsonl"})
+    assert other["transcript"]["format"] == "codex"
+    result = agent_cell(tmp_path / "result", "gemini-cli", {"result.json": "gemini/result.json"})
+    assert result["transcript"]["format"] == "gemini-cli-result"
+    assert result["transcript"]["turns"][1:] == [{"role": "assistant", "kind": "text", "text": "All done."}]
+    opencode = agent_cell(tmp_path / "opencode", "opencode", {"events.jsonl": "../opencode_stream_sample.jsonl"})
+    assert opencode["transcript"]["format"] == "opencode"
+    bare = agent_cell(tmp_path / "bare", "codex", {"stdout.log": None})
+    assert bare["transcript"]["format"] == "output" and bare["transcript"]["file"] == "stdout.log"
+    assert "events.jsonl" in bare["transcript_readers"] and "trajectory.json" in bare["transcript_readers"]

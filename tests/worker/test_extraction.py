@@ -12,7 +12,15 @@ import pytest
 from helpers.gitrepos import Project, commit, git
 
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.patches import Extraction, ExtractionError, HarnessGit, extract, files_touched
+from pytest_swe_arena.worker.patches import (
+    ExcludedFile,
+    Extraction,
+    ExtractionError,
+    HarnessGit,
+    excluded_details,
+    extract,
+    files_touched,
+)
 from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 GIT_TRICKS = Path(__file__).parents[1] / "data" / "hostile" / "git_tricks.py"
@@ -178,3 +186,26 @@ def test_an_existing_harness_git_dir_is_not_made_again(cell):
     HarnessGit.create(cell.harness_git, cell.workspace.path, cell.objects)
     with pytest.raises(ExtractionError, match="exists already"):
         HarnessGit.create(cell.harness_git, cell.workspace.path, cell.objects)
+
+
+def test_what_the_excludes_left_out_is_named_with_its_lines(cell):
+    """A hostile agent edits the tests and leaves files in .loops/: none of it is in the patch, all of it is named
+    (an ignored file, which no patch would take either, is not)."""
+    ws = cell.workspace.path
+    HarnessGit.create(cell.harness_git, ws, cell.objects).seed_index(cell.workspace.base_commit)
+    (ws / "calc" / "ops.py").write_text("def add(a, b):\n    return a + b\n")
+    tests = sorted(path.relative_to(ws).as_posix() for path in ws.rglob("test_*.py"))
+    assert tests, "calc has test files"
+    (ws / tests[0]).write_text("def test_nothing():\n    pass\n")
+    (ws / "calc" / "test_mine.py").write_text("a\nb\nc\n")
+    (ws / ".loops").mkdir()
+    (ws / ".loops" / "blob.bin").write_bytes(b"\0\1binary")
+    extraction = cell.extract()
+    assert files_touched(extraction.patch) == ["calc/ops.py"]
+    found = {entry.path: entry for entry in extraction.excluded}
+    assert set(found) == {tests[0], "calc/test_mine.py", ".loops/blob.bin"}
+    assert found["calc/test_mine.py"] == ExcludedFile("calc/test_mine.py", 3, 0)
+    assert found[tests[0]].added == 2 and found[tests[0]].removed > 0
+    assert found[".loops/blob.bin"].added is None
+    details = excluded_details(extraction.excluded)
+    assert details["count"] == 3 and details["added"] == 5 and [f["path"] for f in details["files"]] == sorted(found)

@@ -33,7 +33,7 @@ from .rows import SAFE_NAME, ViewerRow, full_rows, read_run
 
 INDEX_PAGE = "index.html"
 #: Changes whenever the cell data's shape changes, so every cell page is built again.
-CELL_FORMAT = 1
+CELL_FORMAT = 2
 MANIFEST = "data/cells.manifest.json"
 #: The statuses' colours, written from ``outcome.STATUS_TABLE`` (as report.html's are).
 STATUS_CSS = "statuses.css"

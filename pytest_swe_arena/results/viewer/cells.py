@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
-from .transcripts import FALLBACK_OUTPUTS, PROMPT_FILE, TRANSCRIPT_READERS, mapping, read_transcript
+from .transcripts import PROMPT_FILE, looked_for, mapping, read_transcript
 
 #: A log is shown whole up to this size; above it, its first and last halves of it.
 MAX_LOG_BYTES = 256 * 1024
@@ -27,8 +27,6 @@ MAX_PATCH_BYTES = 2 * 1024 * 1024
 MAX_FILES = 200
 #: Shown first among the logs, in this order; the rest by name.
 FIRST_LOGS = ("verify.log", "env.log", "stderr.log", "stdout.log")
-#: Files the page shows elsewhere (the transcript) rather than as logs; still linked raw.
-SHOWN_ELSEWHERE = frozenset({PROMPT_FILE, *(name for name, _, _ in TRANSCRIPT_READERS)})
 
 
 class OutDir:
@@ -162,17 +160,21 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
     run_dir = out.inside(row.get("run_dir"))
     details = mapping(row.get("details"))
     usage = mapping(row.get("usage"))
+    paths = run_files(out, run_dir)
+    names = [path.relative_to(run_dir).as_posix() for path in paths] if run_dir is not None else []
+    kind = mapping(row.get("arm_identity")).get("kind") or mapping(row.get("provenance")).get("agent")
+    transcript = read_transcript(run_dir, lambda path: out.text(path, 4 * MAX_LOG_BYTES),
+                                 str(kind) if kind else None, names)
+    # Files the page shows elsewhere (the prompt, the transcript) rather than as logs; still linked raw.
+    shown_elsewhere = {PROMPT_FILE, *(transcript["files"] if transcript and transcript["format"] != "output" else ())}
     files = []
-    for path in run_files(out, run_dir):
-        assert run_dir is not None
-        name = path.relative_to(run_dir).as_posix()
+    for path, name in zip(paths, names, strict=True):
         entry: dict[str, Any] = {"name": name, "href": out.href(path), "bytes": path.stat().st_size}
-        if name not in SHOWN_ELSEWHERE and not name.endswith((".patch", ".xml")):
+        if name not in shown_elsewhere and not name.endswith((".patch", ".xml")):
             found = out.read_text(path)
             if found is not None:
                 entry.update(text=found[0], cut=found[2])
         files.append(entry)
-    transcript = read_transcript(run_dir, lambda path: out.text(path, 4 * MAX_LOG_BYTES))
     return {
         "page": page,
         "instance_id": instance_id, "arm": row.get("arm"), "trial": row.get("trial", 1),
@@ -186,7 +188,7 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
         "patch": _patch(out, row, run_dir),
         "tests": _tests(row, before),
         "transcript": transcript,
-        "transcript_readers": [name for name, _, _ in TRANSCRIPT_READERS] + list(FALLBACK_OUTPUTS),
+        "transcript_readers": looked_for(),
         "files": files,
         "usage": usage, "models": row.get("models") or {},
         "metered": row.get("metered") or usage.get("metered") or details.get("metered"),

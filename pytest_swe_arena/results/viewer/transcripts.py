@@ -3,22 +3,31 @@
 A reader turns one file of a cell's run dir into a list of ``Turn`` dicts the cell page shows
 one under the other:
 
-- ``{"role": "user", "kind": "text", "text"}``: the prompt;
+- ``{"role": "user", "kind": "text", "text"}``: the prompt (or a sub-agent's task);
 - ``{"role": "assistant", "kind": "text" | "reasoning", "text"}``;
 - ``{"role": "tool", "kind": "tool", "tool", "title", "status", "input", "output", "error"}``;
 - ``{"role": "meta", "kind": "step", "step", "reason", "tokens", "cost_usd"}``: a model call ended;
 - ``{"role": "error", "kind": "error", "text"}``;
 - ``{"role": "meta", "kind": "event", "text"}``: anything else the stream held, shown as it is.
 
-``TRANSCRIPT_READERS`` is the hook for more agents: add ``(file name, format name, reader)`` and
-the first file a run dir has is its transcript. Without one, the agent's plain output
-(``FALLBACK_OUTPUTS``) is shown as a single block.
+A turn a sub-agent took carries ``"agent"`` (who: ``"sub-agent"`` or the sub-agent's name).
+
+The files are those the arms write (``arms/``): the agent's stdout stream, ``events.jsonl``
+(opencode's ``--format json``, Claude Code's ``stream-json``, Codex's ``exec --json``),
+mini-swe-agent's ``trajectory.json``, Gemini CLI's ``result.json``, and the agents' own
+transcripts copied under ``transcript/`` (Claude Code's session, Gemini CLI's chats).
+``read_transcript`` chooses by what the run dir holds: each ``TranscriptSource`` names the files
+it reads and says whether a file's first record is in its format (three agents write
+``events.jsonl``); the row's arm kind only says which to try first (``KIND_SOURCES``). Without
+any, the agent's plain output (``FALLBACK_OUTPUTS``) is shown as a single block.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -184,37 +193,360 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
     return turns
 
 
-#: (file in the run dir, format, reader): the first file present is the cell's transcript. An arm
-#: keeps its agent's transcript under the name given here (Codex's rollout and Gemini CLI's chat
-#: are not read yet: their cells show the agent's output).
-TRANSCRIPT_READERS: list[tuple[str, str, TranscriptReader]] = [
-    ("events.jsonl", "opencode", read_opencode_events),
-    ("claude-transcript.jsonl", "claude-code", read_claude_transcript),
-    ("mini-trajectory.json", "mini-swe-agent", read_mini_trajectory),
-]
+def _json_lines(lines: Iterable[str]) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a JSON-lines stream, and how many non-blank lines were not JSON."""
+    records, unreadable = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            unreadable += 1
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records, unreadable
+
+
+def _unreadable(turns: list[Turn], count: int) -> list[Turn]:
+    if count:
+        turns.append({"role": "meta", "kind": "event", "text": f"{count} line(s) of the stream were not JSON"})
+    return turns
+
+
+def _of(turn: Turn, agent: str | None) -> Turn:
+    return {**turn, "agent": agent} if agent else turn
+
+
+def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
+    """Claude Code's ``--output-format stream-json`` (``events.jsonl``), one event a line.
+
+    ``assistant`` and ``user`` events carry the conversation as the session transcript does
+    (content blocks ``text``, ``thinking``, ``tool_use``, ``tool_result``); an event with a
+    ``parent_tool_use_id`` is a sub-agent's, and says so. The prompt is not in the stream (it
+    came on stdin). ``result`` ends the run: its turns, cost and, when it failed, its error.
+    Partial messages (``stream_event``) and ``system`` events are bookkeeping, skipped.
+    """
+    records, unreadable = _json_lines(lines)
+    turns: list[Turn] = []
+    for record in records:
+        kind = record.get("type")
+        agent = "sub-agent" if record.get("parent_tool_use_id") else None
+        if kind in ("user", "assistant"):
+            content = mapping(record.get("message")).get("content")
+            if isinstance(content, str):
+                turns.append(_of({"role": kind, "kind": "text", "text": clip(content)}, agent))
+                continue
+            for block in content if isinstance(content, list) else []:
+                block = mapping(block)
+                part = block.get("type")
+                if part == "text":
+                    turns.append(_of({"role": kind, "kind": "text", "text": clip(str(block.get("text") or ""))}, agent))
+                elif part == "thinking":
+                    turns.append(_of({"role": "assistant", "kind": "reasoning",
+                                      "text": clip(str(block.get("thinking") or ""))}, agent))
+                elif part == "tool_use":
+                    turns.append(_of(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")),
+                                     agent))
+                elif part == "tool_result":
+                    _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+        elif kind == "result":
+            cost = record.get("total_cost_usd")
+            summary = f"result: {record.get('subtype', '?')} after {record.get('num_turns', '?')} turn(s)"
+            turns.append({"role": "meta", "kind": "event",
+                          "text": summary + (f", ${cost}" if isinstance(cost, (int, float)) else "")})
+            if record.get("is_error"):
+                turns.append({"role": "error", "kind": "error", "text": clip(_json_text(record.get("result")))})
+    return _unreadable(turns, unreadable)
+
+
+def _codex_item(item: Mapping[str, Any]) -> Turn:
+    kind = item.get("type")
+    status = str(item.get("status") or "")
+    if kind in ("agent_message", "reasoning"):
+        return {"role": "assistant", "kind": "text" if kind == "agent_message" else "reasoning",
+                "text": clip(str(item.get("text") or ""))}
+    if kind == "command_execution":
+        code = item.get("exit_code")
+        return {"role": "tool", "kind": "tool", "tool": "shell", "title": "",
+                "status": f"{status}, exit {code}" if code is not None else status,
+                "input": clip(str(item.get("command") or "")), "output": clip(str(item.get("aggregated_output") or "")),
+                "error": None}
+    if kind == "file_change":
+        changes = [mapping(change) for change in item.get("changes") or []]
+        return {"role": "tool", "kind": "tool", "tool": "file_change", "title": "", "status": status,
+                "input": "\n".join(f"{change.get('kind', '?')} {change.get('path', '?')}" for change in changes),
+                "output": None, "error": None}
+    if kind == "mcp_tool_call":
+        error = mapping(item.get("error")).get("message")
+        return {"role": "tool", "kind": "tool", "tool": f"{item.get('server', '?')}.{item.get('tool', '?')}",
+                "title": "", "status": status, "input": clip(_json_text(item.get("arguments", {}))),
+                "output": clip(_json_text(item["result"])) if item.get("result") is not None else None,
+                "error": clip(str(error)) if error else None}
+    if kind == "web_search":
+        return {"role": "tool", "kind": "tool", "tool": "web_search", "title": "", "status": status,
+                "input": clip(str(item.get("query") or "")), "output": None, "error": None}
+    if kind == "error":
+        return {"role": "error", "kind": "error", "text": clip(str(item.get("message") or ""))}
+    return {"role": "meta", "kind": "event", "text": clip(_json_text(dict(item)), 2_000)}
+
+
+def read_codex_events(lines: Iterable[str]) -> list[Turn]:
+    """Codex's ``codex exec --json`` stream (``events.jsonl``): items and turns.
+
+    An item (``agent_message``, ``reasoning``, ``command_execution``, ``file_change``,
+    ``mcp_tool_call``, ``web_search``, ``error``...) is shown where it started, as it was when last
+    heard of (a command cut off by a timeout shows ``in_progress``); ``turn.completed`` gives the
+    turn's tokens (Codex reports no cost), ``turn.failed`` and ``error`` its errors.
+    """
+    records, unreadable = _json_lines(lines)
+    turns: list[Turn] = []
+    where: dict[str, int] = {}
+    steps = 0
+    for record in records:
+        kind = record.get("type")
+        if kind in ("item.started", "item.updated", "item.completed"):
+            item = mapping(record.get("item"))
+            turn = _codex_item(item)
+            key = str(item.get("id", ""))
+            if key and key in where:
+                turns[where[key]] = turn
+            else:
+                where[key] = len(turns)
+                turns.append(turn)
+        elif kind == "turn.completed":
+            steps += 1
+            usage = mapping(record.get("usage"))
+            turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "turn completed",
+                          "tokens": {"input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
+                                     "cache_read": usage.get("cached_input_tokens"),
+                                     "reasoning": usage.get("reasoning_output_tokens")},
+                          "cost_usd": None})
+        elif kind in ("turn.failed", "error"):
+            message = mapping(record.get("error")).get("message") if kind == "turn.failed" else record.get("message")
+            turns.append({"role": "error", "kind": "error", "text": clip(f"{kind}: {message}")})
+    return _unreadable(turns, unreadable)
+
+
+def _gemini_messages(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of a Gemini CLI chat file, each as last written (a message is rewritten as it grows)."""
+    messages: dict[str, dict[str, Any]] = {}
+    for record in records:
+        initial = mapping(record.get("$set")).get("messages")
+        for message in (initial if isinstance(initial, list) else [record]):
+            message = mapping(message)
+            if "id" in message and "type" in message:
+                messages[str(message["id"])] = message
+    return list(messages.values())
+
+
+def _gemini_parts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content] if content else []
+    parts = map(mapping, content if isinstance(content, list) else [])
+    return [str(part["text"]) for part in parts if part.get("text")]
+
+
+def _gemini_call(call: Mapping[str, Any]) -> Turn:
+    outputs, errors = [], []
+    for result in call.get("result") or []:
+        response = mapping(mapping(mapping(result).get("functionResponse")).get("response"))
+        if "output" in response:
+            outputs.append(_json_text(response["output"]))
+        if response.get("error"):
+            errors.append(_json_text(response["error"]))
+    return {"role": "tool", "kind": "tool", "tool": str(call.get("name") or "?"),
+            "title": str(call.get("description") or ""), "status": str(call.get("status") or ""),
+            "input": clip(_json_text(call.get("args", {}))), "output": clip("\n".join(outputs)) if outputs else None,
+            "error": clip("\n".join(errors)) if errors else None}
+
+
+def read_gemini_chat(lines: Iterable[str], agent: str | None = None) -> list[Turn]:
+    """A Gemini CLI chat (``transcript/<dir>/chats/session-*.jsonl``, copied from ``~/.gemini/tmp``).
+
+    The first line describes the session; then messages, each rewritten as it grows (its last
+    version counts), and ``$set`` updates. ``gemini`` messages give their thoughts, text, tool
+    calls with their results, and tokens; ``user`` messages before the first answer are the
+    setup and the prompt (prompt.txt shows it), later ones are shown; ``info``, ``warning`` and
+    ``error`` messages as they are. ``agent`` marks a sub-agent's chat, whose task is shown.
+    """
+    records, unreadable = _json_lines(lines)
+    turns: list[Turn] = []
+    answered = agent is not None
+    steps = 0
+    for message in _gemini_messages(records):
+        kind = message.get("type")
+        if kind == "user":
+            if answered:
+                turns += [_of({"role": "user", "kind": "text", "text": clip(text)}, agent)
+                          for text in _gemini_parts(message.get("content"))]
+        elif kind == "gemini":
+            answered = True
+            for thought in message.get("thoughts") or []:
+                thought = mapping(thought)
+                text = "\n".join(str(thought[key]) for key in ("subject", "description") if thought.get(key))
+                if text:
+                    turns.append(_of({"role": "assistant", "kind": "reasoning", "text": clip(text)}, agent))
+            turns += [_of({"role": "assistant", "kind": "text", "text": clip(text)}, agent)
+                      for text in _gemini_parts(message.get("content"))]
+            turns += [_of(_gemini_call(mapping(call)), agent) for call in message.get("toolCalls") or []]
+            tokens = mapping(message.get("tokens"))
+            if tokens:
+                steps += 1
+                turns.append(_of({"role": "meta", "kind": "step", "step": steps, "reason": message.get("model"),
+                                  "tokens": tokens, "cost_usd": None}, agent))
+        elif kind == "error":
+            turns.append(_of({"role": "error", "kind": "error", "text": clip(_json_text(message.get("content")))},
+                             agent))
+        elif kind in ("info", "warning"):
+            text = clip(f"{kind}: {_json_text(message.get('content'))}")
+            turns.append(_of({"role": "meta", "kind": "event", "text": text}, agent))
+    return _unreadable(turns, unreadable)
+
+
+def read_gemini_result(lines: Iterable[str]) -> list[Turn]:
+    """Gemini CLI's ``--output-format json`` result (``result.json``): its last answer and its error, if any."""
+    try:
+        document = mapping(json.loads("\n".join(lines)))
+    except ValueError:
+        return [{"role": "error", "kind": "error", "text": "the result is not JSON"}]
+    turns: list[Turn] = []
+    if document.get("response"):
+        turns.append({"role": "assistant", "kind": "text", "text": clip(_json_text(document["response"]))})
+    error = mapping(document.get("error"))
+    if error:
+        turns.append({"role": "error", "kind": "error",
+                      "text": clip(f"{error.get('type', 'error')}: {error.get('message', _json_text(error))}")})
+    return turns
+
+
+# -- which file is the transcript --------------------------------------------------------------
+
+def _first_record(text: str) -> dict[str, Any]:
+    for line in text.splitlines()[:20]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            return record
+    return {}
+
+
+def _opencode_first(text: str) -> bool:
+    record = _first_record(text)
+    return "sessionID" in record or "part" in record
+
+
+def _claude_first(text: str) -> bool:
+    record = _first_record(text)
+    return "session_id" in record and record.get("type") in ("system", "stream_event", "user", "assistant", "result")
+
+
+def _codex_first(text: str) -> bool:
+    return str(_first_record(text).get("type", "")).startswith(("thread.", "turn.", "item."))
+
+
+def _any(text: str) -> bool:
+    return True
+
+
+def matches(name: str, pattern: str) -> bool:
+    """Whether the run-dir path ``name`` matches the glob ``pattern``, whose ``*`` stays within one path part."""
+    return re.fullmatch("[^/]*".join(map(re.escape, pattern.split("*"))), name) is not None
+
+
+@dataclass(frozen=True)
+class TranscriptSource:
+    """One way to read a transcript: the format's name, the run-dir files it reads (globs, first match
+    first), whether a file's text is in this format, and the reader."""
+
+    format: str
+    patterns: tuple[str, ...]
+    claims: Callable[[str], bool]
+    reader: TranscriptReader
+
+
+#: Every source, in the order tried for a row whose arm kind is not in ``KIND_SOURCES``.
+SOURCES: dict[str, TranscriptSource] = {source.format: source for source in (
+    TranscriptSource("opencode", ("events.jsonl",), _opencode_first, read_opencode_events),
+    TranscriptSource("claude-code", ("events.jsonl",), _claude_first, read_claude_stream),
+    TranscriptSource("codex", ("events.jsonl",), _codex_first, read_codex_events),
+    TranscriptSource("mini-swe-agent", ("trajectory.json",), _any, read_mini_trajectory),
+    TranscriptSource("gemini-cli", ("transcript/*/chats/session-*.jsonl",), _any, read_gemini_chat),
+    # The session transcripts Claude Code keeps (``~/.claude/projects/<project>/<session>.jsonl``): what a
+    # cell whose stream is missing or empty still has.
+    TranscriptSource("claude-code-session", ("transcript/*/*.jsonl",), _any, read_claude_transcript),
+    TranscriptSource("gemini-cli-result", ("result.json",), _any, read_gemini_result),
+)}
+#: An arm kind's sources, tried before the rest: its agent's richest record first.
+KIND_SOURCES: dict[str, tuple[str, ...]] = {
+    "opencode": ("opencode",),
+    "claude-code": ("claude-code", "claude-code-session"),
+    "codex": ("codex",),
+    "gemini-cli": ("gemini-cli", "gemini-cli-result"),
+    "mini-swe-agent": ("mini-swe-agent",),
+}
+#: Gemini CLI's sub-agents' chats (``chats/<parent session>/<sub-agent session>.jsonl``), shown after the main one.
+GEMINI_SUBAGENT_CHATS = "transcript/*/chats/*/*.jsonl"
 #: Plain agent output, shown whole when no transcript reader applies.
 FALLBACK_OUTPUTS = ("stdout.log", "driver.log")
 PROMPT_FILE = "prompt.txt"
 
 
-def read_transcript(run_dir: Path | None, read_text: Callable[[Path], str | None]) -> dict[str, Any] | None:
-    """The cell's conversation: ``{"format", "file", "turns", "omitted"}``; None when the run dir has none.
+def sources_for(kind: str | None) -> list[TranscriptSource]:
+    """The sources tried for a row of arm kind ``kind``: the kind's own, then every other."""
+    first = KIND_SOURCES.get(kind or "", ())
+    return [SOURCES[name] for name in first] + [source for name, source in SOURCES.items() if name not in first]
 
-    ``read_text`` reads a run-dir file (bounded, inside the out dir) or gives None.
+
+def looked_for() -> list[str]:
+    """Every file a transcript is looked for in, for a page that found none."""
+    patterns = dict.fromkeys(pattern for source in SOURCES.values() for pattern in source.patterns)
+    return [*patterns, *FALLBACK_OUTPUTS]
+
+
+def read_transcript(run_dir: Path | None, read_text: Callable[[Path], str | None], kind: str | None = None,
+                    names: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The cell's conversation: ``{"format", "file", "files", "turns", "omitted"}``; None when the run dir has none.
+
+    ``read_text`` reads a run-dir file (bounded, inside the out dir) or gives None; ``kind`` is the
+    row's arm kind; ``names`` are the run dir's files (relative, ``/``-separated), where the
+    sources' globs look.
     """
     if run_dir is None:
         return None
     prompt = read_text(run_dir / PROMPT_FILE)
     turns: list[Turn] = [{"role": "user", "kind": "text", "text": clip(prompt)}] if prompt else []
-    for name, form, reader in TRANSCRIPT_READERS:
-        text = read_text(run_dir / name)
-        if text is not None:
-            turns += reader(text.splitlines())
-            return {"format": form, "file": name, "turns": turns[:MAX_TURNS],
+    texts: dict[str, str | None] = {}
+
+    def text_of(name: str) -> str | None:
+        if name not in texts:
+            texts[name] = read_text(run_dir / name)
+        return texts[name]
+
+    for source in sources_for(kind):
+        for name in (name for pattern in source.patterns for name in names if matches(name, pattern)):
+            text = text_of(name)
+            if text is None or not text.strip() or not source.claims(text):
+                continue
+            read, files = source.reader(text.splitlines()), [name]
+            if source.format == "gemini-cli":
+                for sub in (sub for sub in names if matches(sub, GEMINI_SUBAGENT_CHATS)):
+                    sub_text = text_of(sub)
+                    if sub_text is not None:
+                        read += [{"role": "meta", "kind": "event", "text": f"sub-agent chat: {sub}"},
+                                 *read_gemini_chat(sub_text.splitlines(), "sub-agent")]
+                        files.append(sub)
+            if not read:
+                continue  # a stream with nothing in it: another source may hold more
+            turns += read
+            return {"format": source.format, "file": name, "files": files, "turns": turns[:MAX_TURNS],
                     "omitted": max(0, len(turns) - MAX_TURNS)}
     for name in FALLBACK_OUTPUTS:
         text = read_text(run_dir / name)
         if text is not None:
             turns.append({"role": "assistant", "kind": "output", "text": clip(text, 200_000), "file": name})
-            return {"format": "output", "file": name, "turns": turns, "omitted": 0}
-    return {"format": "prompt", "file": PROMPT_FILE, "turns": turns, "omitted": 0} if turns else None
+            return {"format": "output", "file": name, "files": [name], "turns": turns, "omitted": 0}
+    return {"format": "prompt", "file": PROMPT_FILE, "files": [], "turns": turns, "omitted": 0} if turns else None

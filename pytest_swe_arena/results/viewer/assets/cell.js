@@ -94,15 +94,12 @@
 
   function patch(cell) {
     const found = cell.patch;
-    if (!found) return section("patch", "Patch", note("No patch: the arm changed nothing that was kept, or never ran."));
+    if (!found) return section("patch", "Patch", note("No patch: the arm changed nothing that was kept, or never ran."),
+      cell.details && cell.details.patch_excluded ? excludedFiles(cell.details.patch_excluded) : null);
     const label = found.kind === "graded" ? "the graded patch" : "a partial patch: the arm did not finish, so " +
       "it was kept and not graded";
     const facts = h("p", { class: "meta" }, `${label} · ${found.lines ?? "?"} lines · `,
       h("a", { href: found.href }, found.file));
-    const excluded = found.excluded && found.excluded.length
-      ? h("div", { id: "patch-excluded" }, h("h3", null, "Left out of the patch (the harness's excludes)"),
-        h("ul", null, found.excluded.map((path) => h("li", null, h("code", null, path)))))
-      : note("What the patch excludes (test files, build output) removed is not recorded for this cell.");
     const diff = h("div", { id: "diff" });
     if (found.too_large) diff.append(note(`Too large to render here (${count(found.bytes)} bytes): open the raw file.`));
     else if (!found.text.trim()) diff.append(note("The patch is empty."));
@@ -111,7 +108,26 @@
       diff.innerHTML = window.Diff2Html.html(found.text,
         { drawFileList: true, outputFormat: "line-by-line", matching: "none" });
     } else diff.append(h("pre", null, found.text));
-    return section("patch", "Patch", facts, diff, excluded);
+    return section("patch", "Patch", facts, diff, excludedFiles(found.excluded));
+  }
+
+  // details.patch_excluded: {files: [{path, added, removed}], count, added, removed} (a plain list of paths in
+  // hand-made rows); absent in rows from before the worker recorded it.
+  function excludedFiles(excluded) {
+    if (!excluded) return note("What the patch excludes (test files, byte-code) removed is not recorded for this cell.");
+    const files = (Array.isArray(excluded) ? excluded : excluded.files || [])
+      .map((entry) => (typeof entry === "string" ? { path: entry } : entry));
+    const total = Array.isArray(excluded) ? files.length : excluded.count ?? files.length;
+    if (!total) return h("p", { class: "meta", id: "patch-excluded" }, "The excludes left nothing out of this patch.");
+    const lines = (entry) => (entry.added === null ? "binary" :
+      entry.added === undefined ? "" : `+${count(entry.added)} −${count(entry.removed)}`);
+    const more = total > files.length ? note(`${count(total - files.length)} more files not listed.`) : null;
+    return h("div", { id: "patch-excluded" },
+      h("h3", null, `Left out of the patch by the harness's excludes: ${count(total)} file${total === 1 ? "" : "s"}` +
+        (Array.isArray(excluded) ? "" : `, +${count(excluded.added)} −${count(excluded.removed)} lines`)),
+      h("table", { class: "data" }, h("tbody", null, files.map((entry) =>
+        h("tr", { dataset: { path: entry.path } }, h("td", { class: "left mono" }, entry.path), h("td", null, lines(entry)))))),
+      more);
   }
 
   function tests(cell) {
@@ -141,12 +157,14 @@
   }
 
   function turn(entry) {
-    const who = { user: "prompt", assistant: entry.kind === "reasoning" ? "reasoning" : "agent", tool: "tool",
-      error: "error", meta: "" }[entry.role] || entry.role;
+    const role = { user: entry.agent ? "task" : "prompt", assistant: entry.kind === "reasoning" ? "reasoning" : "agent",
+      tool: "tool", error: "error", meta: "" }[entry.role] || entry.role;
+    // A sub-agent's turn says whose it is.
+    const who = role && entry.agent ? `${entry.agent} · ${role}` : role;
     const classes = `turn ${entry.role}${entry.kind === "reasoning" ? " reasoning" : ""}`;
     if (entry.kind === "tool") {
       return h("div", { class: classes, dataset: { tool: entry.tool } },
-        h("div", { class: "who" }, `tool · ${entry.tool}${entry.title ? " · " + entry.title : ""}` +
+        h("div", { class: "who" }, `${who} · ${entry.tool}${entry.title ? " · " + entry.title : ""}` +
           (entry.status ? ` · ${entry.status}` : "")),
         h("details", null, h("summary", null, "input"), h("pre", null, entry.input)),
         entry.output !== null ? h("pre", { class: "tool-output" }, entry.output) : null,
