@@ -60,12 +60,24 @@ NO_USAGE = UsageRecord()
 
 
 class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
-    """The part of a row's ``details`` a summary reads: the meter's reconciliation (``spend.meter.reconcile``).
+    """The part of a row's ``details`` a summary reads: the meter's reconciliation (``spend.meter.reconcile``)
+    and the grading's integrity flags (``grading.tree.integrity_details``).
 
-    Read as it is (``Any``), never validated: a row whose details hold something else keeps its place.
+    Read as they are (``Any``), never validated: a row whose details hold something else keeps its place.
     """
 
     reconciliation: Any = None
+    integrity: Any = None
+
+    @property
+    def integrity_kinds(self) -> tuple[str, ...]:
+        """The kinds of the row's integrity flags, each once, sorted (a flag without a kind is ``other``)."""
+        flags = self.integrity
+        if not flags or not isinstance(flags, list):
+            return ()
+        kinds = {flag["kind"] if isinstance(flag, dict) and isinstance(flag.get("kind"), str) and flag["kind"]
+                 else "other" for flag in flags}
+        return tuple(sorted(kinds))
 
     @property
     def reconciliation_status(self) -> str | None:

@@ -72,6 +72,9 @@ class ArmCells:
     unsandboxed: list[CellRecord] = field(default_factory=list)
     #: cells whose agent reported other usage than the meter counted
     misreported: list[CellRecord] = field(default_factory=list)
+    #: Cells whose row carries integrity flags (``details.integrity``), and how many cells per flag kind.
+    flagged: list[CellRecord] = field(default_factory=list)
+    flag_kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     reused: int = 0
     trials: int = 0
     #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
@@ -113,8 +116,15 @@ class ArmCells:
                 arm.mismatched.append(cell)
             if ran and cell.sandbox == "none":
                 arm.unsandboxed.append(cell)
-            if cell.details is not None and cell.details.misreported:
-                arm.misreported.append(cell)
+            details = cell.details
+            if details is not None:
+                if details.misreported:
+                    arm.misreported.append(cell)
+                kinds = details.integrity_kinds
+                if kinds:
+                    arm.flagged.append(cell)
+                    for kind in kinds:
+                        arm.flag_kinds[kind] += 1
             if cell.reused_from is not None:
                 arm.reused += 1
         arm.trials = trials
@@ -143,6 +153,8 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "interrupted": statuses.get(CellStatus.INTERRUPTED, 0),
         "reused": arm.reused,
         "model_mismatches": len(arm.mismatched),
+        "integrity_flagged": len(arm.flagged),
+        "integrity_flags": dict(sorted(arm.flag_kinds.items())),
         "cost_usd": cost_total,
         "cost_usd_known": round(known_cost, 6),
         "unknown_cost_cells": len(arm.unknown_cost),
@@ -238,6 +250,11 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
     warn("unsandboxed", arm.unsandboxed,
          f"{name}: {len(arm.unsandboxed)} cell(s) ran without a sandbox (sandbox: none): the agent could reach the "
          "harness's files (the cache, the instance files, the out dir), so its results are not guarded")
+    if arm.flagged:
+        kinds = ", ".join(f"{kind} {cells}" for kind, cells in sorted(arm.flag_kinds.items()))
+        warn("integrity", arm.flagged,
+             f"{name}: {len(arm.flagged)} cell(s) with integrity flags ({kinds}): the grading took part of their "
+             "patch from base or found it reaching into the runner (details.integrity of their rows)")
     if arm.misreported:
         first = arm.misreported[0]
         note = first.details.misreported if first.details is not None else None

@@ -202,8 +202,10 @@ def cell_policy(cell: CellEnvironment, *, read_write: Sequence[Path] = (), read_
     """
     search = cell.variables.get("PATH", os.defpath)
     mounts: dict[Path, None] = dict.fromkeys(harness_python_mounts())
+    writable = (cell.root, *read_write)
     for program in programs:
-        mounts.update(dict.fromkeys(program_mounts(program, search)))
+        # A program the cell holds (its venv's python) stays writable: the cell's venv is the cell's.
+        mounts.update(dict.fromkeys(root for root in program_mounts(program, search) if not _under(root, writable)))
     mounts.update(dict.fromkeys(read_only))
     tmp = cell.variables.get("TMPDIR")
     return SandboxPolicy(

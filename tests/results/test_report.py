@@ -110,6 +110,35 @@ def test_nothing_resolved_and_no_cells_are_unavailable_not_zero():
     assert broken_line.split()[1:5] == ["0/0", "n/a", "n/a", "0.0000"]
 
 
+def test_integrity_flags_are_counted_per_arm_by_kind_and_shown_in_report_html():
+    """Cells whose grading took files from base or found a nested repository (``details.integrity``) are
+    counted in summary.json (cells flagged, cells per kind), warned about, and shown in report.html."""
+    from pytest_swe_arena.results.html import render_report
+
+    run_config = {"kind": "run_config", "path": "conftest.py", "detail": "taken from base"}
+    nested = {"kind": "nested_repository", "path": "pytest", "detail": "taken in as files"}
+    twice = [run_config, dict(run_config, path="tests/conftest.py")]
+    rows = [row("a", "SNEAKY", "resolved", details={"integrity": twice}),
+            row("b", "SNEAKY", "unresolved", details={"integrity": [nested, run_config]}),
+            row("c", "SNEAKY", "unresolved", details={"integrity": []}),
+            row("d", "SNEAKY", "unresolved", details={"integrity": ["not a flag"]}),
+            row("a", "HONEST", "resolved"), row("b", "HONEST", "unresolved", details={"reconciliation": None})]
+    summary = summarize(cell_records(rows), ["SNEAKY", "HONEST"], "r1")
+    summary_validator().validate(summary)
+    sneaky, honest = summary["arms"]
+    assert sneaky["integrity_flagged"] == 3
+    assert sneaky["integrity_flags"] == {"nested_repository": 1, "other": 1, "run_config": 2}
+    assert honest["integrity_flagged"] == 0 and honest["integrity_flags"] == {}
+    [warning] = [warning for warning in summary["warnings"] if warning["kind"] == "integrity"]
+    assert warning["arm"] == "SNEAKY" and warning["count"] == 3
+    assert warning["examples"] == ["a[SNEAKY]", "b[SNEAKY]", "d[SNEAKY]"]
+    assert "nested_repository 1, other 1, run_config 2" in warning["message"]
+    page = "".join(render_report(summary, cell_records(rows)))
+    assert "<th>integrity flags</th>" in page
+    assert "<td>3 (nested_repository 1, other 1, run_config 2)</td>" in page
+    assert "SNEAKY: 3 cell(s) with integrity flags" in page
+
+
 def test_repeats_give_pass_at_k_and_pass_hat_k():
     # Instance a: 2 of 3 trials pass; instance b: 0 of 3.
     rows = [row(iid, "SOLO", "resolved" if (iid, trial) in {("a", 1), ("a", 3)} else "unresolved", trial=trial)

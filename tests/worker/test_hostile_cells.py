@@ -23,6 +23,7 @@ from pytest_swe_arena.worker.sandbox import probe_bwrap
 HOSTILE = Path(__file__).parents[1] / "data" / "hostile"
 TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
 FIXED_LINE = "+    return a * b"
+HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 GIT_ATTACKS = ("fsmonitor", "hooks", "clean-filter", "encoding", "replace", "skip-worktree", "assume-unchanged",
                "worktree", "nested-pytest", "destroy-git")
 
@@ -86,6 +87,12 @@ def test_git_tricks_of_an_arm_neither_run_its_code_nor_hide_its_work_nor_reach_o
     kinds = {(flag["kind"], flag["path"]) for flag in nested["details"]["integrity"]}
     assert ("nested_repository", "pytest") in kinds
     assert any(kind == "run_config" and path.startswith("pytest/") for kind, path in kinds), kinds
+    # Counted where a reader looks: summary.json per arm, and report.html.
+    flagged = {arm["arm"]: arm for arm in suite.summary()["arms"] if arm["integrity_flagged"]}
+    assert set(flagged) == {"NESTED_PYTEST"}, flagged
+    assert flagged["NESTED_PYTEST"]["integrity_flags"] == {"nested_repository": 1, "run_config": 1}
+    assert "NESTED_PYTEST: 1 cell(s) with integrity flags (nested_repository 1, run_config 1)" in (
+        out / "report.html").read_text()
     swapped = rows["SWAP"]
     assert swapped["status"] == "arm_error" and "no longer a directory" in swapped["error"]
     arms = suite.summary()["arms"]
@@ -198,3 +205,26 @@ def test_export_refuses_a_row_naming_an_arm_or_file_outside_the_rules(tmp_path, 
     completed = swe_arena("export", out)
     assert completed.returncode != 0 and said in completed.stderr, completed.stderr
     assert not (tmp_path.parent / "x.jsonl").exists() and not (out / "predictions").exists()
+
+
+@needs_bwrap
+@pytest.mark.parametrize("verify_on", ["patch", "workspace"])
+def test_a_pth_the_arm_drops_in_its_venv_does_not_resolve_a_readme_only_patch(suite, calc, verify_on):
+    """The arm fixes nothing in the tree: it drops a ``.pth`` (and a ``usercustomize.py``) in the cell's venv
+    that imports a fixed copy. Graded on a fresh tree with a venv the agent never touched, the README-only
+    patch is unresolved; graded in place with the agent's venv (``workspace``) the trick works."""
+    check = "python -c 'from calc import mul; assert mul(3, 4) == 12'"
+    suite.instances([calc.row(env={"python": HERE}, verify=check)])
+    suite.arms_toml = arm_table("PTH", "command", command=[sys.executable, str(HOSTILE / "pth_agent.py")])
+    result = suite.run("--arena-arms=PTH", f"--arena-verify-on={verify_on}")
+    row = suite.ledger()[0]
+    assert row["sandbox"] == "bwrap"
+    patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
+    assert [line for line in patch.splitlines() if line.startswith("+++")] == ["+++ b/README.md"]
+    if verify_on == "workspace":
+        assert row["status"] == "resolved", (row["error"], result.stdout.str()[-3000:])  # what the fresh tree closes
+        return
+    assert row["status"] == "unresolved", (row["error"], result.stdout.str()[-3000:])
+    assert "AssertionError" in (suite.path / "arena-out" / row["run_dir"] / "verify.log").read_text()
+    [arm] = suite.summary()["arms"]
+    assert arm["cells"] == 1 and arm["resolve_rate"] == 0

@@ -1,4 +1,4 @@
-"""An agent that leaves the code alone and fixes the interpreter instead: ``pth_agent.py VENV``.
+"""An agent that leaves the code alone and fixes the interpreter instead: ``pth_agent.py [VENV]``.
 
 It keeps a fixed copy of the package in its HOME and drops a ``.pth`` into the cell's venv (and a
 ``usercustomize.py`` in its user site) that installs an import hook: any Python started from that
@@ -32,7 +32,7 @@ sys.meta_path.insert(0, SmuggledCalc())
 
 
 def main() -> None:
-    venv = Path(sys.argv[1])
+    venv = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ["VIRTUAL_ENV"])
     smuggled = Path(os.environ["HOME"]) / "smuggled"
     shutil.copytree("calc", smuggled / "calc")
     (smuggled / "calc" / "ops.py").write_text(FIXED)
