@@ -10,6 +10,12 @@ for agents that report none); two cells at once under ``-n 2`` keep to their
 own config dirs, whatever the user's own variable says; a live cap stops the
 agent; Ctrl-C leaves no agent process and the interrupted row keeps the spend
 and the transcript.
+
+The documented-example and live-cap tests print their figures (the issue's
+closing table: version, resolved, tokens ledger vs endpoint, cost ledger vs
+agent, live cap, seconds per cell) and, with ``AGENT_KINDS_FIGURES=FILE``,
+append them to FILE as JSON lines; ``python3 tests/helpers/kinds_table.py FILE``
+renders them as that table.
 """
 
 from __future__ import annotations
@@ -28,7 +34,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.agent_clis import API_KEY, CLAUDE, CODEX, GEMINI, MINI, MINI_SUBMIT, usage
+from helpers.agent_clis import (
+    API_KEY,
+    CLAUDE,
+    CODEX,
+    GEMINI,
+    MINI,
+    MINI_SUBMIT,
+    pinned_test_requirement,
+    pinned_version,
+    usage,
+)
 from helpers.agents import DOTENVX, REPO_ROOT, arm_table, toml_value
 from helpers.arena import marked_processes, start_sweep
 from helpers.faults import wait_for
@@ -62,6 +78,15 @@ class Kind:
     reports_cost: bool
     #: Whether its API carries cache writes.
     cache_writes: bool
+    #: The npm package package.json pins it by, or (``pypi:NAME``) the PyPI package the ``test`` extra pins.
+    package: str
+
+    @property
+    def pinned(self) -> str:
+        """The version the repository pins the agent at (the CLI must report it)."""
+        if self.package.startswith("pypi:"):
+            return pinned_test_requirement(self.package.removeprefix("pypi:"))
+        return pinned_version(self.package)
 
     @property
     def doc(self) -> Path:
@@ -74,24 +99,25 @@ KINDS = {
         lambda model: {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": model.root_url},
         lambda command: {"content": "Fixing.", "tool_calls": [
             {"name": "Bash", "arguments": {"command": command, "description": "Run it"}}]},
-        {"reasoning": "Fixed.", "content": "All done."}, reports_cost=True, cache_writes=True),
+        {"reasoning": "Fixed.", "content": "All done."}, reports_cost=True, cache_writes=True,
+        package="@anthropic-ai/claude-code"),
     "codex": Kind(
         "codex", CODEX, "CODEX_HOME", lambda model: {"OPENAI_API_KEY": API_KEY},
         lambda command: {"reasoning": "Fix it.",
                          "tool_calls": [{"name": "exec_command", "arguments": {"cmd": command}}]},
-        {"content": "All done."}, reports_cost=False, cache_writes=True),
+        {"content": "All done."}, reports_cost=False, cache_writes=True, package="@openai/codex"),
     "gemini-cli": Kind(
         "gemini-cli", GEMINI, "GEMINI_CLI_HOME",
         lambda model: {"GEMINI_API_KEY": API_KEY, "GOOGLE_GEMINI_BASE_URL": model.root_url},
         lambda command: {"tool_calls": [{"name": "run_shell_command",
                                          "arguments": {"command": command, "description": "Run it"}}]},
-        {"content": "All done."}, reports_cost=False, cache_writes=False),
+        {"content": "All done."}, reports_cost=False, cache_writes=False, package="@google/gemini-cli"),
     "mini-swe-agent": Kind(
         "mini-swe-agent", MINI, "MSWEA_GLOBAL_CONFIG_DIR",
         lambda model: {"OPENAI_API_KEY": API_KEY, "OPENAI_BASE_URL": model.base_url},
         lambda command: {"content": "Running.", "tool_calls": [{"name": "bash", "arguments": {"command": command}}]},
         {"content": "Submitting.", "tool_calls": [{"name": "bash", "arguments": {"command": MINI_SUBMIT}}]},
-        reports_cost=True, cache_writes=False),
+        reports_cost=True, cache_writes=False, package="pypi:mini-swe-agent"),
 }
 
 
@@ -190,6 +216,15 @@ def reported_cost(kind: Kind, run_dir: Path) -> float:
     return float(trajectory["info"]["model_stats"]["instance_cost"])
 
 
+def record(figures: dict[str, Any]) -> None:
+    """One test's figures for the closing table: printed, and appended to ``$AGENT_KINDS_FIGURES`` if set."""
+    print("agent kinds:", json.dumps(figures))
+    target = os.environ.get("AGENT_KINDS_FIGURES")
+    if target:
+        with open(target, "a") as out:
+            out.write(json.dumps(figures) + "\n")
+
+
 def cell_files(run_dir: Path) -> str:
     """The agent's own record of the run (its transcripts, or mini's trajectory), as one text."""
     paths = sorted((run_dir / "transcript").rglob("*")) + [run_dir / "trajectory.json"]
@@ -203,8 +238,7 @@ def viewer_cell(out: Path, row: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", kind_params())
-def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite, kind, tmp_path, monkeypatch,
-                                                                          record_property):
+def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite, kind, tmp_path, monkeypatch):
     # The user's own config dir variable points at one shared dir: no cell may write there.
     shared = tmp_path / "users-own-config-dir"
     shared.mkdir()
@@ -229,13 +263,14 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
     for instance, marker in zip(rows, markers, strict=True):
         row = ledger[instance["instance_id"]]
         run_dir = out / row["run_dir"]
-        # The figures of the issue's closing table (pytest --junitxml shows them): asserted below.
-        record_property(f"{marker} agent_version", row["provenance"]["agent_version"])
-        endpoint = sum(served(model, marker).to_json().values())
-        record_property(f"{marker} tokens ledger/endpoint", f"{row_total(row)}/{endpoint}")
-        record_property(f"{marker} cost ledger/agent", f"{row['usage']['cost_usd']}/"
-                        f"{reported_cost(kind, run_dir) if kind.reports_cost else 'none (priced)'}")
-        record_property(f"{marker} seconds arm/cell", f"{row['phases']['arm']:.1f}/{sum(row['phases'].values()):.1f}")
+        # The figures of the issue's closing table, recorded before they are asserted.
+        record({"test": "documented_example", "kind": kind.name, "instance": instance["instance_id"],
+                "pinned_version": kind.pinned, "agent_version": row["provenance"]["agent_version"],
+                "status": row["status"], "tokens_ledger": row_total(row),
+                "tokens_endpoint": sum(served(model, marker).to_json().values()),
+                "cost_ledger": row["usage"]["cost_usd"], "cost_source": row["usage"]["cost_source"],
+                "cost_agent": reported_cost(kind, run_dir) if kind.reports_cost else None,
+                "seconds_arm": round(row["phases"]["arm"], 1), "seconds_cell": round(sum(row["phases"].values()), 1)})
         assert tokens_of(row) == served(model, marker)  # exactly what the endpoint served this cell
         assert row["usage"]["steps"] == 2
         if kind.reports_cost:
@@ -246,12 +281,12 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
             assert row["usage"]["cost_usd"] == pytest.approx(priced(served(model, marker), documented_price(kind)))
         assert row["model_mismatch"] is False and row["served_model"]
         assert row["provenance"]["agent"] == kind.name
-        assert re.search(r"\d+\.\d+\.\d+", row["provenance"]["agent_version"])
+        assert kind.pinned in row["provenance"]["agent_version"]  # the CLI's own --version: the pinned one
         assert row["provenance"]["secrets"]["files"] and API_KEY not in json.dumps(row)
         # Each cell's own record holds its own task only: the two never shared a config dir.
-        record = cell_files(run_dir)
+        own = cell_files(run_dir)
         other = markers[1 - markers.index(marker)]
-        assert marker in record and other not in record, sorted(p.name for p in run_dir.rglob("*"))
+        assert marker in own and other not in own, sorted(p.name for p in run_dir.rglob("*"))
         # The viewer the sweep built reads the agent's own record of the cell as a conversation.
         turns = viewer_cell(out, row)["transcript"]
         assert turns["format"] == kind.name, turns["file"]
@@ -270,7 +305,7 @@ STOPS = {"max_tokens": ({"max_tokens": 3000, "timeout": 500}, "over_budget", "ov
 
 @pytest.mark.parametrize("stop", list(STOPS))
 @pytest.mark.parametrize("kind", kind_params())
-def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, calc, kind, stop, record_property):
+def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, calc, kind, stop):
     # No call after the first is ever answered (Gemini CLI gives up on one after a minute and retries):
     # only the live cap, watching the first call's usage, or the arm's timeout can end the cell; either
     # way the first call's spend and the transcript are in the row.
@@ -283,8 +318,10 @@ def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, 
         arm = set_up(suite, kind, model, settings, price)
         result = suite.run(f"--arena-arms={arm}")
     (row,) = suite.ledger()
-    record_property("status, error", f"{row['status']}: {row['error']}")
-    record_property("tokens ledger/endpoint", f"{row_total(row)}/{sum(served(model).to_json().values())}")
+    record({"test": "live_cap", "kind": kind.name, "stop": stop, "settings": settings, "status": row["status"],
+            "error": row["error"], "cost_ledger": row["usage"]["cost_usd"], "tokens_ledger": row_total(row),
+            "tokens_endpoint": sum(served(model).to_json().values()), "calls_answered": len(model.served),
+            "seconds_arm": round(row["phases"]["arm"], 1)})
     assert row["status"] == status, result.stdout.str()[-3000:]
     assert error in row["error"]
     assert tokens_of(row) == served(model)

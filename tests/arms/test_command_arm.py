@@ -184,3 +184,46 @@ def test_ctrl_c_keeps_what_the_command_agent_spent(suite, calc, xdist, monkeypat
     assert row["models"]["lab/small-2025-01-31"]["cost_usd"] == pytest.approx((300 * 1.0 + 30 * 2.0) / 1e6)
     assert row["usage"]["cost_usd"] == pytest.approx(0.02 + (300 * 1.0 + 30 * 2.0) / 1e6)
     assert row["served_model"] == "lab/big" and row["model_mismatch"] is False
+
+
+#: A command agent that asks the endpoint (argv[1]) once, writes what the reply's usage says to its usage file,
+#: then asks again; that call hangs, so only the arm's timeout ends it.
+CALLING_AGENT = """
+import json, os, pathlib, sys, urllib.request
+def ask():
+    request = urllib.request.Request(sys.argv[1] + "/chat/completions", headers={"Content-Type": "application/json"},
+        data=json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "fix calc"}]}).encode())
+    return json.load(urllib.request.urlopen(request, timeout=600))
+usage = ask()["usage"]
+cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+reasoning = usage.get("completion_tokens_details", {}).get("reasoning_tokens", 0)
+report = {"input_tokens": usage["prompt_tokens"] - cached, "cache_read_tokens": cached,
+          "output_tokens": usage["completion_tokens"] - reasoning, "reasoning_tokens": reasoning, "steps": 1}
+pathlib.Path(os.environ["ARENA_USAGE_FILE"]).write_text(json.dumps(report))
+ask()
+"""
+
+
+def test_a_timed_out_command_agent_keeps_the_spend_it_made(suite, calc):
+    """The agent's usage file, written after its first call, is read when the timeout stops it."""
+    agent = suite.path / "calling_agent.py"
+    agent.write_text(CALLING_AGENT)
+    script = [{"content": "Look at calc.", "usage": {"prompt_tokens": 3000, "completion_tokens": 40,
+                                                     "cached_tokens": 1000, "reasoning_tokens": 10}},
+              {"mode": "hang"}]
+    suite.instances([calc.row()])
+    with ScriptedModel(script) as model:
+        suite.arms_toml = (arm_table("CMD", "command", command=[sys.executable, str(agent), model.base_url],
+                                     model=ASKED, timeout=60, grace=2) + prices_table())
+        result = suite.run("--arena-arms=CMD")
+        served = model.tokens_total
+        answered = len(model.served)
+    result.assert_outcomes(failed=1)
+    (row,) = suite.ledger()
+    assert row["status"] == "timeout", row["error"]
+    assert "did not finish within 60 s" in row["error"]
+    assert answered == 1  # the second call never got an answer: the agent could not have ended by itself
+    assert {k: row["usage"][k] for k in served.to_json()} == served.to_json() == {
+        "input_tokens": 2000, "cache_read_tokens": 1000, "cache_write_tokens": 0, "output_tokens": 30,
+        "reasoning_tokens": 10}
+    assert row["usage"]["cost_source"] == "priced" and row["usage"]["cost_usd"] > 0

@@ -132,6 +132,29 @@ def test_timeout_leaves_no_process_behind(suite, calc):
     assert processes_with("ARENA_TEST_MARK", mark) == []
 
 
+def test_a_timed_out_cell_keeps_the_spend_it_made(suite, calc):
+    """The first call is answered (a bash tool call), the second hangs: only the timeout ends the cell, and the
+    row holds what the endpoint served before it."""
+    first = {"prompt_tokens": 3000, "completion_tokens": 40, "cached_tokens": 1000, "reasoning_tokens": 10}
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "true", "description": "Look"}}],
+               "usage": first}, {"mode": "hang"}]
+    suite.instances([calc.row()])
+    with ScriptedModel(script) as model:
+        suite.arms_toml = solo(suite, model, timeout=60, grace=2) + prices_table()
+        result = suite.run("--arena-arms=SOLO")
+        served = model.tokens_total
+        answered = len(model.served)
+    result.assert_outcomes(failed=1)
+    (row,) = suite.ledger()
+    assert row["status"] == "timeout", row["error"]
+    assert "did not finish within 60 s" in row["error"]
+    assert answered == 1  # the second call never got an answer: the agent could not have ended by itself
+    expected = summed([first])
+    assert {k: row["usage"][k] for k in expected} == expected == served.to_json()
+    assert row["usage"]["steps"] == 1 and row["usage"]["cost_usd"] == pytest.approx(priced(expected))
+    assert '"type":"step_finish"' in (suite.path / "arena-out" / row["run_dir"] / "events.jsonl").read_text()
+
+
 def test_spend_cap_stops_the_agent_mid_run(suite, calc):
     big = {"prompt_tokens": 100_000, "completion_tokens": 1000}
     script = [
