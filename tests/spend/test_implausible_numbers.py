@@ -12,6 +12,7 @@ import pytest
 from helpers.agents import arm_table
 from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 
+from pytest_swe_arena.controller.chain import GENESIS, seal, without_seal
 from pytest_swe_arena.results.records import cell_records, read_cells
 from pytest_swe_arena.results.summary import summarize
 from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit
@@ -251,8 +252,14 @@ def test_a_resumed_sweep_records_a_reused_row_holding_nan_without_it(suite, calc
     suite.run("--arena-arms=PAID", *xdist).assert_outcomes(passed=1, failed=1)
     ledger = suite.path / "arena-out" / "ledger.jsonl"
     # Another tool rewrote the first run's spend: a NaN cost, a negative token count.
-    ledger.write_text(ledger.read_text().replace('"cost_usd": 0.5', '"cost_usd": NaN').replace(
-        '"input_tokens": 1000', '"input_tokens": -1000'))
+    # It wrote whole chained rows (a ledger edited behind the chain's back is refused, see test_chain).
+    head, resealed = GENESIS, []
+    for line in ledger.read_text().splitlines():
+        row = without_seal(json.loads(line))
+        row["usage"] = {**row["usage"], "cost_usd": float("nan"), "input_tokens": -1000}
+        sealed, head = seal(json.dumps(row, sort_keys=True), head)
+        resealed.append(sealed + "\n")
+    ledger.write_text("".join(resealed))
     result = suite.run("--arena-arms=PAID", "--arena-resume", "--arena-max-usd=5", *xdist)
     result.assert_outcomes(passed=1, failed=1)
     result.stderr.fnmatch_lines(["*the reused row of demo__calc-1[[]PAID[]] (run *): usage.input_tokens: -1000 is "
