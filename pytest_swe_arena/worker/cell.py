@@ -6,8 +6,8 @@ config/database paths under the cell's root (mode 0700), a fresh directory
 under pytest's basetemp that the ``arena_cell_env`` fixture removes after the
 cell (on a thread of its own, ``DirectoryRemover``, so the next cell need not wait); the
 logs to keep go to ``root/run`` and travel to the controller on the report. PYTHONHOME,
-PYTHONPATH and the other ``REMOVED_VARIABLES`` are removed so the harness's Python and
-pytest setup does not leak in.
+PYTHONPATH, the other ``REMOVED_VARIABLES`` and every ``PYTEST_*`` variable are removed so
+the harness's Python and pytest setup does not leak in.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Variables that would make a cell see the harness's (or the user's) state.
-REMOVED_VARIABLES = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "PYTEST_ADDOPTS",
-                     "PYTEST_PLUGINS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT",
-                     "PYTEST_CURRENT_TEST", "OPENCODE_CONFIG_CONTENT")
+REMOVED_VARIABLES = ("PYTHONHOME", "PYTHONPATH", "VIRTUAL_ENV", "OPENCODE_CONFIG_CONTENT")
+#: And every variable of the harness's own pytest (PYTEST_ADDOPTS, PYTEST_XDIST_WORKER, PYTEST_DEBUG_TEMPROOT,
+#: PYTEST_VERSION, ...): the graded tests run their own pytest, configured by the instance alone.
+REMOVED_PREFIX = "PYTEST_"
 
 _PRIVATE_DIRS = {
     "HOME": "home",
@@ -71,7 +72,7 @@ def create_cell_environment(root: Path, base: Mapping[str, str] | None = None) -
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(root, 0o700)
     variables = {k: v for k, v in (base if base is not None else os.environ).items()
-                 if k not in REMOVED_VARIABLES}
+                 if k not in REMOVED_VARIABLES and not k.startswith(REMOVED_PREFIX)}
     for name, relative in _PRIVATE_DIRS.items():
         directory = root / relative
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)

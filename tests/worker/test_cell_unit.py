@@ -18,3 +18,12 @@ def test_removed_cell_dirs_are_renamed_at_once_and_gone_when_the_remover_closes(
     remover.remove(tmp_path / "never-made")  # nothing there: no error
     remover.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cell_sees_none_of_the_harness_pytest_or_python_setup(tmp_path: Path) -> None:
+    """The graded tests run their own pytest: a temp root, options or plugins of the harness's would leak in."""
+    harness = {"PATH": "/usr/bin", "LANG": "C.UTF-8", "PYTEST_DEBUG_TEMPROOT": "/tmp/outer", "PYTEST_VERSION": "9",
+               "PYTEST_ADDOPTS": "-x", "PYTEST_XDIST_WORKER": "gw0", "PYTHONPATH": "/harness", "VIRTUAL_ENV": "/venv"}
+    variables = create_cell_environment(tmp_path / "cell", harness).variables
+    assert not [name for name in variables if name.startswith("PYTEST_") or name in ("PYTHONPATH", "VIRTUAL_ENV")]
+    assert variables["LANG"] == "C.UTF-8" and variables["PATH"].endswith("/usr/bin")
