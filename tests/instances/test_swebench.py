@@ -160,6 +160,8 @@ def test_arm_edits_to_a_non_test_file_that_test_patch_touches_do_not_count(calc,
 
 
 BROKEN_ARMS_CONFTEST = '''
+import shutil
+
 from pytest_swe_arena.arms.base import ArmResult
 
 
@@ -175,18 +177,30 @@ class RaisingArm:
 
 
 class JammingArm:
-    """Gives up, leaving the workspace's git index corrupt so the patch cannot be taken."""
+    """Gives up, leaving the workspace's git index corrupt: the harness reads the tree with its own index."""
 
     def __init__(self, spec, suite):
         self.spec = spec
 
     def run(self, request):
+        (request.workspace.path / "calc" / "ops.py").write_text("half done\\n")
         (request.workspace.path / ".git" / "index").write_text("not an index")
         return ArmResult(status="arm_error", error="agent gave up")
 
 
+class VanishingArm:
+    """Gives up, and takes its workspace with it, so no patch can be taken."""
+
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        shutil.rmtree(request.workspace.path)
+        return ArmResult(status="arm_error", error="agent gave up")
+
+
 def pytest_arena_arm_kinds():
-    return {"raising": RaisingArm, "jamming": JammingArm}
+    return {"raising": RaisingArm, "jamming": JammingArm, "vanishing": VanishingArm}
 '''
 
 
@@ -194,9 +208,10 @@ def test_an_arm_that_raised_has_unknown_usage_and_a_failed_extraction_keeps_the_
     suite.instances([calc.row()])
     suite.pytester.makeconftest(BROKEN_ARMS_CONFTEST)
     suite.arms_toml = ('[tool.swe_arena.arms.RAISE]\nkind = "raising"\n'
-                       '[tool.swe_arena.arms.JAM]\nkind = "jamming"\n')
-    result = suite.run("--arena-arms=RAISE,JAM")
-    result.assert_outcomes(failed=1, errors=1)
+                       '[tool.swe_arena.arms.JAM]\nkind = "jamming"\n'
+                       '[tool.swe_arena.arms.GONE]\nkind = "vanishing"\n')
+    result = suite.run("--arena-arms=RAISE,JAM,GONE")
+    result.assert_outcomes(failed=2, errors=1)
     rows = {row["arm"]: row for row in suite.ledger()}
     raised = rows["RAISE"]
     assert raised["status"] == "harness_error" and "agent SDK blew up" in raised["error"]
@@ -206,8 +221,12 @@ def test_an_arm_that_raised_has_unknown_usage_and_a_failed_extraction_keeps_the_
         "input_tokens": None, "output_tokens": None, "reasoning_tokens": None, "cache_read_tokens": None,
         "cache_write_tokens": None, "steps": None, "max_context_tokens": None, "cost_usd": None}
     jammed = rows["JAM"]
-    assert jammed["status"] == "arm_error"
-    assert jammed["error"].startswith("agent gave up; patch extraction also failed: git add -A failed")
+    assert jammed["status"] == "arm_error" and jammed["error"] == "agent gave up"
+    # the agent's own git index does not decide what it changed: the harness reads the tree with its own
+    assert "+half done" in (suite.path / "arena-out" / jammed["run_dir"] / "partial.patch").read_text()
+    gone = rows["GONE"]
+    assert gone["status"] == "arm_error"
+    assert gone["error"].startswith("agent gave up; patch extraction also failed: "), gone["error"]
 
 
 @pytest.fixture(scope="module")
