@@ -141,6 +141,14 @@ def read_secrets(reader: SettingsReader, suite: Suite) -> Secrets | None:
     return Secrets(path, tuple(files), dotenvx)
 
 
+def files_named(env: Mapping[str, str]) -> list[Path]:
+    """The files an arm's ``env`` table names by absolute path (a config, say): its sandbox shows them read-only.
+
+    Only the arm's own table: the user's environment may name credentials the agent must not read.
+    """
+    return [Path(value) for value in env.values() if os.path.isabs(value) and os.path.isfile(value)]
+
+
 def read_env(reader: SettingsReader, key: str = "env") -> dict[str, str]:
     """An ``env = {NAME = "value"}`` table: plain (non-secret) variables for the agent."""
     table = reader.table(key, {})

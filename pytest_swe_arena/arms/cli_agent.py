@@ -48,6 +48,7 @@ from ..suite import ArmSpec, Suite
 from .agent import (
     MODEL_UPSTREAM,
     agent_version,
+    files_named,
     find_program,
     read_cap,
     read_env,
@@ -210,7 +211,7 @@ class CliAgentArm:
         outcome = run_agent(call.argv, cwd=request.workspace.path, env=env, secrets=self.secrets,
                             sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=call.stdout,
                             stderr=request.run_dir / "stderr.log", stdin=call.stdin, should_stop=watch,
-                            what=self.kind)
+                            what=self.kind, read_only=files_named(self.env))
         return self.settle(request, home, call, outcome, watch)
 
     def settle(self, request: CellRequest, home: Path, call: AgentCall, outcome: AgentOutcome,

@@ -41,6 +41,7 @@ from .agent import (
     MODEL_UPSTREAM,
     check_program,
     check_template,
+    files_named,
     find_program,
     read_cap,
     read_env,
@@ -144,7 +145,7 @@ class CommandArm:
             secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=stdout,
             stderr=request.run_dir / "stderr.log", stdin=prompt if self.stdin == "prompt" else None,
             should_stop=watch, what=f"command {self.spec.name}",
-            read_only=[self.home.packages] if self.home is not None else [],
+            read_only=[*files_named(self.env), *([self.home.packages] if self.home is not None else [])],
         )
         provenance: dict[str, Any] = dict(self.home.provenance) if self.home else {}
         if self.secrets:

@@ -24,7 +24,7 @@ from ..spend.opencode import StreamFollower, account_opencode_run
 from ..spend.prices import Price, price_for
 from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite
-from .agent import find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
+from .agent import files_named, find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
 
@@ -66,7 +66,7 @@ class OpencodeArm:
             argv, cwd=request.workspace.path, env=request.cell.env({**OPENCODE_QUIET_ENV, **self.env}),
             secrets=self.secrets, sandbox=request.sandbox, timeout=self.timeout, grace=self.grace, stdout=events,
             stderr=request.run_dir / "stderr.log", stdin=prompt, should_stop=watch, what="opencode",
-            read_only=[self.home.packages],
+            read_only=[self.home.packages, *files_named(self.env)],
         )
         outcome, spent = settle_opencode_run(request, events, outcome, watch, self.cap, self.prices, self.price,
                                              "opencode")

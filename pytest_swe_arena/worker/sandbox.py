@@ -223,8 +223,8 @@ class CellSandbox:
 
     The pipeline makes it (the cell, a workspace outside the cell's root, the base snapshot's
     objects); ``arms.agent.run_agent`` asks it to ``wrap`` each command, adding what that command
-    runs: its program and the files its argv names (read-only), and what the arm says it needs
-    besides (``programs`` the agent starts, such as the supervisor's opencode workers, and
+    runs: its program and the files its argv or its arm's ``env`` table names (read-only), and what
+    the arm says it needs besides (``programs`` the agent starts, such as the supervisor's opencode workers, and
     ``read_only`` directories, such as the loops checkout or opencode's shared packages).
     """
 

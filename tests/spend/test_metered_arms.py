@@ -215,6 +215,8 @@ urllib.request.urlopen(urllib.request.Request(base_url + "/chat/completions", da
 
 
 def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, calc):
+    """Unsandboxed, the agent can find and kill the meter; how it dies does not matter, only what follows."""
+    suite.ini_lines.append('arena_sandbox = "none"')
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2)])
     (suite.path / "killer.py").write_text(KILLER)
     with ScriptedModel([{"content": "ok"}]) as model:
@@ -228,6 +230,23 @@ def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, ca
     assert served == 0  # nothing reached the model around the meter
     assert "meter:" in rows[0]["error"] and "exited" in rows[0]["error"]
     assert "meter:" in rows[1]["error"]  # the next cell does not run unmetered either
+
+
+def test_in_the_sandbox_an_agent_cannot_reach_its_meter_to_kill_it(suite, calc):
+    """The cell's pid namespace hides the meter's process: the killer finds nothing and its call is metered."""
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2)])
+    (suite.path / "killer.py").write_text(KILLER)
+    script = {"fallback": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 2}}}
+    with ScriptedModel(script) as model:
+        suite.arms_toml = arm_table("KILL", "command", command=[sys.executable, str(suite.path / "killer.py")],
+                                    model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"])
+        result = suite.run("--arena-arms=KILL", "--arena-meter", "--arena-sandbox=bwrap")
+        served = len(model.served)
+    result.assert_outcomes(failed=2)
+    rows = suite.ledger()
+    assert [(row["status"], row["sandbox"]) for row in rows] == [("unresolved", "bwrap")] * 2
+    assert served == 2
+    assert [row["details"]["metered"]["usage"]["input_tokens"] for row in rows] == [10, 10]
 
 
 @pytest.mark.parametrize(("settings", "options", "message"), [
