@@ -145,13 +145,15 @@ def test_command_with_the_opencode_stream_parser(suite, calc):
     assert row["served_model"] == ASKED and row["provenance"]["agent_version"] == "1.18.33"
 
 
+#: Once its usage file is written, the agent becomes a sleeper whose environment says so: the test sees that
+#: from outside the cell's sandbox, which shows the agent nothing of the test's files.
 INTERRUPTED_AGENT = """
-import json, os, pathlib, time
+import json, os, pathlib, sys
 usage = {"models": {"lab/big": {"input_tokens": 900, "output_tokens": 90, "cost_usd": 0.02},
                     "lab/small-2025-01-31": {"input_tokens": 300, "output_tokens": 30}}, "model": "lab/big"}
 pathlib.Path(os.environ["ARENA_USAGE_FILE"]).write_text(json.dumps(usage))
-pathlib.Path(os.environ["ARENA_TEST_STARTED"]).write_text("started")
-time.sleep(600)
+os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)"],
+          {**os.environ, "ARENA_TEST_WROTE_USAGE": os.environ["ARENA_TEST_MARK"]})
 """
 
 
@@ -161,8 +163,6 @@ def test_ctrl_c_keeps_what_the_command_agent_spent(suite, calc, xdist, monkeypat
 
     mark = uuid.uuid4().hex
     monkeypatch.setenv("ARENA_TEST_MARK", mark)
-    started = suite.path / "started"
-    monkeypatch.setenv("ARENA_TEST_STARTED", str(started))
     agent = suite.path / "agent.py"
     agent.write_text(INTERRUPTED_AGENT)
     suite.instances([calc.row()])
@@ -170,7 +170,9 @@ def test_ctrl_c_keeps_what_the_command_agent_spent(suite, calc, xdist, monkeypat
                        + prices_table("lab/small", {"input": 1.0, "output": 2.0}))
     sweep = start_sweep(suite, "--arena-arms=CMD", *xdist)
     try:
-        wait_for(started.exists, "the agent to start", 120)
+        wait_for(lambda: processes_with("ARENA_TEST_WROTE_USAGE", mark) or sweep.poll() is not None,
+                 "the agent to write its usage file", 120)
+        assert sweep.poll() is None, "the sweep ended before its agent wrote its usage file"
         sweep.send_signal(signal.SIGINT)
         assert sweep.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
     finally:
