@@ -37,7 +37,7 @@ from ..worker import processes
 from ..worker.cell import CellEnvironment, create_cell_environment
 from ..worker.git import ExtractionError, HarnessGit
 from ..worker.patches import files_touched, is_test_path
-from ..worker.sandbox import Sandbox, cell_policy, program_mounts
+from ..worker.sandbox import Sandbox, cell_policy, program_mounts_outside
 from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
 from ..worker.workspace import WORK_BRANCH, Workspace
 from .rules import SWEBENCH, GradingRules
@@ -228,7 +228,7 @@ def grading_environment(store: EnvironmentStore, spec: EnvSpec, tree: Path, cell
     environment = store.build(dataclasses.replace(spec, pre_install=(), install=None), cell.root / "venv", tree,
                               cell.env(), log, timeout)
     if sandbox is not None:
-        sandbox = sandbox.showing(*program_mounts(environment.venv / "bin" / "python"))
+        sandbox = sandbox.showing(*program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)))
     for step, what in [*((step, "pre_install") for step in spec.pre_install),
                        *(((spec.install, "install"),) if spec.install else ())]:
         run_step(environment, step, tree, cell, log, timeout, what, sandbox)
@@ -315,7 +315,9 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
         if built:
             environment = built[0]
             if grading_sandbox is not None:
-                grading_sandbox = grading_sandbox.showing(*program_mounts(environment.venv / "bin" / "python"))
+                # the venv is the grading cell's (writable: the install step of the patched tree writes it)
+                grading_sandbox = grading_sandbox.showing(
+                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)))
             if spec is not None and spec.install:
                 try:
                     run_step(environment, spec.install, tree.path, cell, log, timeout, "install (the patched tree)",
@@ -328,5 +330,11 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
         return verdict, tree.integrity
     finally:
         for name in GRADING_LOGS:
-            if (cell.run_dir / name).is_file():
+            if not (cell.run_dir / name).is_file():
+                continue
+            if name == "env.log" and (run_dir / "env.log").is_file():  # the arm's environment phase wrote it first
+                with open(run_dir / name, "ab") as kept:
+                    kept.write(b"\n# the grading environment: a fresh venv for the fresh tree\n")
+                    kept.write((cell.run_dir / name).read_bytes())
+            else:
                 shutil.copyfile(cell.run_dir / name, run_dir / name)

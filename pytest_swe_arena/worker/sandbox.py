@@ -204,8 +204,7 @@ def cell_policy(cell: CellEnvironment, *, read_write: Sequence[Path] = (), read_
     mounts: dict[Path, None] = dict.fromkeys(harness_python_mounts())
     writable = (cell.root, *read_write)
     for program in programs:
-        # A program the cell holds (its venv's python) stays writable: the cell's venv is the cell's.
-        mounts.update(dict.fromkeys(root for root in program_mounts(program, search) if not _under(root, writable)))
+        mounts.update(dict.fromkeys(program_mounts_outside(program, writable, search)))
     mounts.update(dict.fromkeys(read_only))
     tmp = cell.variables.get("TMPDIR")
     return SandboxPolicy(
@@ -298,6 +297,13 @@ def program_mounts(program: str | Path, search_path: str | None = None) -> tuple
     found: dict[Path, None] = {}
     _add_program(Path(program), search_path, found, depth=0)
     return tuple(found)
+
+
+def program_mounts_outside(program: str | Path, writable: Sequence[Path],
+                           search_path: str | None = None) -> tuple[Path, ...]:
+    """``program_mounts`` but those under ``writable``: a program the cell holds (its venv's python) stays
+    writable, the cell's venv being the cell's; the interpreter it was made from is shown read-only."""
+    return tuple(root for root in program_mounts(program, search_path) if not _under(root, writable))
 
 
 def _add_program(program: Path, search_path: str | None, found: dict[Path, None], depth: int) -> None:

@@ -77,7 +77,11 @@ def test_two_cells_with_one_spec_resolve_it_once_and_verify_in_their_own_venvs(s
     out = suite.path / "arena-out"
     offline_builds = 0
     for row in rows.values():
-        env_log = (out / row["run_dir"] / "env.log").read_text()
+        env_log, grading_log = (out / row["run_dir"] / "env.log").read_text().split(
+            "\n# the grading environment: a fresh venv for the fresh tree\n")
+        assert "$ (install (the patched tree)) python -m pip install" in grading_log  # graded in a venv of its own
+        [grading_venv] = {line.split()[-1] for line in grading_log.splitlines() if line.startswith("$ uv venv")}
+        venvs.add(grading_venv)
         offline = [float(took.split()[-1].rstrip("s")) for line, took in zip(env_log.splitlines(),
                    env_log.splitlines()[1:], strict=False) if line.startswith("$ uv ") and "--offline" in line]
         if offline:
@@ -90,7 +94,7 @@ def test_two_cells_with_one_spec_resolve_it_once_and_verify_in_their_own_venvs(s
         assert f"(Python {HERE}." in env_log
         assert "$ (install) python -m pip install" in env_log
         assert row["phases"]["env"] > 0
-    assert len(venvs) == 2  # each cell its own venv, in its own cell
+    assert len(venvs) == 4  # each cell its own venv, in its own cell, and each grading one of its own
     assert offline_builds == 1  # the cell that did not resolve built without the network
     assert rows["CHECK"]["details"]["VIRTUAL_ENV"] in venvs
     assert rows["CHECK"]["details"]["python"] == rows["CHECK"]["details"]["VIRTUAL_ENV"] + "/bin/python"
