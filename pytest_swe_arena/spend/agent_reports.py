@@ -22,6 +22,9 @@ from typing import Any, Protocol
 from .prices import Price
 from .usage import Usage, add_usages, cost_problem, count_problem
 
+#: ``FigureReader.checked``'s answer for a field the table does not have.
+MISSING = object()
+
 
 class FigureReader:
     """Reads token counts and costs out of an agent's JSON, collecting why a figure was refused."""
@@ -32,14 +35,8 @@ class FigureReader:
 
     def count(self, table: Any, key: str, absent: int | None = 0) -> int | None:
         """``table[key]`` as a count; ``absent`` when the field is not there (0: the format has no such field)."""
-        value = table.get(key) if isinstance(table, Mapping) else None
-        if value is None:
-            return absent
-        problem = count_problem(value)
-        if problem:
-            self.problems.append(f"{self.where}: {key} {problem}")
-            return None
-        return int(value)
+        value = self.checked(table, key, count_problem)
+        return absent if value is MISSING else None if value is None else int(value)
 
     def rest(self, total: int | None, *parts: int | None) -> int | None:
         """``total`` minus the ``parts`` a format counts inside it (cached inside input, say).
@@ -56,14 +53,20 @@ class FigureReader:
         return rest
 
     def cost(self, table: Any, key: str) -> float | None:
+        """``table[key]`` as a cost in USD; None when the field is not there or not a plausible cost."""
+        value = self.checked(table, key, cost_problem)
+        return None if value is MISSING or value is None else float(value)
+
+    def checked(self, table: Any, key: str, problem_of: Callable[[Any], str | None]) -> Any:
+        """``table[key]``; ``MISSING`` when it is not there, None (and a problem noted) when ``problem_of`` says so."""
         value = table.get(key) if isinstance(table, Mapping) else None
         if value is None:
-            return None
-        problem = cost_problem(value)
+            return MISSING
+        problem = problem_of(value)
         if problem:
             self.problems.append(f"{self.where}: {key} {problem}")
             return None
-        return float(value)
+        return value
 
 
 def call_usage(input_tokens: int | None, output_tokens: int | None, reasoning_tokens: int | None,
