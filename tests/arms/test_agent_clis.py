@@ -76,7 +76,7 @@ from helpers.agent_clis import (
     usage,
     version_of,
 )
-from helpers.agents import processes_with
+from helpers.arena import processes_with
 from helpers.scripted_apis import Tokens
 from helpers.scripted_model import ScriptedModel
 

@@ -48,6 +48,7 @@ from helpers.agent_clis import (
 from helpers.agents import DOTENVX, REPO_ROOT, arm_table, toml_value
 from helpers.arena import marked_processes, start_sweep
 from helpers.faults import wait_for
+from helpers.figures import record_figures
 from helpers.scripted_apis import Tokens
 from helpers.scripted_model import ScriptedModel
 
@@ -218,11 +219,7 @@ def reported_cost(kind: Kind, run_dir: Path) -> float:
 
 def record(figures: dict[str, Any]) -> None:
     """One test's figures for the closing table: printed, and appended to ``$AGENT_KINDS_FIGURES`` if set."""
-    print("agent kinds:", json.dumps(figures))
-    target = os.environ.get("AGENT_KINDS_FIGURES")
-    if target:
-        with open(target, "a") as out:
-            out.write(json.dumps(figures) + "\n")
+    record_figures("agent kinds", "AGENT_KINDS_FIGURES", figures)
 
 
 def cell_files(run_dir: Path) -> str:

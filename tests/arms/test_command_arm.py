@@ -8,8 +8,8 @@ import sys
 import uuid
 
 import pytest
-from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config, prices_table, processes_with
-from helpers.arena import XDIST, marked_processes, start_sweep
+from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config, prices_table
+from helpers.arena import XDIST, marked_processes, processes_with, start_sweep
 from helpers.faults import wait_for
 from helpers.scripted_model import ScriptedModel
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from helpers.faults import SECOND_CTRL_C_PAUSE, FaultSweep, cell, fill, ledger_rows, small_disk, wait_for
+from helpers.figures import record_figures
 
 ARMS = "--arena-arms=GOLD,AGENT"
 WORKERS = 2
@@ -63,11 +64,7 @@ def alive(pid: int) -> bool:
 
 
 def record(figures: dict[str, Any]) -> None:
-    print("fault matrix:", json.dumps(figures))
-    target = os.environ.get("FAULT_MATRIX_FIGURES")
-    if target:
-        with open(target, "a") as out:
-            out.write(json.dumps(figures) + "\n")
+    record_figures("fault matrix", "FAULT_MATRIX_FIGURES", figures)
 
 
 class Matrix:

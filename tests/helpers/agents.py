@@ -68,24 +68,6 @@ def prices_table(model: str = ASKED, price: dict[str, float] = PRICE) -> str:
     return f"[tool.swe_arena.prices.{json.dumps(model)}]\n" + "".join(f"{k} = {v}\n" for k, v in price.items())
 
 
-def processes_with(variable: str, value: str) -> list[int]:
-    """Live (non-zombie) processes whose environment holds ``variable=value``."""
-    needle = f"{variable}={value}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if needle not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                continue
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            found.append(int(entry))
-    return found
-
-
 def tokens_of(usage: dict[str, int]) -> dict[str, int]:
     """What opencode makes of an OpenAI usage (docs/internals/opencode.md section 3.1), in ledger field names."""
     cached = usage.get("cached_tokens", 0)

@@ -72,23 +72,26 @@ def write_export(suite, rows, name="instances/swe-bench-lite.json"):
     return path
 
 
-def marked_processes(marker: str) -> list[int]:
-    """Live (non-zombie) processes other than this one whose environment holds ``ARENA_TEST_MARK=marker``."""
-    needle = f"ARENA_TEST_MARK={marker}".encode()
+def processes_with(variable: str, value: str) -> list[int]:
+    """Live (non-zombie) processes other than this one whose environment holds ``variable=value``."""
+    needle = f"{variable}={value}".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry}/environ", "rb") as env:
-                if needle not in env.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    found.append(int(entry))
+            if needle not in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                continue
+            if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry))
         except OSError:
-            pass
+            continue
     return found
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live processes other than this one whose environment holds ``ARENA_TEST_MARK=marker``."""
+    return processes_with("ARENA_TEST_MARK", marker)
 
 
 def start_sweep(suite: Suite, *args: str) -> subprocess.Popen[str]:

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from helpers.agents import arm_table, processes_with
+from helpers.agents import arm_table
+from helpers.arena import processes_with
 
 AGENT = '''
 import os, pathlib, signal, subprocess, sys, time
