@@ -406,6 +406,18 @@ def test_the_transcript_is_chosen_by_what_the_run_dir_holds(tmp_path):
     assert result["transcript"]["turns"][1:] == [{"role": "assistant", "kind": "text", "text": "All done."}]
     opencode = agent_cell(tmp_path / "opencode", "opencode", {"events.jsonl": "../opencode_stream_sample.jsonl"})
     assert opencode["transcript"]["format"] == "opencode"
+    rollout = agent_cell(tmp_path / "rollout", "codex", {
+        "events.jsonl": "", "transcript/2026/12/01/rollout-2026-12-01T21-27-11-01a23381.jsonl": "codex/rollout.jsonl"})
+    assert rollout["transcript"]["format"] == "codex-rollout"
+    turns = rollout["transcript"]["turns"]
+    assert [(turn["kind"], turn.get("tool")) for turn in turns[1:]] == [
+        ("reasoning", None), ("tool", "file_change"), ("step", None), ("tool", "shell"), ("step", None),
+        ("text", None), ("step", None)]
+    assert turns[1]["text"] == "Patch a.txt." and turns[-2]["text"] == "All done."
+    assert turns[2]["input"] == "update /CELL/repo/a.txt" and turns[2]["output"] == "@@ -1 +1 @@\n-hello\n+bye\n"
+    assert turns[4]["input"] == "python3 -c \"open('ran.txt', 'w').write('ran')\"" and turns[4]["status"] == \
+        "completed, exit 0"
+    assert [turn["tokens"]["input"] for turn in turns if turn["kind"] == "step"] == [1000, 1100, 1300]
     bare = agent_cell(tmp_path / "bare", "codex", {"stdout.log": None})
     assert bare["transcript"]["format"] == "output" and bare["transcript"]["file"] == "stdout.log"
     assert "events.jsonl" in bare["transcript_readers"] and "trajectory.json" in bare["transcript_readers"]

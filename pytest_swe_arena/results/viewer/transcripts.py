@@ -15,7 +15,7 @@ A turn a sub-agent took carries ``"agent"`` (who: ``"sub-agent"`` or the sub-age
 The files are those the arms write (``arms/``): the agent's stdout stream, ``events.jsonl``
 (opencode's ``--format json``, Claude Code's ``stream-json``, Codex's ``exec --json``),
 mini-swe-agent's ``trajectory.json``, Gemini CLI's ``result.json``, and the agents' own
-transcripts copied under ``transcript/`` (Claude Code's session, Gemini CLI's chats).
+transcripts copied under ``transcript/`` (Claude Code's session, Codex's rollouts, Gemini CLI's chats).
 ``read_transcript`` chooses by what the run dir holds: each ``TranscriptSource`` names the files
 it reads and says whether a file's first record is in its format (three agents write
 ``events.jsonl``); the row's arm kind only says which to try first (``KIND_SOURCES``). Without
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,6 +330,74 @@ def read_codex_events(lines: Iterable[str]) -> list[Turn]:
     return _unreadable(turns, unreadable)
 
 
+def _rollout_command(command: Any) -> str:
+    """A rollout's command as the shell line it ran (``["/bin/bash", "-lc", LINE]`` is LINE)."""
+    if isinstance(command, list):
+        words = [str(word) for word in command]
+        return words[2] if len(words) == 3 and words[1] in ("-c", "-lc") else shlex.join(words)
+    return str(command or "")
+
+
+def _rollout_item(item: Mapping[str, Any]) -> Turn:
+    kind = item.get("type")
+    status = str(item.get("status") or "")
+    if kind in ("AgentMessage", "UserMessage"):
+        text = "\n".join(str(part["text"]) for part in map(mapping, item.get("content") or []) if part.get("text"))
+        return {"role": "assistant" if kind == "AgentMessage" else "user", "kind": "text", "text": clip(text)}
+    if kind == "Reasoning":
+        return {"role": "assistant", "kind": "reasoning",
+                "text": clip("\n".join(str(text) for text in item.get("summary_text") or []))}
+    if kind == "CommandExecution":
+        code = item.get("exit_code")
+        return {"role": "tool", "kind": "tool", "tool": "shell", "title": "",
+                "status": f"{status}, exit {code}" if code is not None else status,
+                "input": clip(_rollout_command(item.get("command"))),
+                "output": clip(str(item.get("aggregated_output") or "")), "error": None}
+    if kind == "FileChange":
+        changes = mapping(item.get("changes"))
+        return {"role": "tool", "kind": "tool", "tool": "file_change", "title": "", "status": status,
+                "input": "\n".join(f"{mapping(change).get('type', '?')} {path}" for path, change in changes.items()),
+                "output": clip("".join(str(mapping(change).get("unified_diff") or "") for change in changes.values()))
+                or None, "error": clip(str(item["stderr"])) if item.get("stderr") else None}
+    return {"role": "meta", "kind": "event", "text": clip(f"{kind}: {_json_text(dict(item))}", 2_000)}
+
+
+def read_codex_rollout(lines: Iterable[str]) -> list[Turn]:
+    """A Codex rollout (``transcript/<yyyy>/<mm>/<dd>/rollout-*.jsonl``, copied from ``$CODEX_HOME/sessions``).
+
+    Its ``event_msg`` records are the session as Codex saw it: each finished item (the prompt, the
+    reasoning summaries, file changes with their diffs, commands, the answers), a ``token_count`` per
+    model call (its ``last_token_usage``), errors and the task's end. The prompt (the first user
+    message) is prompt.txt's, so it is not shown again.
+    """
+    records, unreadable = _json_lines(lines)
+    turns: list[Turn] = []
+    prompted = False
+    steps = 0
+    for record in records:
+        payload = mapping(record.get("payload"))
+        kind = payload.get("type") if record.get("type") == "event_msg" else None
+        if kind == "item_completed":
+            item = mapping(payload.get("item"))
+            if item.get("type") == "UserMessage" and not prompted:
+                prompted = True
+                continue
+            turns.append(_rollout_item(item))
+        elif kind == "token_count":
+            steps += 1
+            usage = mapping(mapping(payload.get("info")).get("last_token_usage"))
+            turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "model call",
+                          "tokens": {"input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
+                                     "cache_read": usage.get("cached_input_tokens"),
+                                     "reasoning": usage.get("reasoning_output_tokens")},
+                          "cost_usd": None})
+        elif kind in ("error", "stream_error"):
+            turns.append({"role": "error", "kind": "error", "text": clip(f"{kind}: {payload.get('message')}")})
+        elif kind == "turn_aborted":
+            turns.append({"role": "error", "kind": "error", "text": f"turn aborted: {payload.get('reason')}"})
+    return _unreadable(turns, unreadable)
+
+
 def _gemini_messages(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The messages of a Gemini CLI chat file, each as last written (a message is rewritten as it grows)."""
     messages: dict[str, dict[str, Any]] = {}
@@ -448,6 +517,10 @@ def _codex_first(text: str) -> bool:
     return str(_first_record(text).get("type", "")).startswith(("thread.", "turn.", "item."))
 
 
+def _rollout_first(text: str) -> bool:
+    return _first_record(text).get("type") == "session_meta"
+
+
 def _any(text: str) -> bool:
     return True
 
@@ -473,6 +546,8 @@ SOURCES: dict[str, TranscriptSource] = {source.format: source for source in (
     TranscriptSource("opencode", ("events.jsonl",), _opencode_first, read_opencode_events),
     TranscriptSource("claude-code", ("events.jsonl",), _claude_first, read_claude_stream),
     TranscriptSource("codex", ("events.jsonl",), _codex_first, read_codex_events),
+    # The rollouts Codex keeps: what a cell whose stream is missing or empty (a command arm) still has.
+    TranscriptSource("codex-rollout", ("transcript/*/*/*/rollout-*.jsonl",), _rollout_first, read_codex_rollout),
     TranscriptSource("mini-swe-agent", ("trajectory.json",), _any, read_mini_trajectory),
     TranscriptSource("gemini-cli", ("transcript/*/chats/session-*.jsonl",), _any, read_gemini_chat),
     # The session transcripts Claude Code keeps (``~/.claude/projects/<project>/<session>.jsonl``): what a
@@ -484,7 +559,7 @@ SOURCES: dict[str, TranscriptSource] = {source.format: source for source in (
 KIND_SOURCES: dict[str, tuple[str, ...]] = {
     "opencode": ("opencode",),
     "claude-code": ("claude-code", "claude-code-session"),
-    "codex": ("codex",),
+    "codex": ("codex", "codex-rollout"),
     "gemini-cli": ("gemini-cli", "gemini-cli-result"),
     "mini-swe-agent": ("mini-swe-agent",),
 }
