@@ -87,6 +87,25 @@ def test_each_api_is_forwarded_unchanged_and_counted_exactly(api, stream, tmp_pa
     assert KEY not in log.read_text()  # neither the header nor Gemini's ?key= is ever written
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_an_agent_that_hangs_up_early_still_has_its_call_counted(stream):
+    """The agent reads the reply's head and leaves: the upstream still serves (and bills) the call, so the proxy
+    reads the rest of the reply for its usage. A streamed reply comes slowly, so the agent is gone before its usage."""
+    turn = {"content": "a long answer", "usage": USAGE, **({"mode": "slow", "chunk_delay": 0.2} if stream else {})}
+    with ScriptedModel([turn]) as model, MeterProxy(PRICES) as proxy:
+        route = proxy.open_cell("c", "A", [Upstream("up", model.base_url)])
+        request = urllib.request.Request(route.base_url("up") + "/chat/completions", headers={
+            "Content-Type": "application/json"}, data=json.dumps(
+                {"model": "scripted-model", "messages": [], "stream": stream}).encode())
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            assert reply.status == 200
+            reply.fp.raw._sock.shutdown(socket.SHUT_RDWR)  # gone after the head: nothing more is read
+        state = proxy.close_cell(route)  # waits for the call still in flight to settle
+        (served,) = model.served
+    assert state.calls_unknown == 0 and state.complete, state.calls
+    assert {name: getattr(state.usage, name) for name in served["tokens"]} == served["tokens"]
+
+
 def test_a_call_the_meter_cannot_read_is_forwarded_and_counted_unknown(tmp_path):
     with ScriptedModel([]) as model, MeterProxy(PRICES) as proxy:
         route = proxy.open_cell("c", "A", [Upstream("up", model.base_url)])

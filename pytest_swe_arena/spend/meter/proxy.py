@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hmac
 import json
 import threading
@@ -77,6 +78,9 @@ MAX_READ_BYTES = 64 * 1024 * 1024
 #: the largest request body the proxy takes (a long conversation with images)
 MAX_REQUEST_BYTES = 1024 * 1024 * 1024
 STARTUP_SECONDS = 60.0
+#: How long the upstream's reply is still read once its agent has gone (its usage is what was spent);
+#: less than a cell's close drain, so the call is settled before the cell's spend is read.
+AGENT_GONE_READ_SECONDS = 10.0
 #: the reply the agent got (or is getting) for a request, once the proxy made one
 RESPONSE_KEY = web.RequestKey("arena_response", web.StreamResponse)
 
@@ -342,14 +346,19 @@ class MeterProxy:
         tail = "/" + parts[4] if len(parts) == 5 else ""
         target = URL(upstream.url + tail + (f"?{query}" if query else ""), encoded=True)
         call = exchange.call("unknown", problem="the proxy failed while relaying the call")
+        # Shielded: an agent that hangs up (aiohttp then cancels this handler) does not stop the reading of
+        # the reply its call was already spending on.
+        relay = asyncio.ensure_future(self._relay(request, target, exchange, shape))
         try:
-            await self._relay(request, target, exchange, shape)
+            await asyncio.shield(relay)
             call = exchange.ended()
         except _AgentLeft:
             call = exchange.agent_left()
         except _UpstreamFailed as failure:
             call = exchange.upstream_failed(failure)
         except asyncio.CancelledError:  # the agent's connection closed while the proxy waited on the upstream
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(relay, AGENT_GONE_READ_SECONDS)  # cancelled after that: unknown
             call = exchange.agent_left()
             raise
         finally:
@@ -384,22 +393,33 @@ class MeterProxy:
             stream = web.StreamResponse(status=reply.status, reason=reply.reason,
                                         headers=forwarded_reply_headers(reply.headers))
             request[RESPONSE_KEY] = stream
+            agent_gone = False
             try:
                 await stream.prepare(request)
-                while True:
-                    try:
-                        chunk = await reply.content.readany()
-                    except (aiohttp.ClientError, OSError, TimeoutError) as error:
-                        if request.transport is not None:
-                            request.transport.close()  # the agent sees the reply break off, as it did here
-                        raise _UpstreamFailed(f"the upstream's reply broke off ({type(error).__name__})",
-                                              before_reply=False) from None
-                    if not chunk:
-                        break
-                    exchange.feed(chunk)
-                    await stream.write(chunk)
-                await stream.write_eof()
             except ConnectionResetError:  # aiohttp's ClientConnectionResetError is one too
+                agent_gone = True
+            while True:
+                try:
+                    chunk = await reply.content.readany()
+                except (aiohttp.ClientError, OSError, TimeoutError) as error:
+                    if request.transport is not None:
+                        request.transport.close()  # the agent sees the reply break off, as it did here
+                    raise _UpstreamFailed(f"the upstream's reply broke off ({type(error).__name__})",
+                                          before_reply=False) from None
+                if not chunk:
+                    exchange.read_whole = True
+                    break
+                exchange.feed(chunk)
+                if not agent_gone:
+                    try:
+                        await stream.write(chunk)
+                    except ConnectionResetError:
+                        agent_gone = True  # the rest is still read: its usage is what the call spent
+            if agent_gone:
+                raise _AgentLeft()
+            try:
+                await stream.write_eof()
+            except ConnectionResetError:
                 raise _AgentLeft() from None
 
     def _settle(self, token: str, call: MeteredCall) -> None:
@@ -471,6 +491,8 @@ class Exchange:
         self.reader: ReplyReader | None = None
         self.status: int | None = None
         self.stream = False
+        #: the upstream's whole reply was read (the agent may have gone before it reached it)
+        self.read_whole = False
 
     def read_request(self, body: bytes) -> None:
         if not self.counted:
@@ -517,7 +539,10 @@ class Exchange:
         return self.call("counted", reading=reading)
 
     def agent_left(self) -> MeteredCall:
-        """The call, when the agent went away before its reply ended: counted if its usage had gone by."""
+        """The call, when the agent went away before its reply ended: counted if its usage had gone by
+        (the proxy read the whole reply, or the events so far carry all of it)."""
+        if self.read_whole:
+            return self.ended()
         reading = self.reader.complete_so_far() if self.reader else None
         if reading is not None and reading.tokens is not None:
             return self.call("counted", reading=reading)
