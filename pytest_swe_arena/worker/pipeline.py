@@ -70,6 +70,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         collected = collect_run_dir(cell.run_dir, first=HARNESS_LOGS)
         if collected.cut:  # what the caps left out or cut, with why
             outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
+        if workspace.snapshot_rebuilt:
+            outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
         return finished(outcome, status, error, timings, collected.logs)
 
     python_env = None
