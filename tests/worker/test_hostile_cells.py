@@ -257,11 +257,21 @@ def plan_arm(suite, name: str, actions: list[dict], marker: str, **settings) -> 
                                                "{run_dir}/results.json", marker], **settings)
 
 
-def readme_only(suite, row) -> None:
-    """The row's patch touched README.md alone, and it is unresolved (and counted)."""
+def hostile_sweep(suite, arm: str, marker: str) -> dict:
+    """The one-cell sweep of ``arm``, whose processes' command lines hold ``marker``, and its row; asserted:
+    it ran in bwrap, its README-only patch is unresolved, no process of it outlived its cell, and nothing
+    outside the cells changed."""
+    suite.write_config()
+    before = outside_the_cells(suite)
+    suite.run(f"--arena-arms={arm}")
+    assert processes_with(marker) == []
+    [row] = suite.ledger()
+    assert row["sandbox"] == "bwrap"
     patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
     assert [line for line in patch.splitlines() if line.startswith("+++")] == ["+++ b/README.md"], patch
     assert row["status"] == "unresolved", row["error"]
+    assert outside_the_cells(suite) == before
+    return row
 
 
 @needs_bwrap
@@ -284,13 +294,7 @@ def test_a_flooded_run_dir_with_a_link_to_a_private_file_sends_only_what_the_cap
         "    pathlib.Path(session.config.rootpath, 'peak-kib.txt').write_text(str(peak))\n")
     flood = f"{sys.executable} {HOSTILE / 'flood_run_dir.py'} {{run_dir}} {private} && echo more >> README.md"
     suite.arms_toml = arm_table("FLOOD", "command", shell=True, command=f"{flood} # {marker}")
-    suite.write_config()
-    before = outside_the_cells(suite)
-    suite.run("--arena-arms=FLOOD")
-    assert processes_with(marker) == []
-    [row] = suite.ledger()
-    assert row["sandbox"] == "bwrap"
-    readme_only(suite, row)
+    row = hostile_sweep(suite, "FLOOD", marker)
     caps = CollectionCaps()
     run_dir = suite.path / "arena-out" / row["run_dir"]
     sent = [path for path in run_dir.rglob("*") if path.is_file()]
@@ -306,7 +310,6 @@ def test_a_flooded_run_dir_with_a_link_to_a_private_file_sends_only_what_the_cap
     assert "verify.log" in {path.relative_to(run_dir).as_posix() for path in sent}  # the harness's own log
     for path in (suite.path / "arena-out").rglob("*"):
         assert not path.is_file() or key.encode() not in path.read_bytes(), path
-    assert outside_the_cells(suite) == before
     # Not 60 x 8 MiB read whole (issue 13: 1.5 GB): the caps bound what the worker holds.
     assert int((suite.path / "peak-kib.txt").read_text()) < 256 * 1024
 
@@ -325,13 +328,7 @@ def test_an_arm_with_secrets_hunting_for_env_files_and_keys_through_proc_finds_n
     actions = [{"name": "hunt", "op": "hunt_secrets"}, {"name": "readme", "op": "write", "arg": "README.md"}]
     suite.arms_toml = plan_arm(suite, "HUNTER", actions, marker,
                                secrets={"dir": "secrets", "files": ["model.env"], "dotenvx": DOTENVX})
-    suite.write_config()
-    before = outside_the_cells(suite)
-    suite.run("--arena-arms=HUNTER")
-    assert processes_with(marker) == []
-    [row] = suite.ledger()
-    assert row["sandbox"] == "bwrap"
-    readme_only(suite, row)
+    row = hostile_sweep(suite, "HUNTER", marker)
     results = json.loads((suite.path / "arena-out" / row["run_dir"] / "results.json").read_text())
     status, found = results["hunt"]
     assert status == "ok" and found
@@ -339,7 +336,6 @@ def test_an_arm_with_secrets_hunting_for_env_files_and_keys_through_proc_finds_n
     assert "ARENA_MODEL_KEY=sk-model-of-the-arm" in seen  # the value it was given, in its own environment
     assert str(secrets) not in seen and ".env.keys" not in seen and "model.env" not in seen
     assert f"{marker}-private" not in seen and "DOTENV_PRIVATE_KEY" not in seen
-    assert outside_the_cells(suite) == before
 
 
 def test_an_arm_that_solves_one_instance_and_breaks_extraction_on_the_others_counts_its_failures(suite, calc):
@@ -374,11 +370,7 @@ def test_an_arm_cannot_truncate_its_base_snapshot_so_a_later_sweep_of_that_base_
     suite.instances([calc.row()])
     actions = [{"name": "truncate", "op": "truncate_snapshot"}, {"name": "readme", "op": "write", "arg": "README.md"}]
     suite.arms_toml = plan_arm(suite, "TRUNCATOR", actions, marker)
-    suite.run("--arena-arms=TRUNCATOR")
-    assert processes_with(marker) == []
-    [row] = suite.ledger()
-    assert row["sandbox"] == "bwrap"
-    readme_only(suite, row)
+    row = hostile_sweep(suite, "TRUNCATOR", marker)
     status, tried = json.loads((suite.path / "arena-out" / row["run_dir"] / "results.json").read_text())["truncate"]
     assert status == "ok" and any(path.endswith(".pack") for path in tried), tried
     assert set(tried.values()) == {"EROFS"}, tried
