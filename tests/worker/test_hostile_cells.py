@@ -340,9 +340,9 @@ def test_an_arm_with_secrets_hunting_for_env_files_and_keys_through_proc_finds_n
 
 def test_an_arm_that_solves_one_instance_and_breaks_extraction_on_the_others_counts_its_failures(suite, calc):
     """Issue 13's sabotage: solving one instance and leaving the others unreadable (workspace deleted, a FIFO
-    or a file in its place) turned failures into uncounted harness errors (1/1). Each is the arm's failure,
-    counted: its rate is 1/4."""
-    names = [f"demo__calc-{number}" for number in range(1, 5)]
+    or a file in its place, a FIFO that breaks ``git add -A``) turned failures into uncounted harness errors
+    (1/1). Each is the arm's failure, counted: its rate is 1/5."""
+    names = [f"demo__calc-{number}" for number in range(1, 6)]
     suite.instances([calc.row(name, problem_statement=f"{name}: calc.mul(3, 4) returns 7, expected 12.")
                      for name in names])
     marker = f"arena-saboteur-{uuid.uuid4().hex}"
@@ -357,8 +357,9 @@ def test_an_arm_that_solves_one_instance_and_breaks_extraction_on_the_others_cou
     for name in names[1:]:
         assert rows[name]["status"] == "arm_error", (name, rows[name]["status"], rows[name]["error"])
         assert rows[name]["error"].startswith("patch extraction: "), rows[name]["error"]
+    assert "can only add regular files" in rows["demo__calc-5"]["error"]  # the harness's git add -A, broken
     [arm] = suite.summary()["arms"]
-    assert arm["cells"] == 4 and arm["resolve_rate"] == 0.25, arm
+    assert arm["cells"] == 5 and arm["resolve_rate"] == 0.2, arm
     assert outside_the_cells(suite) == before
 
 
