@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.arena import XDIST
 from helpers.gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
 from pytest_swe_arena.instances.loading import Source, build_instance
@@ -281,14 +282,15 @@ def test_a_snapshot_that_fails_a_checkout_is_rebuilt_once_with_a_warning(calc, t
         materialize(instance, fresh, tmp_path / "ws3")  # rebuilt once per session, not in a loop
 
 
-def test_a_sweep_after_its_cached_snapshot_was_truncated_rebuilds_it_and_resolves(suite, calc):
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_sweep_after_its_cached_snapshot_was_truncated_rebuilds_it_and_resolves(suite, calc, xdist):
     suite.instances([calc.row()])
     first = suite.run("--arena-arms=GOLD")
     assert suite.ledger()[0]["status"] == "resolved", first.stdout.str()[-3000:]
     [pack] = truncate_packs(suite.cache / "snapshots")
     snapshot = pack.parents[2]
 
-    again = suite.run("--arena-arms=GOLD", "--arena-out=again")
+    again = suite.run("--arena-arms=GOLD", "--arena-out=again", *xdist)
     [row] = suite.ledger("again")
     assert row["status"] == "resolved", (row["error"], again.stdout.str()[-3000:])
     assert f"snapshot {snapshot} failed a checkout" in again.stdout.str()
