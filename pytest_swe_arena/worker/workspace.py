@@ -287,7 +287,10 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
         return materialize_image(instance, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
     objects = store.snapshot(mirror, full)
-    seen = objects.parent.stat().st_ino
+    try:
+        seen = objects.parent.stat().st_ino
+    except OSError:
+        seen = -1  # removed from the cache since this session first saw it: rebuilt below
     try:
         _check_out(dest, objects, full)
         return Workspace(path=dest, base_commit=full, objects=objects, mirror=mirror)

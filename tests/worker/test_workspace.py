@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -296,3 +297,13 @@ def test_a_sweep_after_its_cached_snapshot_was_truncated_rebuilds_it_and_resolve
     assert f"snapshot {snapshot} failed a checkout" in again.stdout.str()
     assert row["details"]["snapshot_rebuilt"].startswith(f"snapshot {snapshot} failed a checkout and was rebuilt")
     git(snapshot, "fsck", "--no-dangling")  # whole again
+
+
+def test_a_snapshot_removed_from_the_cache_during_a_session_is_rebuilt(calc, tmp_path):
+    store = RepoStore(tmp_path / "cache")
+    materialize(instance_of(calc), store, tmp_path / "ws1")
+    [snapshot] = (store.root / "snapshots").glob("*/*.git")
+    shutil.rmtree(snapshot)
+    with pytest.warns(UserWarning, match=f"snapshot {snapshot} failed a checkout"):
+        workspace = materialize(instance_of(calc), store, tmp_path / "ws2")
+    assert (workspace.path / "calc" / "ops.py").is_file() and snapshot.is_dir()
