@@ -27,6 +27,21 @@ VERIFY_MODES = ("patch", "workspace")
 ENGINES = ("docker", "podman")
 #: Values of --arena-sandbox (``worker.sandbox`` resolves them).
 SANDBOX_MODES = ("auto", "bwrap", "none")
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CollectionCaps:
+    """Per-cell caps on what a run dir sends to the controller (``worker.rundir``), and on the patch.
+
+    Set with --arena-run-dir-max-bytes, --arena-run-dir-max-files, --arena-run-dir-max-file-bytes and
+    --arena-patch-max-bytes; these are their defaults.
+    """
+
+    max_total_bytes: int = 32 * MiB
+    max_files: int = 1000
+    max_file_bytes: int = 8 * MiB
+    max_patch_bytes: int = 4 * MiB
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,25 @@ def _positive_integer(value: str, source: str) -> int:
     if number is None or number < 1:
         raise pytest.UsageError(f"{source}: {value!r} is not a whole number of at least 1")
     return number
+
+
+_SIZE = re.compile(r"\s*([0-9]+)\s*(?:([KMG])(?:i?B)?|B)?\s*", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1024, "M": MiB, "G": 1024 * MiB}
+
+
+def _byte_size(value: str, source: str) -> int:
+    """A size in bytes: ``4096``, ``64K``, ``32M``, ``1G`` (powers of 1024; ``KiB``, ``MB``... also read)."""
+    match = _SIZE.fullmatch(value)
+    number = int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "").upper()] if match else 0
+    if number < 1:
+        raise pytest.UsageError(f"{source}: {value!r} is not a size in bytes: a whole number of at least 1, "
+                                "optionally followed by K, M or G (powers of 1024), e.g. 32M")
+    return number
+
+
+def _size_text(number: int) -> str:
+    """``number`` of bytes as an option's default is written (``32M``)."""
+    return f"{number // MiB}M" if number % MiB == 0 else str(number)
 
 
 def _non_negative_number(value: str, source: str) -> float:
@@ -249,6 +283,23 @@ OPTIONS: tuple[ArenaOption, ...] = (
         "run every process of an arm, and the graded tests, in a bubblewrap sandbox: 'auto' (where bwrap "
         "works; the header says when it does not), 'bwrap' (a usage error where it does not), 'none'",
         _choice(*SANDBOX_MODES), default="auto", metavar="MODE",
+    ),
+    ArenaOption(
+        "run-dir-max-bytes", "per cell, at most this many bytes of the run dir reach the out dir (a size: 4096, "
+        "64K, 32M, 1G); what is left out or cut is listed in the row's details.run_dir_cut",
+        _byte_size, default=_size_text(CollectionCaps.max_total_bytes), metavar="SIZE",
+    ),
+    ArenaOption(
+        "run-dir-max-files", "per cell, at most this many files of the run dir reach the out dir",
+        _positive_integer, default=str(CollectionCaps.max_files), metavar="N",
+    ),
+    ArenaOption(
+        "run-dir-max-file-bytes", "a run-dir file larger than this reaches the out dir cut in the middle (its head "
+        "and tail kept)", _byte_size, default=_size_text(CollectionCaps.max_file_bytes), metavar="SIZE",
+    ),
+    ArenaOption(
+        "patch-max-bytes", "a patch larger than this is not kept (cut, it would not apply): the cell is the arm's "
+        "failure (arm_error)", _byte_size, default=_size_text(CollectionCaps.max_patch_bytes), metavar="SIZE",
     ),
     ArenaOption(
         "calibrate",
@@ -399,6 +450,8 @@ class Settings:
     env_specs: Path | None
     engine: str
     sandbox: str
+    #: --arena-run-dir-max-bytes, -files, -file-bytes and --arena-patch-max-bytes.
+    caps: CollectionCaps
     calibrate: bool
     calibrated_only: bool
     #: True when the user asked for an arena sweep (an option, an ini value or a
@@ -550,6 +603,8 @@ def load_settings(config: pytest.Config) -> Settings:
         env_specs=path_or_none("env-specs"),
         engine=single("engine"),
         sandbox=single("sandbox"),
+        caps=CollectionCaps(max_total_bytes=single("run-dir-max-bytes"), max_files=single("run-dir-max-files"),
+                            max_file_bytes=single("run-dir-max-file-bytes"), max_patch_bytes=single("patch-max-bytes")),
         calibrate=single("calibrate"),
         calibrated_only=single("calibrated-only"),
         enabled=enabled,

@@ -21,6 +21,7 @@ from .instances.loading import schema_checked_files
 from .instances.specs import EnvSpecsError, load_env_specs
 from .naming import is_instance_file
 from .outcome import cell_key
+from .settings import CollectionCaps
 from .spend.budget import budget_gate
 from .suite import load_suite
 
@@ -127,6 +128,8 @@ class Case:
     meter: SessionMeter | None = None
     #: How a SWE-bench runner's results are graded (a name in ``grading.rules.RULE_SETS``).
     grading_rules: str = "swebench"
+    #: What of the run dir reaches the out dir, and the largest patch kept (--arena-run-dir-max-bytes...).
+    caps: CollectionCaps = CollectionCaps()
 
     @cached_property
     def key(self) -> str:

@@ -106,7 +106,7 @@ class InstanceFile(pytest.File):
                         worker=worker, strict_models=state.settings.strict_models,
                         cache=state.settings.cache, engine=state.settings.engine, sandbox=state.sandbox,
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
-                        grading_rules=state.settings.grading_rules,
+                        grading_rules=state.settings.grading_rules, caps=state.settings.caps,
                     )
                     for mark in marks:
                         item.add_marker(mark)

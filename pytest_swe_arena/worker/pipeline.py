@@ -67,9 +67,11 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     outcome = started(case, nodeid, started_at)
 
     def finish(outcome: CellOutcome, status: CellStatus, error: str | None) -> CellOutcome:
-        collected = collect_run_dir(cell.run_dir, first=HARNESS_LOGS)
+        collected = collect_run_dir(cell.run_dir, case.caps, first=HARNESS_LOGS)
         if collected.cut:  # what the caps left out or cut, with why
             outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
+        if workspace.snapshot_rebuilt:
+            outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
         return finished(outcome, status, error, timings, collected.logs)
 
     python_env = None
@@ -162,7 +164,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         return finish(outcome, CellStatus.ARM_ERROR, f"patch extraction: {error}")
     timings["patch"] = time.monotonic() - clock
     outcome = outcome.replace(details={**outcome.details, "patch_excluded": excluded_details(excluded)})
-    too_large = patch_over_cap(patch)
+    too_large = patch_over_cap(patch, case.caps)
     if too_large is not None:
         # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).
         return finish(outcome, ended or CellStatus.ARM_ERROR, f"{result.error + '; ' if result.error else ''}"

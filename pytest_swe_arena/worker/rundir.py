@@ -9,7 +9,8 @@ private file of the user's), nor is anything that is not a regular file read
 (a FIFO would block). Every file left out or cut is recorded, with why, in
 ``Collected.cut``; the row keeps that list.
 
-A patch larger than ``max_patch_bytes`` cannot be cut (it would no longer
+The caps are settings (``settings.CollectionCaps``: --arena-run-dir-max-bytes and its
+siblings). A patch larger than ``max_patch_bytes`` cannot be cut (it would no longer
 apply): ``patch_over_cap`` says why, and the cell is the arm's failure.
 """
 
@@ -22,19 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MiB = 1024 * 1024
+from ..settings import CollectionCaps
+
+__all__ = ["DEFAULT_CAPS", "MAX_CUT_ENTRIES", "Collected", "CollectionCaps", "collect_run_dir", "patch_over_cap"]
+
+DEFAULT_CAPS = CollectionCaps()
 #: At most this many files of each kind of cut are listed one by one; the rest are counted in one entry.
 MAX_CUT_ENTRIES = 50
-
-
-@dataclass(frozen=True)
-class CollectionCaps:
-    """Per-cell caps on what a run dir sends to the controller (settings at integration)."""
-
-    max_total_bytes: int = 32 * MiB
-    max_files: int = 1000
-    max_file_bytes: int = 8 * MiB
-    max_patch_bytes: int = 4 * MiB
 
 
 @dataclass(frozen=True)
@@ -45,7 +40,7 @@ class Collected:
     cut: tuple[dict[str, Any], ...] = field(default=())
 
 
-def collect_run_dir(run_dir: Path, caps: CollectionCaps = CollectionCaps(), first: Sequence[str] = ()) -> Collected:
+def collect_run_dir(run_dir: Path, caps: CollectionCaps = DEFAULT_CAPS, first: Sequence[str] = ()) -> Collected:
     """The regular files under ``run_dir`` (paths relative to it), as text, within ``caps``.
 
     :param first: relative paths collected before all others (the harness's own logs), so a
@@ -82,7 +77,7 @@ def collect_run_dir(run_dir: Path, caps: CollectionCaps = CollectionCaps(), firs
     return Collected(logs, tuple(cut))
 
 
-def patch_over_cap(patch: bytes, caps: CollectionCaps = CollectionCaps()) -> str | None:
+def patch_over_cap(patch: bytes, caps: CollectionCaps = DEFAULT_CAPS) -> str | None:
     """Why ``patch`` is too large to keep (None if it is not): a patch cannot be cut and still apply."""
     if len(patch) > caps.max_patch_bytes:
         return f"the patch has {len(patch):,} bytes, over the cap of {caps.max_patch_bytes:,} bytes"

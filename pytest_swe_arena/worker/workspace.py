@@ -10,7 +10,9 @@ file lock, into a temporary directory renamed into place). Every arm and trial
 of that base borrows the snapshot's objects through ``objects/info/alternates``:
 nothing is copied per cell, only the tree is checked out, and the workspace's
 refs, index and new objects stay private. A commit after base is not in any
-object store the workspace can see, by name or by sha.
+object store the workspace can see, by name or by sha. A snapshot is verified
+when built (``git fsck --connectivity-only``), and one that fails a checkout
+is rebuilt once, with a warning naming it, never reused broken.
 
 Every git call goes through ``git.git()`` (the harness's git, whatever the
 user's config); extracting and applying patches is ``patches``' job.
@@ -26,6 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +58,8 @@ class Workspace:
     #: The shared mirror the snapshot was cut from (None for an image): the harness reads later commits
     #: there (a SWE-bench row's environment_setup_commit), never the workspace.
     mirror: Path | None = None
+    #: Why the base snapshot was rebuilt before this checkout (it failed one), or None.
+    snapshot_rebuilt: str | None = None
 
 
 class RepoStore:
@@ -70,6 +75,8 @@ class RepoStore:
         #: (mirror, commit as given) -> why it cannot be used: fetched for once per session, not once per cell.
         self._unusable: dict[tuple[Path, str], str] = {}
         self._snapshots: set[Path] = set()
+        #: Snapshots rebuilt in this session: rebuilt once, never again (a second failure is an error).
+        self._rebuilt: set[Path] = set()
 
     def mirror_path(self, source: Source, repo: str) -> Path:
         digest = hashlib.sha256(f"{source.kind}:{source.location}".encode()).hexdigest()[:12]
@@ -145,26 +152,60 @@ class RepoStore:
         # One lock per snapshot: snapshots of different bases only read the mirror, so they build in parallel.
         with FileLock(str(snapshot) + ".lock"):
             if not snapshot.exists():
-                staging = Path(tempfile.mkdtemp(prefix=snapshot.name + ".", dir=snapshot.parent))
-                try:
-                    repo = staging / "s.git"
-                    _init_snapshot(repo)
-                    tags = _tags_at_or_before(mirror, full)
-                    wanted = "".join(f"{line.split()[0]}\n" for line in tags if not line.startswith("^"))
-                    packed = run_git("pack-objects", "--revs", "--quiet", "--delta-base-offset",
-                                     str(repo / "objects/pack/pack"), cwd=mirror, input=f"{full}\n{wanted}".encode())
-                    if packed.returncode != 0:
-                        # A partial or shallow mirror lacks some history: base's own tree is all a workspace needs.
-                        _pack_base_tree_only(mirror, full, repo, packed.stderr.decode(errors="replace"))
-                        tags = []
-                    (repo / ARENA_TAGS).write_text("".join(line + "\n" for line in tags))
-                    # A detached HEAD keeps every object reachable inside the snapshot itself.
-                    (repo / "HEAD").write_text(full + "\n")
-                    os.rename(repo, snapshot)
-                finally:
-                    shutil.rmtree(staging, ignore_errors=True)
+                _build_snapshot(mirror, full, snapshot)
         self._snapshots.add(snapshot)
         return snapshot / "objects"
+
+    def rebuild_snapshot(self, mirror: Path, full: str, seen: int, why: str) -> Path:
+        """Replace the snapshot of ``full`` that failed a checkout with a new one; its ``objects`` folder.
+
+        ``seen`` is the inode of the snapshot that failed: if another worker has replaced it since, its
+        new one is used. Once per session and snapshot: a second failure raises ``WorkspaceError``.
+        """
+        from filelock import FileLock
+
+        snapshot = self.snapshot_path(mirror, full)
+        if snapshot in self._rebuilt:
+            raise WorkspaceError(f"snapshot {snapshot} failed a checkout again after it was rebuilt: {why}")
+        self._rebuilt.add(snapshot)
+        with FileLock(str(snapshot) + ".lock"):
+            if not snapshot.exists() or snapshot.stat().st_ino == seen:
+                warnings.warn(f"snapshot {snapshot} failed a checkout ({' '.join(why.split())[:300]}); "
+                              f"rebuilding it from {mirror}", stacklevel=2)
+                broken = Path(tempfile.mkdtemp(prefix=snapshot.name + ".broken.", dir=snapshot.parent))
+                if snapshot.exists():
+                    os.rename(snapshot, broken / "s.git")
+                shutil.rmtree(broken, ignore_errors=True)
+                _build_snapshot(mirror, full, snapshot)
+        self._snapshots.add(snapshot)
+        return snapshot / "objects"
+
+
+def _build_snapshot(mirror: Path, full: str, snapshot: Path) -> None:
+    """Pack the objects reachable from ``full`` (and the tags at or before it) into a new bare repository,
+    verify it, and rename it to ``snapshot`` (so a snapshot that exists is complete). Under the snapshot's lock."""
+    staging = Path(tempfile.mkdtemp(prefix=snapshot.name + ".", dir=snapshot.parent))
+    try:
+        repo = staging / "s.git"
+        _init_snapshot(repo)
+        tags = _tags_at_or_before(mirror, full)
+        wanted = "".join(f"{line.split()[0]}\n" for line in tags if not line.startswith("^"))
+        packed = run_git("pack-objects", "--revs", "--quiet", "--delta-base-offset",
+                         str(repo / "objects/pack/pack"), cwd=mirror, input=f"{full}\n{wanted}".encode())
+        if packed.returncode != 0:
+            # A partial or shallow mirror lacks some history: base's own tree is all a workspace needs.
+            _pack_base_tree_only(mirror, full, repo, packed.stderr.decode(errors="replace"))
+            tags = []
+        (repo / ARENA_TAGS).write_text("".join(line + "\n" for line in tags))
+        # A detached HEAD keeps every object reachable inside the snapshot itself.
+        (repo / "HEAD").write_text(full + "\n")
+        checked = run_git("fsck", "--connectivity-only", "--no-dangling", "--no-progress", cwd=repo)
+        if checked.returncode != 0:
+            said = " ".join((checked.stderr or checked.stdout).decode(errors="replace").split())
+            raise WorkspaceError(f"the snapshot of {full} cut from {mirror} does not verify: {said[:500]}")
+        os.rename(repo, snapshot)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 #: In a snapshot: the tags a workspace gets, as ``packed-refs`` lines (an annotated tag's ``^peeled`` line too).
@@ -246,6 +287,25 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
         return materialize_image(instance, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
     objects = store.snapshot(mirror, full)
+    try:
+        seen = objects.parent.stat().st_ino
+    except OSError:
+        seen = -1  # removed from the cache since this session first saw it: rebuilt below
+    try:
+        _check_out(dest, objects, full)
+        return Workspace(path=dest, base_commit=full, objects=objects, mirror=mirror)
+    except WorkspaceError as error:
+        why = str(error)
+    # A snapshot that fails a checkout (a truncated pack, say) is rebuilt once, not reused forever.
+    shutil.rmtree(dest, ignore_errors=True)
+    objects = store.rebuild_snapshot(mirror, full, seen, why)
+    _check_out(dest, objects, full)
+    return Workspace(path=dest, base_commit=full, objects=objects, mirror=mirror,
+                     snapshot_rebuilt=f"snapshot {objects.parent} failed a checkout and was rebuilt: {why[:500]}")
+
+
+def _check_out(dest: Path, objects: Path, full: str) -> None:
+    """A new repository in ``dest`` borrowing ``objects``, on the work branch at ``full``, checked out."""
     dest.mkdir(parents=True, exist_ok=True)
     git("init", "--quiet", "--template=", f"--initial-branch={WORK_BRANCH}", str(dest), cwd=dest)
     git_dir = dest / ".git"
@@ -257,7 +317,6 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
     _copy_snapshot_refs(objects.parent, git_dir)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)
-    return Workspace(path=dest, base_commit=full, objects=objects, mirror=mirror)
 
 
 def _copy_snapshot_refs(snapshot: Path, git_dir: Path) -> None:

@@ -44,7 +44,7 @@ from helpers.agent_clis import (
     pinned_version,
     usage,
 )
-from helpers.agents import DOTENVX, REPO_ROOT, arm_table, toml_value
+from helpers.agents import DOTENVX, REPO_ROOT, arm_table, default_sandbox, toml_value
 from helpers.arena import marked_processes, start_sweep
 from helpers.faults import wait_for
 from helpers.figures import record_figures
@@ -276,7 +276,7 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
             assert row["usage"]["cost_source"] == "priced"
             assert row["usage"]["cost_usd"] == pytest.approx(priced(served(model, marker), documented_price(kind)))
         assert row["model_mismatch"] is False and row["served_model"]
-        assert row["provenance"]["agent"] == kind.name
+        assert row["provenance"]["agent"] == kind.name and row["sandbox"] == default_sandbox()
         assert kind.pinned in row["provenance"]["agent_version"]  # the CLI's own --version: the pinned one
         assert row["provenance"]["secrets"]["files"] and API_KEY not in json.dumps(row)
         # Each cell's own record holds its own task only: the two never shared a config dir.
@@ -449,6 +449,7 @@ def test_a_metered_agent_is_counted_by_the_meter_and_agrees_with_its_own_report(
         result = suite.run(f"--arena-arms={arm}", "--arena-meter", "--arena-sandbox=bwrap")
     (row,) = suite.ledger()
     assert row["status"] == "resolved", result.stdout.str()[-3000:]
+    assert row["sandbox"] == "bwrap"
     calls = meter_calls(suite.path / "arena-out" / row["run_dir"])
     assert [call["outcome"] for call in calls] == ["counted"] * len(model.served) and len(model.served) == 2
     assert tokens_of(row) == served(model)  # exactly what the endpoint served, as the meter counted it

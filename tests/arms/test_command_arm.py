@@ -8,7 +8,7 @@ import sys
 import uuid
 
 import pytest
-from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config, prices_table
+from helpers.agents import ASKED, OPENCODE, arm_table, default_sandbox, opencode_config, prices_table
 from helpers.arena import XDIST, marked_processes, processes_with, start_sweep
 from helpers.faults import wait_for
 from helpers.scripted_model import ScriptedModel
@@ -65,6 +65,7 @@ def test_command_arms_run_report_and_fail_cleanly(suite, calc, xdist):
 
     cmd = rows["CMD"]
     assert cmd["status"] == "resolved"
+    assert {row["sandbox"] for row in rows.values()} == {default_sandbox()}
     assert cmd["usage"]["input_tokens"] == 1200 and cmd["usage"]["steps"] == 4
     assert cmd["usage"]["cost_source"] == "priced"
     assert cmd["usage"]["cost_usd"] == pytest.approx((1200 * 1.0 + 300 * 2.0) / 1e6)
@@ -143,6 +144,7 @@ def test_command_with_the_opencode_stream_parser(suite, calc):
     assert row["usage"]["input_tokens"] == 3000 and row["usage"]["output_tokens"] == 100
     assert row["usage"]["steps"] == 2 and row["usage"]["cost_source"] == "priced"
     assert row["served_model"] == ASKED and row["provenance"]["agent_version"] == "1.18.33"
+    assert row["sandbox"] == default_sandbox()  # the real opencode, driven by a template, in its sandbox
 
 
 #: Once its usage file is written, the agent becomes a sleeper whose environment says so: the test sees that

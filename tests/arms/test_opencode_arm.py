@@ -16,14 +16,14 @@ from helpers.agents import (
     OPENCODE,
     REPO_ROOT,
     arm_table,
+    default_sandbox,
     edit_calls,
     opencode_config,
     priced,
     prices_table,
-    processes_with,
     summed,
 )
-from helpers.arena import XDIST, ledger_validator
+from helpers.arena import XDIST, ledger_validator, processes_with
 from helpers.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
@@ -105,6 +105,7 @@ def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
         assert row["models"][ASKED]["cost_usd"] == pytest.approx(priced(expected))
         assert row["asked_model"] == row["served_model"] == ASKED and not row["model_mismatch"]
         assert row["provenance"]["agent"] == "opencode" and row["provenance"]["agent_version"] == "1.18.33"
+        assert row["sandbox"] == default_sandbox()
         assert row["details"]["stream"]["input_tokens"] == expected["input_tokens"]
         (session,) = row["details"]["sessions"]  # a private database: only this cell's session in it
         assert session["model"] == ASKED
@@ -180,8 +181,10 @@ def test_spend_cap_stops_the_agent_mid_run(suite, calc):
     assert (suite.path / "arena-out" / row["run_dir"] / "partial.patch").is_file()
 
 
-def test_secrets_reach_the_agent_only(suite, calc, tmp_path):
-    """The API key lives in an env file read by dotenvx; the out dir never holds it, verify never sees it."""
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_secrets_reach_the_agent_only(suite, calc, tmp_path, sandbox):
+    """The API key lives in an env file read by dotenvx; the out dir never holds it, verify never sees it.
+    The same with --arena-sandbox=none: the sweep works unsandboxed and says so in its rows."""
     secret = f"sk-{uuid.uuid4().hex}"
     secrets = tmp_path / "secrets"
     secrets.mkdir(mode=0o700)
@@ -193,13 +196,14 @@ def test_secrets_reach_the_agent_only(suite, calc, tmp_path):
         (suite.path / "oc.json").write_text(json.dumps(config))
         suite.arms_toml = arm_table("SOLO", "opencode", model=ASKED, executable=OPENCODE, config="oc.json",
                                     secrets={"dir": str(secrets), "files": ["model.env"], "dotenvx": DOTENVX})
-        result = suite.run("--arena-arms=SOLO", "-n", "2")
+        result = suite.run("--arena-arms=SOLO", "-n", "2", f"--arena-sandbox={sandbox}")
         requests = model.chat_requests()
     result.assert_outcomes(passed=1)
     assert [r["kind"] for r in requests] == ["turn", "turn"]  # authorized: the agent saw the key
     assert requests[0]["messages"][-1]["content"].startswith("calc.mul(3, 4) returns 7")  # stdin passed through
     (ledger_row,) = suite.ledger()
     assert ledger_row["provenance"]["secrets"] == {"dir": str(secrets), "files": ["model.env"]}
+    assert ledger_row["sandbox"] == (default_sandbox() if sandbox == "auto" else "none")
     leaks = [path for path in (suite.path / "arena-out").rglob("*")
              if path.is_file() and secret.encode() in path.read_bytes()]
     assert leaks == []

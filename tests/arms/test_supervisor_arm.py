@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config, priced, prices_table, summed
+from helpers.agents import (
+    ASKED,
+    OPENCODE,
+    arm_table,
+    default_sandbox,
+    opencode_config,
+    priced,
+    prices_table,
+    summed,
+)
 from helpers.arena import XDIST, ledger_validator
 from helpers.gitrepos import commit, git
 from helpers.scripted_model import ScriptedModel
@@ -68,6 +77,7 @@ def test_supervisor_cell_reports_workers_subtasks_and_recovered_spend(suite, cal
     (row,) = suite.ledger()
     out = suite.path / "arena-out" / row["run_dir"]
     assert row["status"] == "resolved"
+    assert row["sandbox"] == default_sandbox()  # the driver and its real opencode workers, in the cell's sandbox
     for ledger_row in suite.ledger():
         ledger_validator().validate(ledger_row)
     patch = (suite.path / "arena-out" / row["patch_file"]).read_text()

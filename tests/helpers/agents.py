@@ -28,6 +28,13 @@ OPENCODE = find_cli("opencode")
 DOTENVX = find_cli("dotenvx")
 
 
+def default_sandbox() -> str:
+    """What every row of a sweep under the default --arena-sandbox=auto records here: bwrap wherever it works."""
+    from pytest_swe_arena.worker.sandbox import probe_bwrap
+
+    return "bwrap" if probe_bwrap().works else "none"
+
+
 def opencode_config(base_url: str, api_key: str = "sk-scripted", models: tuple[str, ...] = (MODEL,)) -> dict[str, Any]:
     """A provider pointing at the scripted endpoint; no ``cost``, so opencode reports 0 and the harness prices."""
     return {

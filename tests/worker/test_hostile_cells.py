@@ -8,6 +8,7 @@ same sweep with ``--arena-sandbox=none`` shows that it works without it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers.agents import arm_table
+from helpers.agents import DOTENVX, arm_table
 
 from pytest_swe_arena.worker.sandbox import probe_bwrap
 
@@ -228,3 +229,157 @@ def test_a_pth_the_arm_drops_in_its_venv_does_not_resolve_a_readme_only_patch(su
     assert "AssertionError" in (suite.path / "arena-out" / row["run_dir"] / "verify.log").read_text()
     [arm] = suite.summary()["arms"]
     assert arm["cells"] == 1 and arm["resolve_rate"] == 0
+
+
+def digests(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+    """sha256 of every file under ``root`` (but those under the top-level names ``skip``), by relative path."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if relative.parts[0] not in skip and path.is_file() and not path.is_symlink():
+            found[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def outside_the_cells(suite) -> dict[str, str]:
+    """The suite's files but the sweep's outputs (out dirs, pytester's captured output, the cells' folder)."""
+    outputs = tuple(path.name for path in suite.path.iterdir()
+                    if path.name in ("stdout", "stderr", "peak-kib.txt") or path.name.startswith(("arena-out",
+                                                                                                    "runpytest")))
+    return digests(suite.path, skip=outputs)
+
+
+def plan_arm(suite, name: str, actions: list[dict], marker: str, **settings) -> str:
+    """A ``command`` arm running ``escape.py`` on ``actions`` (results in its run dir's ``results.json``)."""
+    plan = suite.path / f"plan-{name}.json"
+    plan.write_text(json.dumps(actions))
+    return arm_table(name, "command", command=[sys.executable, str(HOSTILE / "escape.py"), str(plan),
+                                               "{run_dir}/results.json", marker], **settings)
+
+
+def hostile_sweep(suite, arm: str, marker: str) -> dict:
+    """The one-cell sweep of ``arm``, whose processes' command lines hold ``marker``, and its row; asserted:
+    it ran in bwrap, its README-only patch is unresolved, no process of it outlived its cell, and nothing
+    outside the cells changed."""
+    suite.write_config()
+    before = outside_the_cells(suite)
+    suite.run(f"--arena-arms={arm}")
+    assert processes_with(marker) == []
+    [row] = suite.ledger()
+    assert row["sandbox"] == "bwrap"
+    patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
+    assert [line for line in patch.splitlines() if line.startswith("+++")] == ["+++ b/README.md"], patch
+    assert row["status"] == "unresolved", row["error"]
+    assert outside_the_cells(suite) == before
+    return row
+
+
+@needs_bwrap
+def test_a_flooded_run_dir_with_a_link_to_a_private_file_sends_only_what_the_caps_allow(suite, calc):
+    """Sixty 8 MiB files, 1,500 small ones, a FIFO and links to a private file and folder in the run dir (issue
+    13 took the worker to 1.5 GB and copied the private file): the out dir holds what the caps allow, the row
+    records what was cut, the private file is nowhere, and the sweep's process stays small."""
+    from pytest_swe_arena.worker.rundir import CollectionCaps
+
+    marker = f"arena-flood-{uuid.uuid4().hex}"
+    suite.instances([calc.row()])
+    private = suite.path / "user" / "id_rsa"
+    private.parent.mkdir()
+    key = f"private-key-{uuid.uuid4().hex}"
+    private.write_text(f"-----BEGIN PRIVATE KEY----- {key}\n")
+    # The sweep's own peak memory (this process is its only worker without xdist), as the suite records it.
+    (suite.path / "conftest.py").write_text(
+        "import resource, pathlib\n\n\ndef pytest_sessionfinish(session):\n"
+        "    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "    pathlib.Path(session.config.rootpath, 'peak-kib.txt').write_text(str(peak))\n")
+    flood = f"{sys.executable} {HOSTILE / 'flood_run_dir.py'} {{run_dir}} {private} && echo more >> README.md"
+    suite.arms_toml = arm_table("FLOOD", "command", shell=True, command=f"{flood} # {marker}")
+    row = hostile_sweep(suite, "FLOOD", marker)
+    caps = CollectionCaps()
+    run_dir = suite.path / "arena-out" / row["run_dir"]
+    sent = [path for path in run_dir.rglob("*") if path.is_file()]
+    assert len(sent) <= caps.max_files
+    assert sum(path.stat().st_size for path in sent) <= caps.max_total_bytes + 64 * 1024
+    assert not any(path.is_symlink() for path in run_dir.rglob("*"))
+    cut = {entry["path"]: entry for entry in row["details"]["run_dir_cut"]}
+    assert cut["transcript.jsonl"]["reason"] == f"a symlink (to {private}), not followed"
+    assert cut["home"]["reason"] == f"a symlink (to {private.parent}), not followed"
+    assert cut["usage.json"]["kind"] == "special"
+    assert cut["big/blob10.log"]["kind"] == "over_bytes"
+    assert cut[None]["reason"].endswith("more files like that, not listed")
+    assert "verify.log" in {path.relative_to(run_dir).as_posix() for path in sent}  # the harness's own log
+    for path in (suite.path / "arena-out").rglob("*"):
+        assert not path.is_file() or key.encode() not in path.read_bytes(), path
+    # Not 60 x 8 MiB read whole (issue 13: 1.5 GB): the caps bound what the worker holds.
+    assert int((suite.path / "peak-kib.txt").read_text()) < 256 * 1024
+
+
+@needs_bwrap
+@pytest.mark.skipif(DOTENVX is None, reason="dotenvx is not installed (npm install)")
+def test_an_arm_with_secrets_hunting_for_env_files_and_keys_through_proc_finds_none(suite, calc):
+    """Through /proc (every process's cwd, command line and environment, its ancestors' too) the arm looks for
+    the secrets dir, its ``.env.keys`` and dotenvx's private keys: it finds its own key's value, nothing else."""
+    marker = f"arena-hunter-{uuid.uuid4().hex}"
+    suite.instances([calc.row()])
+    secrets = suite.path / "secrets"
+    secrets.mkdir()
+    (secrets / "model.env").write_text("ARENA_MODEL_KEY=sk-model-of-the-arm\n")
+    (secrets / ".env.keys").write_text(f"DOTENV_PRIVATE_KEY={marker}-private\n")
+    actions = [{"name": "hunt", "op": "hunt_secrets"}, {"name": "readme", "op": "write", "arg": "README.md"}]
+    suite.arms_toml = plan_arm(suite, "HUNTER", actions, marker,
+                               secrets={"dir": "secrets", "files": ["model.env"], "dotenvx": DOTENVX})
+    row = hostile_sweep(suite, "HUNTER", marker)
+    results = json.loads((suite.path / "arena-out" / row["run_dir"] / "results.json").read_text())
+    status, found = results["hunt"]
+    assert status == "ok" and found
+    seen = "\n".join(found)
+    assert "ARENA_MODEL_KEY=sk-model-of-the-arm" in seen  # the value it was given, in its own environment
+    assert str(secrets) not in seen and ".env.keys" not in seen and "model.env" not in seen
+    assert f"{marker}-private" not in seen and "DOTENV_PRIVATE_KEY" not in seen
+
+
+def test_an_arm_that_solves_one_instance_and_breaks_extraction_on_the_others_counts_its_failures(suite, calc):
+    """Issue 13's sabotage: solving one instance and leaving the others unreadable (workspace deleted, a FIFO
+    or a file in its place, a FIFO that breaks ``git add -A``) turned failures into uncounted harness errors
+    (1/1). Each is the arm's failure, counted: its rate is 1/5."""
+    names = [f"demo__calc-{number}" for number in range(1, 6)]
+    suite.instances([calc.row(name, problem_statement=f"{name}: calc.mul(3, 4) returns 7, expected 12.")
+                     for name in names])
+    marker = f"arena-saboteur-{uuid.uuid4().hex}"
+    suite.arms_toml = arm_table("SABOTEUR", "command",
+                                command=[sys.executable, str(HOSTILE / "saboteur.py"), "{prompt_file}", marker])
+    suite.write_config()
+    before = outside_the_cells(suite)
+    result = suite.run("--arena-arms=SABOTEUR")
+    assert processes_with(marker) == []
+    rows = {row["instance_id"]: row for row in suite.ledger()}
+    assert rows["demo__calc-1"]["status"] == "resolved", (rows["demo__calc-1"]["error"], result.stdout.str()[-3000:])
+    for name in names[1:]:
+        assert rows[name]["status"] == "arm_error", (name, rows[name]["status"], rows[name]["error"])
+        assert rows[name]["error"].startswith("patch extraction: "), rows[name]["error"]
+    assert "can only add regular files" in rows["demo__calc-5"]["error"]  # the harness's git add -A, broken
+    [arm] = suite.summary()["arms"]
+    assert arm["cells"] == 5 and arm["resolve_rate"] == 0.2, arm
+    assert outside_the_cells(suite) == before
+
+
+@needs_bwrap
+def test_an_arm_cannot_truncate_its_base_snapshot_so_a_later_sweep_of_that_base_still_works(suite, calc):
+    """Issue 13: an agent truncated the shared snapshot's pack and every later sweep of that base failed. In
+    its sandbox the snapshot is read-only: every attempt fails, and the next sweep of the base resolves."""
+    marker = f"arena-truncator-{uuid.uuid4().hex}"
+    suite.instances([calc.row()])
+    actions = [{"name": "truncate", "op": "truncate_snapshot"}, {"name": "readme", "op": "write", "arg": "README.md"}]
+    suite.arms_toml = plan_arm(suite, "TRUNCATOR", actions, marker)
+    row = hostile_sweep(suite, "TRUNCATOR", marker)
+    status, tried = json.loads((suite.path / "arena-out" / row["run_dir"] / "results.json").read_text())["truncate"]
+    assert status == "ok" and any(path.endswith(".pack") for path in tried), tried
+    assert set(tried.values()) == {"EROFS"}, tried
+    snapshots = suite.cache / "snapshots"
+    packs = digests(snapshots)
+    assert any(path.endswith(".pack") for path in packs)
+
+    result = suite.run("--arena-arms=GOLD", "--arena-out=again")
+    [gold] = suite.ledger("again")
+    assert gold["status"] == "resolved", (gold["error"], result.stdout.str()[-3000:])
+    assert digests(snapshots) == packs

@@ -7,6 +7,9 @@ import sys
 import tracemalloc
 from pathlib import Path
 
+import pytest
+from helpers.agents import arm_table
+
 from pytest_swe_arena.worker.rundir import MAX_CUT_ENTRIES, CollectionCaps, collect_run_dir, patch_over_cap
 
 FLOOD = Path(__file__).parents[1] / "data" / "hostile" / "flood_run_dir.py"
@@ -83,3 +86,32 @@ def test_a_patch_over_its_cap_is_refused_not_cut():
     caps = CollectionCaps(max_patch_bytes=1000)
     assert patch_over_cap(b"x" * 1000, caps) is None
     assert patch_over_cap(b"x" * 1001, caps) == "the patch has 1,001 bytes, over the cap of 1,000 bytes"
+
+
+def test_caps_set_by_option_and_ini_bound_a_sweeps_run_dir_and_patch(suite, calc):
+    """--arena-run-dir-max-files on the command line, arena_patch_max_bytes in ini: ten notes in the run
+    dir and a README patch over 100 bytes give five files in the out dir and an arm_error for the patch."""
+    suite.instances([calc.row()])
+    notes = "for i in 0 1 2 3 4 5 6 7 8 9; do echo note > {run_dir}/note$i.txt; done"
+    suite.arms_toml = arm_table("NOTES", "command", shell=True,
+                                command=f"{notes}; printf '%0200d\\n' 0 >> README.md")
+    suite.ini_lines.append('arena_patch_max_bytes = "100"')
+    suite.run("--arena-arms=NOTES", "--arena-run-dir-max-files=5")
+    [row] = suite.ledger()
+    assert row["status"] == "arm_error" and "over the cap of 100 bytes" in row["error"], row["error"]
+    run_dir = suite.path / "arena-out" / row["run_dir"]
+    assert len([path for path in run_dir.rglob("*") if path.is_file()]) == 5
+    over = [entry for entry in row["details"]["run_dir_cut"] if entry["kind"] == "over_files"]
+    assert over and all(entry["reason"] == "over the cap of 5 files" for entry in over)
+
+
+def test_a_bad_cap_is_a_usage_error_naming_the_option_and_what_it_takes(suite, calc):
+    suite.instances([calc.row()])
+    result = suite.run("--arena-run-dir-max-bytes=lots")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("option --arena-run-dir-max-bytes: 'lots' is not a size in bytes: a whole number of at least 1, "
+            "optionally followed by K, M or G (powers of 1024), e.g. 32M") in result.stderr.str()
+    suite.ini_lines.append('arena_run_dir_max_files = "none"')
+    result = suite.run()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "arena_run_dir_max_files: 'none' is not a whole number of at least 1" in result.stderr.str()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import multiprocessing
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.arena import XDIST
 from helpers.gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
 from pytest_swe_arena.instances.loading import Source, build_instance
@@ -252,3 +254,56 @@ def test_files_touched_reads_the_paths_git_quotes_or_spaces(calc, tmp_path):
     binary = git(calc.repo, "diff", "--binary", "HEAD~1", "HEAD")
     assert "GIT binary patch" in binary and "+++" not in binary
     assert files_touched(binary) == ["bin file.dat"]
+
+
+def truncate_packs(snapshots: Path) -> list[Path]:
+    """Cut every pack under ``snapshots`` to half its size (what a hostile agent outside a sandbox did)."""
+    packs = sorted(snapshots.glob("*/*.git/objects/pack/*.pack"))
+    for pack in packs:
+        pack.chmod(0o644)
+        with open(pack, "r+b") as handle:
+            handle.truncate(pack.stat().st_size // 2)
+    return packs
+
+
+def test_a_snapshot_that_fails_a_checkout_is_rebuilt_once_with_a_warning(calc, tmp_path):
+    store = RepoStore(tmp_path / "cache")
+    instance = instance_of(calc)
+    materialize(instance, store, tmp_path / "ws1")
+    [pack] = truncate_packs(store.root / "snapshots")
+    snapshot = pack.parents[2]
+    fresh = RepoStore(store.root)  # a later session: the snapshot exists, so it is trusted until a checkout fails
+    with pytest.warns(UserWarning, match=f"snapshot {snapshot} failed a checkout .*; rebuilding it from "):
+        workspace = materialize(instance, fresh, tmp_path / "ws2")
+    assert workspace.snapshot_rebuilt and str(snapshot) in workspace.snapshot_rebuilt
+    assert (workspace.path / "calc" / "ops.py").is_file()
+    git(snapshot, "fsck", "--no-dangling")  # whole again
+    truncate_packs(store.root / "snapshots")
+    with pytest.raises(WorkspaceError, match="failed a checkout again after it was rebuilt"):
+        materialize(instance, fresh, tmp_path / "ws3")  # rebuilt once per session, not in a loop
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_sweep_after_its_cached_snapshot_was_truncated_rebuilds_it_and_resolves(suite, calc, xdist):
+    suite.instances([calc.row()])
+    first = suite.run("--arena-arms=GOLD")
+    assert suite.ledger()[0]["status"] == "resolved", first.stdout.str()[-3000:]
+    [pack] = truncate_packs(suite.cache / "snapshots")
+    snapshot = pack.parents[2]
+
+    again = suite.run("--arena-arms=GOLD", "--arena-out=again", *xdist)
+    [row] = suite.ledger("again")
+    assert row["status"] == "resolved", (row["error"], again.stdout.str()[-3000:])
+    assert f"snapshot {snapshot} failed a checkout" in again.stdout.str()
+    assert row["details"]["snapshot_rebuilt"].startswith(f"snapshot {snapshot} failed a checkout and was rebuilt")
+    git(snapshot, "fsck", "--no-dangling")  # whole again
+
+
+def test_a_snapshot_removed_from_the_cache_during_a_session_is_rebuilt(calc, tmp_path):
+    store = RepoStore(tmp_path / "cache")
+    materialize(instance_of(calc), store, tmp_path / "ws1")
+    [snapshot] = (store.root / "snapshots").glob("*/*.git")
+    shutil.rmtree(snapshot)
+    with pytest.warns(UserWarning, match=f"snapshot {snapshot} failed a checkout"):
+        workspace = materialize(instance_of(calc), store, tmp_path / "ws2")
+    assert (workspace.path / "calc" / "ops.py").is_file() and snapshot.is_dir()
