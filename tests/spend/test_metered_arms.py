@@ -9,15 +9,14 @@ endpoint on 127.0.0.1, reached only through each cell's route of the meter.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from helpers.agents import ASKED, MODEL, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, summed
-from helpers.arena import XDIST, marked_processes, processes_with, start_sweep
-from helpers.faults import wait_for
+from helpers.arena import XDIST, marked_processes, processes_with
+from helpers.faults import interrupt_sweep
 from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV
@@ -266,16 +265,9 @@ def test_ctrl_c_stops_the_sweeps_meter(suite, calc, monkeypatch):
                        ) as model:
         suite.arms_toml = arm_table("NAP", "command", command=[sys.executable, str(suite.path / "agent.py")],
                                     model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"])
-        sweep = start_sweep(suite, "--arena-arms=NAP", "--arena-meter", "-n", "2")
-        try:
-            wait_for(lambda: len(processes_with("ARENA_TEST_CALLED", mark)) == 2 or sweep.poll() is not None,
-                     "both agents to call their model", 300)
-            assert sweep.poll() is None, "the sweep ended before its agents called their model"
-            sweep.send_signal(signal.SIGINT)
-            assert sweep.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
-        finally:
-            if sweep.poll() is None:
-                sweep.kill()
+        interrupt_sweep(suite, "--arena-arms=NAP", "--arena-meter", "-n", "2",
+                        ready=lambda: len(processes_with("ARENA_TEST_CALLED", mark)) == 2,
+                        what="both agents called their model")
         served = len(model.served)
     assert marked_processes(mark) == []
     assert served == 2
