@@ -5,7 +5,7 @@
 
 The upstream is the scripted endpoint (tests/helpers/scripted_model.py) in its
 own process; the meter is the harness's own proxy process
-(``spend.meter.process.MeterProcess``, as a worker session starts it), with a
+(``spend.meter.process.MeterProcess``, as a sweep's controller starts it), with a
 cell route open. Every figure is the same calls made directly to the endpoint
 and through the cell's route, in the same run, interleaved:
 

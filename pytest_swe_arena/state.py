@@ -23,6 +23,7 @@ from .naming import is_instance_file
 from .outcome import cell_key
 from .settings import CollectionCaps
 from .spend.budget import budget_gate
+from .spend.meter.accounts import MeterError
 from .suite import load_suite
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ class ArenaState:
     budget_gate: BudgetGate | None = None
     #: The metering proxy of this process's cells (None when no arm is metered).
     meter: SessionMeter | None = None
+    #: On a worker of the controller's host: the sweep's metering proxy, as the controller handed it
+    #: (``SessionMeter.share``: its address and control secret, or why it did not start).
+    shared_meter: dict[str, str] | None = None
     interrupts: InterruptSignals | None = None
     #: (repo, version) -> env spec, from --arena-env-specs.
     env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -218,6 +222,12 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
         workerinput["arena_sweep_token"] = state.sweep_token
         workerinput["arena_calibration_failed"] = state.calibration_failed
         workerinput["arena_sandbox"] = state.sandbox
+        if local and state.meter is not None:
+            # One proxy for the sweep's cells on this host, so its totals hold over all of them at once.
+            try:
+                workerinput["arena_meter"] = state.meter.share()
+            except MeterError as error:
+                workerinput["arena_meter"] = {"error": f"the sweep's metering proxy did not start: {error}"}
 
 
 def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> None:
@@ -230,3 +240,4 @@ def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> N
     state.sweep_token = workerinput.get("arena_sweep_token", "")
     state.calibration_failed = workerinput.get("arena_calibration_failed", [])
     state.sandbox = workerinput.get("arena_sandbox", "none")
+    state.shared_meter = workerinput.get("arena_meter")

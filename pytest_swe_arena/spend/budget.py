@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -71,6 +71,14 @@ class BudgetLimits:
     @property
     def is_set(self) -> bool:
         return self.sweep.is_set or any(limit.is_set for limit in self.arms.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sweep": asdict(self.sweep), "arms": {arm: asdict(limit) for arm, limit in self.arms.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BudgetLimits:
+        return cls(Limit(**data.get("sweep", {})), {str(arm): Limit(**limit)
+                                                   for arm, limit in data.get("arms", {}).items()})
 
 
 @dataclass
@@ -154,11 +162,7 @@ class BudgetTally:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "limits": {
-                "sweep": {"max_usd": self.limits.sweep.max_usd, "max_tokens": self.limits.sweep.max_tokens},
-                "arms": {arm: {"max_usd": limit.max_usd, "max_tokens": limit.max_tokens}
-                         for arm, limit in self.limits.arms.items()},
-            },
+            "limits": self.limits.to_json(),
             "spent": self.sweep.to_json(),
             "arms": {arm: spend.to_json() for arm, spend in sorted(self.arms.items())},
             "models": {model: spend.to_json() for model, spend in sorted(self.models.items())},

@@ -51,11 +51,17 @@ class CellPlugin:
             raise pytest.UsageError(f"{settings.sources['meter']}: {problems[0]}")
         if plans and self.state.sweep_run:
             self.state.meter = SessionMeter(plans, self.state.suite.prices, self.state.budget_gate,
-                                            sweep_limits(settings, self.state.suite))
+                                            sweep_limits(settings, self.state.suite), self.state.shared_meter)
 
-    def pytest_sessionfinish(self) -> None:
-        if self.state.meter is not None:
-            self.state.meter.stop()
+    # A wrapper: the proxy stops after every other session finish, xdist's too, which waits
+    # for the workers whose cells the controller's proxy meters (also after a Ctrl-C).
+    @pytest.hookimpl(wrapper=True)
+    def pytest_sessionfinish(self) -> Generator[None]:
+        try:
+            return (yield)
+        finally:
+            if self.state.meter is not None:
+                self.state.meter.stop()
 
     def pytest_report_header(self) -> list[str]:
         return [self.state.sandbox_header] if self.state.sandbox_header else []

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import uuid
 
 import pytest
 from helpers.agents import ASKED, OPENCODE, arm_table, default_sandbox, opencode_config, prices_table
-from helpers.arena import XDIST, marked_processes, processes_with, start_sweep
-from helpers.faults import wait_for
+from helpers.arena import XDIST, marked_processes, processes_with
+from helpers.faults import interrupt_sweep
 from helpers.scripted_model import ScriptedModel
 
 AGENT = '''
@@ -170,16 +169,8 @@ def test_ctrl_c_keeps_what_the_command_agent_spent(suite, calc, xdist, monkeypat
     suite.instances([calc.row()])
     suite.arms_toml = (arm_table("CMD", "command", command=[sys.executable, str(agent)], model="lab/big")
                        + prices_table("lab/small", {"input": 1.0, "output": 2.0}))
-    sweep = start_sweep(suite, "--arena-arms=CMD", *xdist)
-    try:
-        wait_for(lambda: processes_with("ARENA_TEST_WROTE_USAGE", mark) or sweep.poll() is not None,
-                 "the agent to write its usage file", 120)
-        assert sweep.poll() is None, "the sweep ended before its agent wrote its usage file"
-        sweep.send_signal(signal.SIGINT)
-        assert sweep.wait(timeout=60) == pytest.ExitCode.INTERRUPTED
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
+    interrupt_sweep(suite, "--arena-arms=CMD", *xdist, ready=lambda: processes_with("ARENA_TEST_WROTE_USAGE", mark),
+                    what="its agent wrote its usage file")
     assert marked_processes(mark) == []
     (row,) = suite.ledger()
     assert row["status"] == "interrupted"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from helpers.agents import arm_table
-from helpers.arena import processes_with
+from helpers.arena import processes_with, start_sweep
 
 AGENT = '''
 import os, pathlib, signal, subprocess, sys, time
@@ -58,6 +58,20 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = 300) -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.05)
+
+
+def interrupt_sweep(suite: Any, *args: str, ready: Callable[[], object], what: str) -> None:
+    """A sweep in another process, sent one SIGINT once ``ready()`` holds (``what`` says what that is); it must
+    end INTERRUPTED."""
+    sweep = start_sweep(suite, *args)
+    try:
+        wait_for(lambda: ready() or sweep.poll() is not None, what)
+        assert sweep.poll() is None, f"the sweep ended before {what}"
+        sweep.send_signal(signal.SIGINT)
+        assert sweep.wait(timeout=120) == pytest.ExitCode.INTERRUPTED
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
 
 
 class FaultSweep:

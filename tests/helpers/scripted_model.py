@@ -225,6 +225,11 @@ def first_user_text(body: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- server
 
 
+class _Server(ThreadingHTTPServer):
+    # Many clients connect at once (16 bench threads, 32 streams): socketserver's backlog of 5 resets some.
+    request_queue_size = 128
+
+
 class ScriptedModel:
     """The scripted endpoint. A context manager; thread-safe."""
 
@@ -258,7 +263,7 @@ class ScriptedModel:
         class Handler(_Handler):
             model = owner
 
-        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
+        self._server = _Server((self._host, self._port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-model", daemon=True

@@ -78,3 +78,8 @@ def test_the_final_accounting_is_held_to_the_per_cell_cap() -> None:
     over = over_cap(cap, done, Usage(input_tokens=40, output_tokens=20, reasoning_tokens=0), "the agent")
     assert over.status == ArmStatus.OVER_BUDGET and "60 tokens, over max_tokens 50" in (over.error or "")
     assert over_cap(cap, done, Usage(input_tokens=10, output_tokens=0, reasoning_tokens=0), "x") is done
+
+
+def test_limits_travel_to_the_meter_process_as_json() -> None:
+    limits = BudgetLimits(Limit(2.5, None), {"A": Limit(None, 1000), "B": Limit()})
+    assert BudgetLimits.from_json(limits.to_json()) == limits

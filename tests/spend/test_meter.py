@@ -13,7 +13,8 @@ import pytest
 from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.spend.budget import BudgetGate, BudgetLimits, Limit, SpendCap
-from pytest_swe_arena.spend.meter.accounts import CellState, MeterError, Upstream, reconcile
+from pytest_swe_arena.spend.meter.accounts import NO_CAP, CellState, MeterError, Upstream, reconcile
+from pytest_swe_arena.spend.meter.cells import Metering, SessionMeter
 from pytest_swe_arena.spend.meter.process import MeterProcess
 from pytest_swe_arena.spend.meter.proxy import MeterProxy
 from pytest_swe_arena.spend.usage import Usage
@@ -200,6 +201,35 @@ def test_the_meter_process_serves_cells_over_its_control_api(tmp_path):
         process.stop()
     with pytest.raises(MeterError, match="not started"):
         process.check()  # stopped: every later use of it says so
+
+
+def test_sessions_share_the_sweeps_meter_process_and_its_totals(tmp_path):
+    """As under xdist: the controller's session starts the proxy, each worker's opens its cells' routes there."""
+    limits = BudgetLimits(Limit(), {"A": Limit(max_tokens=1)})
+    with ScriptedModel({"fallback": {"content": "a", "usage": USAGE}}) as model:
+        plans = {"A": Metering(None, (Upstream("up", model.base_url),), NO_CAP)}
+        controller = SessionMeter(plans, PRICES, limits=limits)
+        try:
+            address = controller.share()
+            workers = [SessionMeter(plans, PRICES, limits=limits, shared=address) for _ in range(2)]
+            routes = [worker.open(f"cell-{n}", "A") for n, worker in enumerate(workers)]
+            body = {"model": "scripted-model", "messages": []}
+            statuses = [call(route.base_url("up") + "/chat/completions", body)[0] for route in routes]
+            states = []
+            for n, (worker, route) in enumerate(zip(workers, routes, strict=True)):
+                (tmp_path / f"run-{n}").mkdir()
+                states.append(worker.close(route, tmp_path / f"run-{n}"))
+                worker.stop()  # a worker's session end leaves the sweep's proxy running
+            assert controller.share() == address
+        finally:
+            controller.stop()
+    assert statuses == [200, 400]  # the arm's total, reached by the first cell, holds for the second
+    assert len(model.served) == 1
+    assert states[0].usage.steps == 1 and states[1].calls_refused == 1
+    assert "arm A's total" in (states[1].over_budget_reason or "")
+    failed = SessionMeter(plans, PRICES, shared={"error": "the sweep's metering proxy did not start: no aiohttp"})
+    with pytest.raises(MeterError, match="did not start: no aiohttp"):
+        failed.open("c", "A")
 
 
 def test_budget_gate_says_what_is_left_of_the_sweep_and_the_arm(tmp_path):

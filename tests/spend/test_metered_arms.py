@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from helpers.agents import ASKED, MODEL, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, summed
-from helpers.arena import XDIST
+from helpers.arena import XDIST, marked_processes, processes_with
+from helpers.faults import interrupt_sweep
 from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV
@@ -195,6 +197,83 @@ def test_the_sweep_budget_holds_for_agents_that_report_nothing(suite, calc):
     assert rows[0]["details"]["reconciliation"]["status"] == "unreported"
 
 
+#: Each call of the SPENDER: 9,000 tokens in, 1,000 out.
+CALL = {"prompt_tokens": 9000, "completion_tokens": 1000}
+CALL_TOKENS = 10_000
+WORKERS = 4
+
+
+@pytest.mark.parametrize("cap", ["sweep", "arm"])
+def test_the_sweep_budget_holds_across_workers_for_agents_that_report_nothing(suite, calc, cap, monkeypatch):
+    """-n 4, one proxy for the sweep: four agents at once cannot together spend past a total none of them reports.
+
+    The proxy lets a call through only while what was settled so far is under the cap: the last
+    call it let through saw at most ceil(cap / call) - 1 calls settled and at most one other call
+    per worker in flight, so the endpoint serves at most ceil(cap / call) - 1 + WORKERS calls
+    (here 6: 60,000 tokens against 25,000; the cap plus one call per worker bounds it too). It
+    refuses only once the cap is reached, so it serves at least ceil(cap / call) calls.
+    """
+    limit = 25_000
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("ARENA_TEST_MARK", mark)  # inherited by the sweep's proxy too
+    suite.instances([calc.row(f"demo__calc-{n}") for n in range(1, 9)])
+    (suite.path / "spender.py").write_text(SPENDER)
+    budget, options = ({"max_total_tokens": limit}, ()) if cap == "arm" else ({}, (f"--arena-max-tokens={limit}",))
+    with ScriptedModel({"fallback": {"content": "ok", "usage": CALL}}) as model:
+        suite.arms_toml = arm_table("SPEND", "command", command=[sys.executable, str(suite.path / "spender.py")],
+                                    model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"],
+                                    **budget) + prices_table()
+        result = suite.run("--arena-arms=SPEND", "--arena-meter", "-n", str(WORKERS), *options)
+        served_calls, served = len(model.served), model.tokens_total
+    assert marked_processes(mark) == []  # the controller stopped the sweep's proxy
+    rows = suite.ledger()
+    refused = [row for row in rows if row["status"] == "over_budget"]
+    skipped = [row for row in rows if row["status"] == "skipped_budget"]
+    assert len(refused) + len(skipped) == len(rows) == 8, [row["status"] for row in rows]
+    result.assert_outcomes(failed=len(refused), skipped=len(skipped))
+    assert refused and all(row["details"]["metered"]["calls_refused"] >= 1 for row in refused)
+    assert all("metering proxy" in row["error"] for row in refused)
+    assert served.input_tokens + served.output_tokens == served_calls * CALL_TOKENS
+    assert -(-limit // CALL_TOKENS) <= served_calls <= -(-limit // CALL_TOKENS) - 1 + WORKERS
+    assert served_calls * CALL_TOKENS <= limit + WORKERS * CALL_TOKENS
+    # the ledger counts exactly what the endpoint served, every call of it metered
+    for name in ("input_tokens", "output_tokens"):
+        assert sum(row["details"]["metered"]["usage"][name] for row in refused) == getattr(served, name)
+        assert sum(row["usage"][name] for row in refused) == getattr(served, name)
+    assert sum(row["details"]["metered"]["usage"]["steps"] for row in refused) == served_calls
+    assert all(row["usage"]["cost_source"] == "metered" for row in refused)
+
+
+#: A metered agent that makes one call, then sleeps with a mark the test sees from outside its sandbox.
+CALL_THEN_SLEEP = r'''
+import json, os, sys, urllib.request
+body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "hi"}]}).encode()
+urllib.request.urlopen(urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                                              headers={"Content-Type": "application/json"}), timeout=120).read()
+os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)"],
+          {**os.environ, "ARENA_TEST_CALLED": os.environ["ARENA_TEST_MARK"]})
+'''
+
+
+def test_ctrl_c_stops_the_sweeps_meter(suite, calc, monkeypatch):
+    """-n 2: the controller's proxy meters both cells; after a Ctrl-C no process of the sweep is left, nor the proxy."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("ARENA_TEST_MARK", mark)
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2)])
+    (suite.path / "agent.py").write_text(CALL_THEN_SLEEP)
+    with ScriptedModel({"fallback": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 2}}}
+                       ) as model:
+        suite.arms_toml = arm_table("NAP", "command", command=[sys.executable, str(suite.path / "agent.py")],
+                                    model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"])
+        interrupt_sweep(suite, "--arena-arms=NAP", "--arena-meter", "-n", "2",
+                        ready=lambda: len(processes_with("ARENA_TEST_CALLED", mark)) == 2,
+                        what="both agents called their model")
+        served = len(model.served)
+    assert marked_processes(mark) == []
+    assert served == 2
+    assert [row["status"] for row in suite.ledger()] == ["interrupted", "interrupted"]
+
+
 #: A hostile agent that kills its cell's metering proxy (the one whose port its base URL names), then calls its model.
 KILLER = r'''
 import json, os, signal, urllib.parse, urllib.request
@@ -214,22 +293,24 @@ urllib.request.urlopen(urllib.request.Request(base_url + "/chat/completions", da
 '''
 
 
-def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, calc):
-    """Unsandboxed, the agent can find and kill the meter; how it dies does not matter, only what follows."""
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_meter_that_dies_makes_a_harness_error_not_an_unmetered_cell(suite, calc, xdist):
+    """Unsandboxed, the agent can find and kill the meter (with xdist: the controller's); only what follows matters."""
     suite.ini_lines.append('arena_sandbox = "none"')
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2)])
     (suite.path / "killer.py").write_text(KILLER)
     with ScriptedModel([{"content": "ok"}]) as model:
         suite.arms_toml = arm_table("KILL", "command", command=[sys.executable, str(suite.path / "killer.py")],
                                     model=ASKED, upstream=model.base_url, base_url_env=["OPENAI_BASE_URL"])
-        result = suite.run("--arena-arms=KILL", "--arena-meter")
+        result = suite.run("--arena-arms=KILL", "--arena-meter", *xdist)
         served = len(model.served)
     result.assert_outcomes(errors=2)
     rows = suite.ledger()
     assert [row["status"] for row in rows] == ["harness_error", "harness_error"]
     assert served == 0  # nothing reached the model around the meter
-    assert "meter:" in rows[0]["error"] and "exited" in rows[0]["error"]
-    assert "meter:" in rows[1]["error"]  # the next cell does not run unmetered either
+    assert all(row["error"].startswith("meter: ") for row in rows)  # the next cell does not run unmetered either
+    if not xdist:  # its own proxy: the worker says how it ended
+        assert "exited" in rows[0]["error"]
 
 
 def test_in_the_sandbox_an_agent_cannot_reach_its_meter_to_kill_it(suite, calc):

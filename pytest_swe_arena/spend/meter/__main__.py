@@ -1,9 +1,10 @@
 """Run a metering proxy as its own process: ``python -m pytest_swe_arena.spend.meter --port-file FILE``.
 
-The harness starts one per worker session (``process.MeterProcess``). Cells,
-each with its upstreams, are opened over its control API (``MeterClient``)
-with the secret in the ``ARENA_METER_SECRET`` variable (never on the command
-line, where ``ps`` shows it). The port is written to ``--port-file`` once it
+The harness starts one per sweep, or per session of a worker on another host
+(``process.MeterProcess``). Cells, each with its upstreams, are opened over
+its control API (``MeterClient``) with the secret in the ``ARENA_METER_SECRET``
+variable (never on the command line, where ``ps`` shows it). ``--limits``
+holds the sweep's and each arm's totals over all its cells. The port is written to ``--port-file`` once it
 listens; SIGTERM or SIGINT stops it.
 """
 
@@ -17,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ..budget import BudgetLimits, Limit
+from ..budget import BudgetLimits
 from .accounts import MeterError
 from .client import SECRET_VARIABLE
 
@@ -26,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_swe_arena.spend.meter",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--prices", type=Path, help='JSON file {"MODEL": {"input": USD per million, ...}}')
-    parser.add_argument("--max-usd", type=float, help="the sweep's total in USD")
-    parser.add_argument("--max-tokens", type=int, help="the sweep's total in tokens")
+    parser.add_argument("--limits", type=Path,
+                        help='JSON file {"sweep": {"max_usd": X, "max_tokens": N}, "arms": {"ARM": {...}}}')
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", type=Path, help="write the port here once listening")
@@ -39,11 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     if not secret:
         parser.error(f"set {SECRET_VARIABLE}: the control API that opens cells needs it")
     prices = json.loads(args.prices.read_text()) if args.prices else {}
+    limits = BudgetLimits.from_json(json.loads(args.limits.read_text())) if args.limits else BudgetLimits()
 
     from .proxy import MeterProxy  # aiohttp only when a proxy really starts
 
-    proxy = MeterProxy(prices, BudgetLimits(Limit(args.max_usd, args.max_tokens)),
-                       host=args.host, port=args.port, log=args.log, control_secret=secret)
+    proxy = MeterProxy(prices, limits, host=args.host, port=args.port, log=args.log, control_secret=secret)
     try:
         proxy.start()
     except MeterError as error:

@@ -2,11 +2,17 @@
 
 An agent arm says how it can be metered (``Metering``: the upstreams its
 agent calls, the cell's cap); ``--arena-meter`` or the arm's own ``meter =
-true`` turns it on. The process that runs cells keeps one ``SessionMeter``:
-it starts the proxy process on the first metered cell, opens a route per cell
-(with what is left of the sweep's and the arm's budget), and closes it once
-the agent is gone. ``metered_spend`` then makes the meter's count the basis of
-the row, with the agent's own report reconciled against it.
+true`` turns it on. Every process of a sweep keeps one ``SessionMeter``.
+One proxy holds the sweep: under xdist the controller starts it
+(``SessionMeter.share``) and hands its address to the workers on its host
+(``state.hand_to_worker``), whose ``SessionMeter`` opens and closes its cells'
+routes there; so the sweep's and each arm's totals hold over every cell at
+once, to within the calls in flight. The only process of a sweep without
+xdist, and a worker on another host (which cannot reach the controller's
+127.0.0.1), starts its own proxy on its first metered cell. A route is opened
+per cell (with what is left of the sweep's and the arm's budget) and closed
+once the agent is gone. ``metered_spend`` then makes the meter's count the
+basis of the row, with the agent's own report reconciled against it.
 """
 
 from __future__ import annotations
@@ -70,17 +76,29 @@ def metered_plans(arms: Mapping[str, object], sweep_meter: bool) -> tuple[dict[s
 
 
 class SessionMeter:
-    """The meter of one session's cells: a proxy process, started on the first cell that needs it."""
+    """The meter of one session's cells: its own proxy process, started on the first cell, or the sweep's.
+
+    :param shared: the address of the proxy the controller started for the sweep
+        (``share``'s, handed through ``workerinput``), or ``{"error": why it did not start}``
+        (every metered cell is then a harness error); None to start one's own.
+    """
 
     def __init__(self, plans: Mapping[str, Metering], prices: Mapping[str, Price],
-                 gate: BudgetGate | None = None, limits: BudgetLimits = NO_BUDGET):
+                 gate: BudgetGate | None = None, limits: BudgetLimits = NO_BUDGET,
+                 shared: Mapping[str, str] | None = None):
         self.plans = dict(plans)
         self.prices = prices
         self.gate = gate
         self.limits = limits
         self._directory: Path | None = None
         self._process: MeterProcess | None = None
-        self._client: MeterClient | None = None
+        self._client = MeterClient(shared["url"], shared["secret"]) if shared and "url" in shared else None
+        self._shared_error = shared.get("error") if shared and self._client is None else None
+
+    def share(self) -> dict[str, str]:
+        """Start this session's proxy now, for other processes: its address and control secret (plain JSON)."""
+        client = self._started()
+        return {"url": client.url, "secret": client.secret}
 
     def metered(self, arm: str) -> bool:
         return arm in self.plans
@@ -97,18 +115,20 @@ class SessionMeter:
 
     def close(self, route: CellRoute, run_dir: Path) -> CellState:
         """The cell's final metered spend; each call as a line of ``CALLS_FILE`` in the run dir."""
-        if self._client is None or self._process is None:
+        if self._client is None:
             raise MeterError("the metering proxy was not started")
         try:
             state = self._client.close_cell(route)
         except MeterError:
-            self._process.check()  # a dead proxy says so, with its stderr
+            if self._process is not None:
+                self._process.check()  # a dead proxy of our own says so, with its stderr
             raise
         with open(run_dir / CALLS_FILE, "w", encoding="utf-8") as calls:
             calls.writelines(json.dumps(call) + "\n" for call in state.calls)
         return state
 
     def stop(self) -> None:
+        """Stop this session's own proxy, if it started one (the sweep's is its owner's to stop)."""
         if self._process is not None:
             self._process.stop()
             self._process = self._client = None
@@ -117,8 +137,11 @@ class SessionMeter:
             self._directory = None
 
     def _started(self) -> MeterClient:
-        if self._process is not None and self._client is not None:
-            self._process.check()
+        if self._shared_error is not None:
+            raise MeterError(self._shared_error)
+        if self._client is not None:
+            if self._process is not None:
+                self._process.check()
             return self._client
         self._directory = Path(tempfile.mkdtemp(prefix="arena-meter-"))
         self._process = MeterProcess(self._directory, self.prices, self.limits)

@@ -1,13 +1,15 @@
-"""The metering proxy as a process of its own, started by the process that runs cells.
+"""The metering proxy as a process of its own, started by the process that owns a sweep's meter.
 
-A worker session starts one (``MeterProcess.start``) when any of its arms is
-metered, opens a route per cell over the control API (``MeterClient``), and
-stops it at the session's end. Its own process, not a thread of the worker:
-the agents' traffic never waits on the worker's GIL, and a proxy that dies is
-seen (``check``) instead of silently taking the worker with it. It is in its
-own session, so a Ctrl-C aimed at the sweep does not cut the calls a cell is
-still settling; it stops when its stdin closes, so a worker killed outright
-leaves no proxy behind.
+The controller starts one for its sweep (and hands its address to the workers
+on its host); the only process of a sweep without xdist, or a worker on
+another host, starts its own (``cells.SessionMeter``). Cells' routes are opened
+over the control API (``MeterClient``). Its own process, not a thread of the
+harness: the agents' traffic never waits on the harness's GIL, and a proxy
+that dies is seen (``check``) instead of silently taking the harness with it.
+It is in its own session and does not carry the sweep's token, so a Ctrl-C
+aimed at the sweep does not cut the calls cells are still settling (its owner
+stops it once they are done); it stops when its stdin closes, so an owner
+killed outright leaves no proxy behind.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from ...interrupts import SWEEP_TOKEN_VARIABLE
 from ..budget import BudgetLimits
 from ..prices import Price
 from .accounts import NO_BUDGET, MeterError
@@ -58,12 +61,12 @@ class MeterProcess:
         port_file.unlink(missing_ok=True)
         prices = self.directory / "prices.json"
         prices.write_text(json.dumps(self.prices))
+        limits = self.directory / "limits.json"
+        limits.write_text(json.dumps(self.limits.to_json()))
         argv = [sys.executable, "-m", "pytest_swe_arena.spend.meter", "--port-file", str(port_file),
-                "--prices", str(prices), "--log", str(self.log), "--until-stdin-closes"]
-        sweep = self.limits.sweep
-        argv += ["--max-usd", str(sweep.max_usd)] if sweep.max_usd is not None else []
-        argv += ["--max-tokens", str(sweep.max_tokens)] if sweep.max_tokens is not None else []
-        env = {**os.environ, SECRET_VARIABLE: self.secret}
+                "--prices", str(prices), "--limits", str(limits), "--log", str(self.log), "--until-stdin-closes"]
+        env = {name: value for name, value in os.environ.items() if name != SWEEP_TOKEN_VARIABLE}
+        env[SECRET_VARIABLE] = self.secret
         with open(self.stderr, "ab") as stderr:
             self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr,
                                             env=env, start_new_session=True)
