@@ -459,16 +459,17 @@ def test_a_metered_agent_is_counted_by_the_meter_and_agrees_with_its_own_report(
     assert row["details"]["metered"]["calls_unknown"] == 0
 
 
-@pytest.mark.skipif(CLAUDE is None or DOTENVX is None, reason="claude or dotenvx not installed (npm install)")
-def test_a_metered_claude_is_stopped_at_the_proxy_by_its_cap(suite, calc):
+@pytest.mark.parametrize("kind", kind_params())
+def test_a_metered_agent_is_stopped_at_the_proxy_by_its_cap(suite, calc, kind):
     """max_tokens held at the proxy: the call after the one that passes the cap is refused, never sent."""
-    kind = KINDS["claude-code"]
     script = [turn(kind.shell("true"), 5000, 50, kind=kind, cached=1000), turn(kind.shell("true"), 10, 10, kind=kind),
               turn(kind.finish, 10, 10, kind=kind)]
     suite.instances([calc.row()])
+    price = "".join(f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
+                    for _ in [kind.name] if kind.name in EXTRA_PRICES)
     with ScriptedModel(script, api_key=API_KEY) as model:
-        price = f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
-        arm = set_up(suite, kind, model, {"meter": True, "upstream": model.root_url, "max_tokens": 3000}, price)
+        settings = {**METERED_UPSTREAM[kind.name](model), "meter": True, "max_tokens": 3000}
+        arm = set_up(suite, kind, model, settings, price)
         result = suite.run(f"--arena-arms={arm}")
     (row,) = suite.ledger()
     assert row["status"] == "over_budget", result.stdout.str()[-3000:]
