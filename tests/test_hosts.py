@@ -224,12 +224,15 @@ def wait_for_row(out: Path, host_name: str, sweep: subprocess.Popen[bytes], log:
     raise AssertionError(f"no row from {host_name} within {timeout:g} s: {log.read_text()[-3000:]}")
 
 
-def test_a_host_powered_off_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
-                                      tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.mark.parametrize("dying", ["kill_sshd", "cut_network", "power_off"])
+def test_a_host_that_dies_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
+                                    tmp_path_factory: pytest.TempPathFactory, dying: str) -> None:
     """The sweep finishes on the host that is left; rows finished before the host died stay.
 
-    The cells in flight on the dead host are harness errors; a resume on the other host runs
-    them again and reuses every other row.
+    The host dies as hosts do: its sshd killed (the workers lose their pipes), its network cut (its
+    processes run on, unreachable: ssh's keepalive gives up on it), or powered off. The cells in
+    flight on the dead host are harness errors; a resume on the other host runs them again and
+    reuses every other row.
     """
     project = tmp_path_factory.mktemp("dead-host-suite")
     (project / "pyproject.toml").write_text(SUITE_PYPROJECT)
@@ -243,7 +246,7 @@ def test_a_host_powered_off_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
                                  cwd=project, stdout=stream, stderr=subprocess.STDOUT)
     try:
         before = wait_for_row(out, doomed.name, sweep, log)
-        host_lab.power_off(doomed)
+        getattr(host_lab, dying)(doomed)
         exit_code = sweep.wait(timeout=900)
     finally:
         if sweep.poll() is None:
