@@ -11,8 +11,9 @@ of that base borrows the snapshot's objects through ``objects/info/alternates``:
 nothing is copied per cell, only the tree is checked out, and the workspace's
 refs, index and new objects stay private. A commit after base is not in any
 object store the workspace can see, by name or by sha. A snapshot is verified
-when built (``git fsck --connectivity-only``), and one that fails a checkout
-is rebuilt once, with a warning naming it, never reused broken.
+when built (base and its whole tree readable; its history is not walked), and
+one that fails a checkout is rebuilt once, with a warning naming it, never
+reused broken.
 
 Every git call goes through ``git.git()`` (the harness's git, whatever the
 user's config); extracting and applying patches is ``patches``' job.
