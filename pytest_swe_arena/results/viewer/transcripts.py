@@ -293,6 +293,15 @@ def _codex_item(item: Mapping[str, Any]) -> Turn:
     return {"role": "meta", "kind": "event", "text": clip(_json_text(dict(item)), 2_000)}
 
 
+def _codex_step(step: int, reason: str, usage: Mapping[str, Any]) -> Turn:
+    """A step turn from Codex's token counts (its stream and its rollouts name them alike; no cost)."""
+    return {"role": "meta", "kind": "step", "step": step, "reason": reason,
+            "tokens": {"input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
+                       "cache_read": usage.get("cached_input_tokens"),
+                       "reasoning": usage.get("reasoning_output_tokens")},
+            "cost_usd": None}
+
+
 def read_codex_events(lines: Iterable[str]) -> list[Turn]:
     """Codex's ``codex exec --json`` stream (``events.jsonl``): items and turns.
 
@@ -318,12 +327,7 @@ def read_codex_events(lines: Iterable[str]) -> list[Turn]:
                 turns.append(turn)
         elif kind == "turn.completed":
             steps += 1
-            usage = mapping(record.get("usage"))
-            turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "turn completed",
-                          "tokens": {"input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
-                                     "cache_read": usage.get("cached_input_tokens"),
-                                     "reasoning": usage.get("reasoning_output_tokens")},
-                          "cost_usd": None})
+            turns.append(_codex_step(steps, "turn completed", mapping(record.get("usage"))))
         elif kind in ("turn.failed", "error"):
             message = mapping(record.get("error")).get("message") if kind == "turn.failed" else record.get("message")
             turns.append({"role": "error", "kind": "error", "text": clip(f"{kind}: {message}")})
@@ -385,12 +389,8 @@ def read_codex_rollout(lines: Iterable[str]) -> list[Turn]:
             turns.append(_rollout_item(item))
         elif kind == "token_count":
             steps += 1
-            usage = mapping(mapping(payload.get("info")).get("last_token_usage"))
-            turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "model call",
-                          "tokens": {"input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
-                                     "cache_read": usage.get("cached_input_tokens"),
-                                     "reasoning": usage.get("reasoning_output_tokens")},
-                          "cost_usd": None})
+            last = mapping(mapping(payload.get("info")).get("last_token_usage"))
+            turns.append(_codex_step(steps, "model call", last))
         elif kind in ("error", "stream_error"):
             turns.append({"role": "error", "kind": "error", "text": clip(f"{kind}: {payload.get('message')}")})
         elif kind == "turn_aborted":
