@@ -61,6 +61,8 @@ def test_command_arms_run_report_and_fail_cleanly(suite, calc, xdist):
     # The terminal says why an arm failed (its stderr) and where its logs are, without a traceback.
     result.stdout.fnmatch_lines(["*arm_error: command FAILS exited with status 3*", "*last lines of stderr.log:",
                                  "*  boom", f"*run dir: {out}/runs/{calc.row()['instance_id']}/FAILS"])
+    text = result.stdout.str()
+    assert "Traceback" not in text and not any(line.startswith(("E   ", "> ")) for line in text.splitlines())
 
     cmd = rows["CMD"]
     assert cmd["status"] == "resolved"
