@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.agents import ASKED, arm_table, prices_table
 from helpers.arena import PRICED_CONFTEST
 from helpers.gitrepos import read_ledger
 from helpers.hosts import Host, HostLab
+from helpers.scripted_model import ScriptedModel
 
 PROJECT = Path(__file__).resolve().parent.parent
 INSTANCES = PROJECT / "instances"
@@ -200,6 +202,109 @@ def test_a_sweep_budget_holds_across_hosts(pytester: pytest.Pytester, host_lab: 
     assert budget["spent"]["usd"] == len(ran) and "*" in budget["exhausted"]
     for host in hosts:
         assert not host.path_on_disk(str(out)).exists(), f"{host.name} wrote a controller's out dir"
+
+
+# -- the sweep's metering proxy, on every host ---------------------------------------------------
+
+#: A hostile agent that reports nothing and calls its model until it is refused; it says which proxy it calls.
+SPENDER = r'''
+import json, os, sys, urllib.error, urllib.request
+print(os.environ["OPENAI_BASE_URL"], file=sys.stderr, flush=True)
+while True:
+    body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "more"}]}).encode()
+    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=120).read()
+    except urllib.error.HTTPError as error:
+        raise SystemExit(f"refused: {error.code}")
+'''
+#: Each call of the SPENDER: 9,000 tokens in, 1,000 out.
+CALL = {"prompt_tokens": 9000, "completion_tokens": 1000}
+CALL_TOKENS = 10_000
+
+
+def spender_suite(project: Path, upstream: str, **arm: Any) -> None:
+    (project / "spender.py").write_text(SPENDER)
+    arms = arm_table("SPEND", "command", command=[PYTHON, str(project / "spender.py")], model=ASKED,
+                     upstream=upstream, base_url_env=["OPENAI_BASE_URL"], **arm) + prices_table()
+    (project / "pyproject.toml").write_text(SUITE_PYPROJECT + "\n" + arms)
+
+
+def proxy_called(out: Path, row: dict[str, Any]) -> str:
+    """The base URL the cell's agent was given (its first stderr line)."""
+    return (out / row["run_dir"] / "stderr.log").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("cap", ["sweep", "arm"])
+def test_the_sweeps_meter_holds_its_caps_over_every_hosts_calls(pytester: pytest.Pytester, host_lab: HostLab,
+                                                                make_hosts: MakeHosts,
+                                                                tmp_path_factory: pytest.TempPathFactory,
+                                                                cap: str) -> None:
+    """2 hosts x 2 workers call the controller's proxy (--arena-meter-listen): four agents that report nothing
+    cannot together spend past a total, the sweep's or the arm's, that none of them sees.
+
+    The proxy lets a call through only while what was settled so far is under the cap, with at most one
+    call per worker in flight: ceil(cap / call) - 1 + workers calls at most (here 6, against 25,000
+    tokens), and ceil(cap / call) at least. Proxies of each host's own would each let through that many.
+    """
+    limit, workers = 25_000, 4
+    out = tmp_path_factory.mktemp("meter-out")
+    budget, options = ({"max_total_tokens": limit}, []) if cap == "arm" else ({}, [f"--arena-max-tokens={limit}"])
+    with ScriptedModel({"fallback": {"content": "ok", "usage": CALL}}) as model:
+        # The provider is where the controller reaches it (its 127.0.0.1): only the proxy calls it.
+        spender_suite(pytester.path, model.base_url, **budget)
+        hosts = make_hosts(2, copies=[pytester.path])
+        listen = hosts[0].controller_address  # host2 reaches it through this machine, as a LAN host would
+        result = pytester.runpytest_subprocess(f"--arena-instances={INSTANCES}", "--arena-arms=SPEND", "--arena-meter",
+                                               f"--arena-meter-listen={listen}", f"--arena-out={out}", *options,
+                                               *tx_options(host_lab, hosts, pytester.path, 2), timeout=900)
+        served_calls, served = len(model.served), model.tokens_total
+    rows = read_ledger(out)
+    refused = [row for row in rows if row["status"] == "over_budget"]
+    skipped = [row for row in rows if row["status"] == "skipped_budget"]
+    assert len(refused) + len(skipped) == len(rows) == 10, [(row["status"], row["error"]) for row in rows]
+    result.assert_outcomes(failed=len(refused), skipped=len(skipped))
+    assert "--arena-meter-listen is not set" not in result.stdout.str()
+    # Every worker started a cell (xdist hands each two at first): both hosts' agents called the one proxy.
+    assert {row["host"] for row in refused} == {"host1", "host2"}
+    (proxy,) = {proxy_called(out, row).split("/c/")[0] for row in refused}
+    assert proxy.startswith(f"http://{listen}:")
+    assert all(row["details"]["metered"]["calls_refused"] >= 1 and "metering proxy" in row["error"]
+               for row in refused)
+    assert served.input_tokens + served.output_tokens == served_calls * CALL_TOKENS
+    assert -(-limit // CALL_TOKENS) <= served_calls <= -(-limit // CALL_TOKENS) - 1 + workers
+    # The ledger counts exactly what the endpoint served, every call of it metered.
+    for name in ("input_tokens", "output_tokens"):
+        assert sum(row["usage"][name] for row in refused) == getattr(served, name)
+    assert sum(row["details"]["metered"]["usage"]["steps"] for row in refused) == served_calls
+    assert all(row["usage"]["cost_source"] == "metered" for row in refused)
+
+
+def test_without_a_listen_address_remote_workers_meter_on_their_own_host(pytester: pytest.Pytester,
+                                                                         host_lab: HostLab, make_hosts: MakeHosts,
+                                                                         tmp_path_factory: pytest.TempPathFactory
+                                                                         ) -> None:
+    """The documented fallback: the controller's proxy stays on 127.0.0.1, the host meters its cells itself.
+
+    The sweep says so (the totals hold there between cells only), and the cells are still metered.
+    """
+    (host,) = make_hosts(1, copies=[pytester.path])
+    out = tmp_path_factory.mktemp("own-meter-out")
+    # The provider where the host reaches it: the host's own proxy calls it.
+    with ScriptedModel({"fallback": {"content": "ok", "usage": CALL}}, host=host.controller_address) as model:
+        spender_suite(pytester.path, model.base_url, max_tokens=15_000, meter=True)
+        result = pytester.runpytest_subprocess(f"--arena-instances={INSTANCES}", "--arena-arms=SPEND", "--arena-meter",
+                                               "-k", "calcy or dateranges", f"--arena-out={out}",
+                                               *tx_options(host_lab, [host], pytester.path, 1), timeout=900)
+        served_calls = len(model.served)
+    result.stdout.fnmatch_lines(["*swe-arena: --arena-meter-listen is not set, so workers on other hosts meter "
+                                 "their cells with a proxy of their own*"])
+    rows = read_ledger(out)
+    assert [row["status"] for row in rows] == ["over_budget", "over_budget"], [row["error"] for row in rows]
+    assert all(proxy_called(out, row).startswith("http://127.0.0.1:") for row in rows)
+    assert all(row["host"] == host.name and row["usage"]["cost_source"] == "metered" for row in rows)
+    assert sum(row["details"]["metered"]["usage"]["steps"] for row in rows) == served_calls == 2 * 2
 
 
 # -- a host that dies mid-sweep ------------------------------------------------------------------

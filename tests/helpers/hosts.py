@@ -3,7 +3,8 @@
 A host is what ``--tx ssh=HOST//python=...//chdir=...`` needs from a machine of its own:
 
 - an address of its own: a network namespace reached through a veth pair, ``10.213.<index>.2``
-  (the controller's end is ``10.213.<index>.1``);
+  (the controller's end is ``10.213.<index>.1``; the rest of 10.213.0.0/16 is routed to the
+  controller, so every host reaches each of the controller's addresses);
 - Debian's ``/usr/sbin/sshd``, letting the lab's client key log in as root, with its own host key;
 - its own filesystem view (a mount namespace): ``/tmp``, ``/var/tmp``, ``/run``, ``/root`` (HOME)
   and ``/work`` are replaced by the host's own directories (its "disk", under the lab, so a test
@@ -44,6 +45,7 @@ SSHD = Path("/usr/sbin/sshd")
 #: The lab's hosts take 10.213.<index>.0/24, one index per host, claimed through its netns name.
 SUBNET = "10.213"
 MAX_INDEX = 250
+LAB_NETWORK = f"{SUBNET}.0.0/16"
 NETNS_PREFIX = "swa-host-"
 #: Which process owns which index, so a later session can reclaim what a killed one left behind.
 OWNERS = Path("/run/swe-arena-hosts")
@@ -239,6 +241,9 @@ class HostLab:
         run("ip", "-n", host.netns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         run("ip", "-n", host.netns, "link", "set", "eth0", "up")
         run("ip", "-n", host.netns, "link", "set", "lo", "up")
+        # The whole lab through this machine: a host reaches the controller at any of its addresses
+        # (a metering proxy listening on one host's link serves them all).
+        run("ip", "-n", host.netns, "route", "add", LAB_NETWORK, "via", host.controller_address)
         run("ip", "addr", "add", f"{host.controller_address}/24", "dev", host.link)
         run("ip", "link", "set", host.link, "up")
 
@@ -411,11 +416,8 @@ class HostLab:
             except HostSetupError as error:
                 errors.append(str(error))
             (host.disk / "etc-ssh" / "ssh_host_ed25519_key").unlink(missing_ok=True)
+        # OWNERS stays (an empty directory in /run): another lab may be claiming an index in it right now.
         shutil.rmtree(self.root / "client", ignore_errors=True)
-        try:
-            OWNERS.rmdir()
-        except OSError:
-            pass  # another lab's hosts are still up
         if errors:
             raise HostSetupError("; ".join(errors))
 
