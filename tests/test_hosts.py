@@ -22,8 +22,10 @@ import pytest
 from helpers.agents import ASKED, arm_table, prices_table
 from helpers.arena import PRICED_CONFTEST
 from helpers.gitrepos import read_ledger
-from helpers.hosts import Host, HostLab
+from helpers.hosts import Host, HostLab, python_without_the_plugin
 from helpers.scripted_model import ScriptedModel
+
+from pytest_swe_arena.controller.workers import CRASHES_PER_WORKER
 
 PROJECT = Path(__file__).resolve().parent.parent
 INSTANCES = PROJECT / "instances"
@@ -384,3 +386,122 @@ def test_a_host_that_dies_mid_sweep(host_lab: HostLab, make_hosts: MakeHosts,
     assert {row["status"] for (_, arm), row in final.items() if arm == "EMPTY"} == {"unresolved"}
     assert {row["cell_key"] for row in final.values() if row["reused_from"]} == set(final_keys)
     assert {cell for cell, row in final.items() if not row["reused_from"]} == in_flight
+
+
+# -- a host whose workers keep crashing -----------------------------------------------------------
+
+
+def test_a_host_whose_python_lacks_the_plugin_is_lost_and_the_other_runs_the_sweep(
+        pytester: pytest.Pytester, host_lab: HostLab, make_hosts: MakeHosts,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Its workers crash at start-up (pytest there knows no --arena-* option): xdist would replace them forever.
+
+    The broken host comes first on the command line, so its crashes reach the controller before
+    the good host's workers have collected: the sweep must still wait for those, not for the lost ones.
+    """
+    bare = python_without_the_plugin(pytester.path / "no-plugin-venv")
+    (pytester.path / "pyproject.toml").write_text(SUITE_PYPROJECT)
+    broken, good = make_hosts(2, copies=[pytester.path])
+    out = tmp_path_factory.mktemp("no-plugin-out")
+    options = ["--dist", "load", "--tx", host_lab.tx(broken, bare, pytester.path, 2),
+               "--tx", host_lab.tx(good, PYTHON, pytester.path, 2)]
+    result = pytester.runpytest_subprocess(f"--arena-instances={INSTANCES}", "--arena-arms=GOLD,EMPTY",
+                                           f"--arena-out={out}", *options, timeout=900)
+    result.stdout.fnmatch_lines([f"*swe-arena: host ssh={broken.name} is lost (its workers crashed "
+                                 f"{CRASHES_PER_WORKER * 2} times at start-up, last: *"])
+    rows = read_ledger(out)
+    count = len({row["instance_id"] for row in rows})
+    assert count >= 8 and len({(row["instance_id"], row["arm"]) for row in rows}) == len(rows) == 2 * count
+    result.assert_outcomes(passed=count, failed=count)
+    assert {row["host"] for row in rows} == {good.name}
+    assert {(row["arm"], row["status"]) for row in rows} == {("GOLD", "resolved"), ("EMPTY", "unresolved")}
+
+
+#: An arm whose every cell ends its worker's process on one host (a worker that dies in every cell there);
+#: on the others its cells wait for a release file.
+CRASHING_CONFTEST = r'''
+import os, pathlib, socket, time
+from pytest_swe_arena.arms.base import ArmResult
+
+
+class CrashingArm:
+    def __init__(self, spec, suite):
+        self.spec = spec
+
+    def run(self, request):
+        if socket.gethostname() == self.spec.settings["crash_on"]:
+            os._exit(70)
+        deadline = time.monotonic() + 600
+        while not pathlib.Path(self.spec.settings["release"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return ArmResult()
+
+
+def pytest_arena_arm_kinds():
+    return {"crashing": CrashingArm}
+'''
+
+
+def wait_for_output(log: Path, text: str, sweep: subprocess.Popen[bytes], timeout: float = 600.0) -> None:
+    """Wait until the running sweep has written ``text`` to its output."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        try:
+            sweep.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"the sweep ended without saying {text!r}: {log.read_text()[-3000:]}")
+    raise AssertionError(f"the sweep did not say {text!r} within {timeout:g} s: {log.read_text()[-3000:]}")
+
+
+def test_a_host_whose_workers_die_in_every_cell_is_lost_and_the_resume_runs_its_cells(
+        host_lab: HostLab, make_hosts: MakeHosts, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each crash loses the cell in flight (a harness error); after a few in a row the host is lost, the rest
+    run on the other host, and a resume runs the lost cells again.
+
+    The other host's cells wait until the broken host is lost, so it crashes as often as it can.
+    """
+    project = tmp_path_factory.mktemp("crashing-suite")
+    (project / "conftest.py").write_text(CRASHING_CONFTEST)
+    (project / "pyproject.toml").write_text(SUITE_PYPROJECT)
+    broken, good = make_hosts(2, copies=[project])
+    release = "/tmp/arena-release"
+    with (project / "pyproject.toml").open("a") as pyproject:  # the hosts' names are known now
+        pyproject.write(f'[tool.swe_arena.arms.CRASHY]\nkind = "crashing"\ncrash_on = "{broken.name}"\n'
+                        f'release = "{release}"\n')
+    out = tmp_path_factory.mktemp("crashing-out")
+    sweep = [PYTHON, "-m", "pytest", f"--arena-instances={INSTANCES}", "--arena-arms=CRASHY", f"--arena-out={out}"]
+    log = project / "sweep.log"
+    with log.open("w") as stream:
+        running = subprocess.Popen([*sweep, *tx_options(host_lab, [broken, good], project, 2)], cwd=project,
+                                   stdout=stream, stderr=subprocess.STDOUT)
+    try:
+        wait_for_output(log, f"swe-arena: host ssh={broken.name} is lost", running)
+        host_lab.ssh(good, f"touch {release}")
+        exit_code = running.wait(timeout=900)
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.wait()
+    output = log.read_text()
+    assert exit_code == pytest.ExitCode.TESTS_FAILED, output[-3000:]
+    assert (f"swe-arena: host ssh={broken.name} is lost (its workers crashed {CRASHES_PER_WORKER * 2} times "
+            "in a row, last: ") in output
+    rows = read_ledger(out)
+    count = len({row["instance_id"] for row in rows})
+    assert count >= 8 and len(rows) == count, "one row per cell"
+    lost = {row["instance_id"] for row in rows if row["status"] == "harness_error"}
+    # One per crash: each worker the broken host started, and the last one replaced before it was lost.
+    assert CRASHES_PER_WORKER * 2 <= len(lost) <= CRASHES_PER_WORKER * 2 + 1, output[-3000:]
+    assert all(row["error"].startswith("worker crashed") for row in rows if row["status"] == "harness_error")
+    assert {row["host"] for row in rows if row["status"] != "harness_error"} == {good.name}
+    assert {row["status"] for row in rows if row["status"] != "harness_error"} == {"unresolved"}
+
+    resumed = subprocess.run([*sweep, "--arena-resume", *tx_options(host_lab, [good], project, 2)], cwd=project,
+                             capture_output=True, text=True, timeout=900, check=False)
+    assert resumed.returncode == pytest.ExitCode.TESTS_FAILED, resumed.stdout[-3000:]
+    final = {row["instance_id"]: row for row in read_ledger(out)}  # the last row per cell
+    assert {row["status"] for row in final.values()} == {"unresolved"}
+    assert {iid for iid, row in final.items() if not row["reused_from"]} == lost

@@ -165,6 +165,39 @@ def python_shares(python: str | Path) -> list[Share]:
     return [Share(Path(prefix).resolve()) for prefix in dict.fromkeys(prefixes)]
 
 
+def python_without_the_plugin(directory: Path) -> Path:
+    """A virtual environment of this Python with pytest-xdist and what it needs, but not pytest-swe-arena.
+
+    A host's Python where the plugin was never installed: its xdist workers start, and their pytest
+    refuses the sweep's ``--arena-*`` options. Its packages are this environment's, linked in (the
+    hosts see this environment read-only); returns its ``python``.
+    """
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    run(sys.executable, "-m", "venv", "--without-pip", directory)
+    python = directory / "bin" / "python"
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    wanted, linked = ["pytest-xdist"], set()
+    while wanted:
+        name = canonicalize_name(wanted.pop())
+        if name in linked:
+            continue
+        linked.add(name)
+        distribution = importlib.metadata.distribution(name)
+        requirements = (Requirement(text) for text in distribution.requires or [])
+        wanted += [requirement.name for requirement in requirements
+                   if requirement.marker is None or requirement.marker.evaluate({"extra": ""})]
+        installed = Path(str(distribution.locate_file("")))
+        for entry in {Path(str(file)).parts[0] for file in distribution.files or []} - {"..", "__pycache__"}:
+            if not (site / entry).exists():
+                (site / entry).symlink_to(installed / entry)
+    assert "swe-arena" not in " ".join(sorted(linked)), linked
+    return python
+
+
 class HostLab:
     """Makes hosts, writes the ssh config that reaches them, breaks them, and takes them down.
 
