@@ -206,6 +206,49 @@ def test_a_sweep_budget_holds_across_hosts(pytester: pytest.Pytester, host_lab: 
         assert not host.path_on_disk(str(out)).exists(), f"{host.name} wrote a controller's out dir"
 
 
+def start_socket_servers(host_lab: HostLab, host: Host, ports: list[int], chdir: Path) -> list[str]:
+    """Start one execnet socket server per port on ``host`` (each serves one gateway at a time): their ``--tx``."""
+    for port in ports:
+        log = f"/tmp/socketserver-{port}.log"
+        started = host_lab.ssh(host, f"cd {chdir} || exit 1; nohup {PYTHON} -u -m execnet.script.socketserver "
+                                     f"{host.address}:{port} </dev/null >{log} 2>&1 &")
+        assert started.returncode == 0, started.stderr
+    for port in ports:
+        log = host.path_on_disk(f"/tmp/socketserver-{port}.log")
+        deadline = time.monotonic() + 120
+        while "Entering Accept loop" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, f"the socket server on port {port} did not listen: {log.read_text()}"
+            time.sleep(0.1)
+    return [f"socket={host.address}:{port}//chdir={chdir}" for port in ports]
+
+
+def test_socket_gateways_run_the_sweep_on_their_hosts(pytester: pytest.Pytester, host_lab: HostLab,
+                                                      make_hosts: MakeHosts,
+                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``--tx socket=HOST:PORT``: an execnet socket server per worker on each host, no ssh in the sweep."""
+    (pytester.path / "pyproject.toml").write_text(SUITE_PYPROJECT)
+    hosts = make_hosts(2, copies=[pytester.path])
+    options = ["--dist", "load"]
+    for host in hosts:
+        options += [option for spec in start_socket_servers(host_lab, host, [8888, 8889], pytester.path)
+                    for option in ("--tx", spec)]
+    out = tmp_path_factory.mktemp("socket-out")
+    result = arena_sweep(pytester, f"--arena-out={out}", "-k", "calcy or dateranges or globmatch or inikit",
+                         *options)
+    result.assert_outcomes(passed=4, failed=4)
+    rows = read_ledger(out)
+    assert {(row["arm"], row["status"]) for row in rows} == {("GOLD", "resolved"), ("EMPTY", "unresolved")}
+    assert {row["host"] for row in rows} == {"host1", "host2"}
+    assert len({row["worker"] for row in rows}) == 4
+    for host in hosts:
+        assert not host.path_on_disk(str(out)).exists(), f"{host.name} wrote a controller's out dir"
+    # A server takes the next gateway once one has ended: the same servers serve the next sweep.
+    again = arena_sweep(pytester, f"--arena-out={out}", "-k", "calcy or dateranges or globmatch or inikit",
+                        "--arena-resume", *options)
+    again.assert_outcomes(passed=4, failed=4)
+    assert len([row for row in read_ledger(out) if row["reused_from"]]) == 8
+
+
 # -- the sweep's metering proxy, on every host ---------------------------------------------------
 
 #: A hostile agent that reports nothing and calls its model until it is refused; it says which proxy it calls.
