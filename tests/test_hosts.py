@@ -460,6 +460,30 @@ def test_a_host_whose_python_lacks_the_plugin_is_lost_and_the_other_runs_the_swe
     assert {(row["arm"], row["status"]) for row in rows} == {("GOLD", "resolved"), ("EMPTY", "unresolved")}
 
 
+def test_when_every_host_is_lost_the_sweep_ends_and_a_resume_runs_it(pytester: pytest.Pytester, host_lab: HostLab,
+                                                                     make_hosts: MakeHosts,
+                                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No worker is left: the sweep ends with what it has (nothing), says so, and the next sweep runs every cell."""
+    bare = python_without_the_plugin(pytester.path / "no-plugin-venv")
+    (pytester.path / "pyproject.toml").write_text(SUITE_PYPROJECT)
+    (host,) = make_hosts(1, copies=[pytester.path])
+    out = tmp_path_factory.mktemp("all-lost-out")
+    sweep = [f"--arena-instances={INSTANCES}", "--arena-arms=GOLD,EMPTY", f"--arena-out={out}", "--dist", "load"]
+    result = pytester.runpytest_subprocess(*sweep, "--tx", host_lab.tx(host, bare, pytester.path, 2), timeout=900)
+    result.stdout.fnmatch_lines([f"*swe-arena: host ssh={host.name} is lost (its workers crashed 4 times at start-up*",
+                                 "*swe-arena: every host is lost: the sweep ends*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert not (out / "ledger.jsonl").exists() or read_ledger(out) == []
+    assert not (out / "arena.lock").exists(), "the sweep did not end cleanly: its lock is left"
+
+    good_python = host_lab.tx(host, PYTHON, pytester.path, 2)
+    resumed = pytester.runpytest_subprocess(*sweep, "--arena-resume", "--tx", good_python, timeout=900)
+    rows = read_ledger(out)
+    count = len({row["instance_id"] for row in rows})
+    assert count >= 8 and len(rows) == 2 * count
+    resumed.assert_outcomes(passed=count, failed=count)
+
+
 #: An arm whose every cell ends its worker's process on one host (a worker that dies in every cell there);
 #: on the others its cells wait for a release file.
 CRASHING_CONFTEST = r'''

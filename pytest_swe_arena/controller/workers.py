@@ -63,6 +63,9 @@ class LostHosts:
       with no cell finished on it in between): a host whose Python lacks the plugin, whose
       workers die at start-up, or in every cell. xdist would replace them forever.
 
+    When every host is lost the sweep ends (cleanly: its rows and summary are written), and the
+    cells that did not run are left to ``--arena-resume``.
+
     A worker of a lost host that never collected is one collection fewer for the scheduler to
     wait for, so the other hosts' workers start. Registered as a plugin (``pytest_testnodedown``
     gives the crash's error); pytest-xdist has no hook for replacing a worker:
@@ -115,7 +118,9 @@ class LostHosts:
             return self.not_replaced(node)
         self.crashes[host] = self.crashes.get(host, 0) + 1
         workers = sum(host_of(spec) == host for spec in self.dsession.nodemanager.specs)
-        if self.crashes[host] >= CRASHES_PER_WORKER * workers:
+        # The controller's own host is never lost this way: xdist bounds its restarts (-n), and
+        # without it no worker would be left to run the sweep.
+        if not is_local_spec(node.gateway.spec) and self.crashes[host] >= CRASHES_PER_WORKER * workers:
             started = "at start-up" if node not in self.collected else "in a row"
             return self.lose(host, f"its workers crashed {self.crashes[host]} times {started}, last: {error}", node)
         try:
@@ -156,7 +161,11 @@ class LostHosts:
             return None  # a worker still takes cells (or is starting): it takes these
         spares = [spec for spec in self.dsession.nodemanager.specs if host_of(spec) not in self.lost]
         if not spares:
-            return None  # every host is lost: xdist ends the sweep
+            # Shut down now: with this worker gone xdist's loop ends instead of failing for want of workers.
+            self.note("every host is lost: the sweep ends, the cells that did not run have no row "
+                      "(--arena-resume runs them)")
+            self.dsession.triggershutdown()
+            return None
         spec = copy.copy(spares[0])
         self.note(f"the cells left go to a new worker on {host_of(spec)}")
         try:
