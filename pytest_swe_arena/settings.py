@@ -161,6 +161,28 @@ def _boolean(value: str, source: str) -> bool:
     raise pytest.UsageError(f"{source}: {value!r} is not true or false")
 
 
+_LISTEN = re.compile(r"\s*(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*))"
+                     r"(?::(?P<port>[0-9]+))?\s*")
+#: Addresses that bind every interface but name none: a worker could not be told where to call.
+_UNSPECIFIED = ("0.0.0.0", "::")
+
+
+def _listen_address(value: str, source: str) -> tuple[str, int]:
+    """``HOST[:PORT]`` (``[IPv6]:PORT``): where the sweep's metering proxy listens, and what its workers call."""
+    match = _LISTEN.fullmatch(value)
+    host = (match.group("ipv6") or match.group("host")) if match else ""
+    port = int(match.group("port")) if match and match.group("port") else 0
+    if not match or port > 65535:
+        raise pytest.UsageError(f"{source}: {value!r} is not HOST[:PORT]: an address or host name of this machine "
+                                "that the workers' hosts reach (an IPv6 address in brackets), and a port from 1 to "
+                                "65535 (none: any free port), e.g. 10.0.0.5:8750")
+    if host in _UNSPECIFIED:
+        raise pytest.UsageError(f"{source}: {host} names no address the workers could call: the proxy listens on "
+                                "this address and gives it to every worker, so give the one their hosts reach "
+                                "(e.g. this machine's address on their network, or 127.0.0.1 with a tunnel)")
+    return host, port
+
+
 def _arm_names(value: str, source: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in value.split(",") if name.strip())
     if not names:
@@ -249,6 +271,14 @@ OPTIONS: tuple[ArenaOption, ...] = (
         "usage is what the proxy counted (cost_source 'metered'), reconciled with what the agent reported, "
         "and caps are enforced at the proxy; an arm's `meter = false` opts out",
         _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
+        "meter-listen",
+        "where the sweep's metering proxy listens, HOST[:PORT] (default: 127.0.0.1, any port): an address the "
+        "workers' hosts reach, which is also the address they call; with it, workers on other hosts (--tx ssh=...) "
+        "meter their cells there too, so the proxy's caps hold over every host's calls (plain HTTP: a trusted "
+        "network or a tunnel)",
+        _listen_address, metavar="HOST[:PORT]",
     ),
     ArenaOption(
         "strict-models", "a cell whose served model differs from the asked one is a harness error",
@@ -440,6 +470,9 @@ class Settings:
     max_tokens: int | None
     #: --arena-meter: every agent arm whose table does not say ``meter = false`` goes through the meter.
     meter: bool
+    #: --arena-meter-listen: (address, port) of the sweep's proxy for workers on every host (None: 127.0.0.1,
+    #: local workers only; port 0: any free one).
+    meter_listen: tuple[str, int] | None
     strict_models: bool
     resume: bool
     #: --arena-forecast: print the expected spend of the collected cells; and the out dirs it learns from.
@@ -594,6 +627,7 @@ def load_settings(config: pytest.Config) -> Settings:
         max_usd=single("max-usd"),
         max_tokens=single("max-tokens"),
         meter=single("meter"),
+        meter_listen=single("meter-listen"),
         strict_models=single("strict-models"),
         resume=single("resume"),
         forecast=single("forecast"),

@@ -206,28 +206,38 @@ def is_sweep_run(config: pytest.Config, state: ArenaState) -> bool:
     return False
 
 
-def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) -> None:
+def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) -> str | None:
     """The controller's side of xdist: what every worker needs from the controller.
 
     :param local: the worker runs on the controller's host, so it sees the controller's
         ``budget.json`` and reads it before each cell (a worker elsewhere has only the
         controller's scheduler to hold the budget, see ``controller.scheduling``).
+    :returns: a note for the user when this worker cannot use the sweep's metering proxy.
     """
-    if state.sweep_run:
-        workerinput["arena_budget_file"] = local
-        if not state.schema_checked:
-            state.schema_checked = schema_checked_files(state.instance_files())
-        workerinput["arena_schema_checked"] = state.schema_checked
-        workerinput["arena_reuse"] = state.reuse
-        workerinput["arena_sweep_token"] = state.sweep_token
-        workerinput["arena_calibration_failed"] = state.calibration_failed
-        workerinput["arena_sandbox"] = state.sandbox
-        if local and state.meter is not None:
-            # One proxy for the sweep's cells on this host, so its totals hold over all of them at once.
-            try:
-                workerinput["arena_meter"] = state.meter.share()
-            except MeterError as error:
-                workerinput["arena_meter"] = {"error": f"the sweep's metering proxy did not start: {error}"}
+    if not state.sweep_run:
+        return None
+    workerinput["arena_budget_file"] = local
+    if not state.schema_checked:
+        state.schema_checked = schema_checked_files(state.instance_files())
+    workerinput["arena_schema_checked"] = state.schema_checked
+    workerinput["arena_reuse"] = state.reuse
+    workerinput["arena_sweep_token"] = state.sweep_token
+    workerinput["arena_calibration_failed"] = state.calibration_failed
+    workerinput["arena_sandbox"] = state.sandbox
+    if state.meter is None:
+        return None
+    listen = state.settings.meter_listen
+    if not local and listen is None:
+        return ("--arena-meter-listen is not set, so workers on other hosts meter their cells with a proxy of "
+                "their own: the sweep's and arms' totals hold there between cells (the controller's scheduler "
+                "starts no cell once a cap is spent), not call by call; give --arena-meter-listen an address of "
+                "this machine that the hosts reach")
+    # One proxy for the sweep's cells, so its totals hold over all of them at once.
+    try:
+        workerinput["arena_meter"] = state.meter.share(listen)
+    except MeterError as error:
+        workerinput["arena_meter"] = {"error": f"the sweep's metering proxy did not start: {error}"}
+    return None
 
 
 def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> None:

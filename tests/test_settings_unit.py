@@ -93,3 +93,20 @@ def test_a_bad_ini_value_names_the_ini_file(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\narena_repeat = many\n")
     with pytest.raises(pytest.UsageError, match=r"tox.ini.*arena_repeat.*'many'"):
         load_settings(pytester.parseconfig())
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("10.0.0.5", ("10.0.0.5", 0)), ("10.0.0.5:8750", ("10.0.0.5", 8750)), ("[fd00::1]:9", ("fd00::1", 9)),
+    ("controller.lan", ("controller.lan", 0)),
+])
+def test_a_meter_listen_address_is_a_host_and_an_optional_port(value: str, expected: tuple[str, int]) -> None:
+    assert OPTION["meter-listen"].parse(value, "option") == expected
+
+
+@pytest.mark.parametrize(("value", "accepted"), [
+    ("0.0.0.0:8750", "names no address the workers could call"), ("[::]", "names no address"),
+    ("fd00::1", r"HOST\[:PORT\]"), ("10.0.0.5:70000", "a port from 1 to 65535"), ("a host", r"HOST\[:PORT\]"),
+])
+def test_a_meter_listen_address_workers_cannot_call_is_refused(value: str, accepted: str) -> None:
+    with pytest.raises(pytest.UsageError, match=f"^pyproject.toml: arena_meter_listen: .*{accepted}"):
+        OPTION["meter-listen"].parse(value, "pyproject.toml: arena_meter_listen")

@@ -81,7 +81,9 @@ class ControllerPlugin:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        hand_to_worker(self.state, node.workerinput, local=is_local_spec(node.gateway.spec))
+        note = hand_to_worker(self.state, node.workerinput, local=is_local_spec(node.gateway.spec))
+        if note is not None and note not in self.notes:
+            self.note(note)
 
     # The user's --dist mode chooses the scheduler; with a budget it is wrapped so that the
     # controller, which counts every row, stops handing out cells once a cap is spent.

@@ -88,6 +88,15 @@ class BudgetScheduling:
         return [held.node for held in self.chosen.nodes]
 
     @property
+    def numnodes(self) -> int:
+        """How many workers' collections the chosen scheduler waits for (fewer once a host is lost)."""
+        return int(self.chosen.numnodes)
+
+    @numnodes.setter
+    def numnodes(self, count: int) -> None:
+        self.chosen.numnodes = count
+
+    @property
     def collection_is_completed(self) -> bool:
         return bool(self.chosen.collection_is_completed)
 

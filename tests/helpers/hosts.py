@@ -3,7 +3,8 @@
 A host is what ``--tx ssh=HOST//python=...//chdir=...`` needs from a machine of its own:
 
 - an address of its own: a network namespace reached through a veth pair, ``10.213.<index>.2``
-  (the controller's end is ``10.213.<index>.1``);
+  (the controller's end is ``10.213.<index>.1``; the rest of 10.213.0.0/16 is routed to the
+  controller, so every host reaches each of the controller's addresses);
 - Debian's ``/usr/sbin/sshd``, letting the lab's client key log in as root, with its own host key;
 - its own filesystem view (a mount namespace): ``/tmp``, ``/var/tmp``, ``/run``, ``/root`` (HOME)
   and ``/work`` are replaced by the host's own directories (its "disk", under the lab, so a test
@@ -44,6 +45,7 @@ SSHD = Path("/usr/sbin/sshd")
 #: The lab's hosts take 10.213.<index>.0/24, one index per host, claimed through its netns name.
 SUBNET = "10.213"
 MAX_INDEX = 250
+LAB_NETWORK = f"{SUBNET}.0.0/16"
 NETNS_PREFIX = "swa-host-"
 #: Which process owns which index, so a later session can reclaim what a killed one left behind.
 OWNERS = Path("/run/swe-arena-hosts")
@@ -163,6 +165,39 @@ def python_shares(python: str | Path) -> list[Share]:
     return [Share(Path(prefix).resolve()) for prefix in dict.fromkeys(prefixes)]
 
 
+def python_without_the_plugin(directory: Path) -> Path:
+    """A virtual environment of this Python with pytest-xdist and what it needs, but not pytest-swe-arena.
+
+    A host's Python where the plugin was never installed: its xdist workers start, and their pytest
+    refuses the sweep's ``--arena-*`` options. Its packages are this environment's, linked in (the
+    hosts see this environment read-only); returns its ``python``.
+    """
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    run(sys.executable, "-m", "venv", "--without-pip", directory)
+    python = directory / "bin" / "python"
+    site = Path(run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").stdout.strip())
+    wanted, linked = ["pytest-xdist"], set()
+    while wanted:
+        name = canonicalize_name(wanted.pop())
+        if name in linked:
+            continue
+        linked.add(name)
+        distribution = importlib.metadata.distribution(name)
+        requirements = (Requirement(text) for text in distribution.requires or [])
+        wanted += [requirement.name for requirement in requirements
+                   if requirement.marker is None or requirement.marker.evaluate({"extra": ""})]
+        installed = Path(str(distribution.locate_file("")))
+        for entry in {Path(str(file)).parts[0] for file in distribution.files or []} - {"..", "__pycache__"}:
+            if not (site / entry).exists():
+                (site / entry).symlink_to(installed / entry)
+    assert "swe-arena" not in " ".join(sorted(linked)), linked
+    return python
+
+
 class HostLab:
     """Makes hosts, writes the ssh config that reaches them, breaks them, and takes them down.
 
@@ -239,6 +274,9 @@ class HostLab:
         run("ip", "-n", host.netns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         run("ip", "-n", host.netns, "link", "set", "eth0", "up")
         run("ip", "-n", host.netns, "link", "set", "lo", "up")
+        # The whole lab through this machine: a host reaches the controller at any of its addresses
+        # (a metering proxy listening on one host's link serves them all).
+        run("ip", "-n", host.netns, "route", "add", LAB_NETWORK, "via", host.controller_address)
         run("ip", "addr", "add", f"{host.controller_address}/24", "dev", host.link)
         run("ip", "link", "set", host.link, "up")
 
@@ -411,11 +449,8 @@ class HostLab:
             except HostSetupError as error:
                 errors.append(str(error))
             (host.disk / "etc-ssh" / "ssh_host_ed25519_key").unlink(missing_ok=True)
+        # OWNERS stays (an empty directory in /run): another lab may be claiming an index in it right now.
         shutil.rmtree(self.root / "client", ignore_errors=True)
-        try:
-            OWNERS.rmdir()
-        except OSError:
-            pass  # another lab's hosts are still up
         if errors:
             raise HostSetupError("; ".join(errors))
 

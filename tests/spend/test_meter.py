@@ -180,6 +180,24 @@ def test_reconciliation_names_what_the_agent_left_out():
     assert reconcile(Usage(), state).status == "unreported"
 
 
+def test_a_meter_process_listens_where_it_is_told_and_its_routes_name_that_address(tmp_path):
+    """--arena-meter-listen: the proxy binds that address alone, and every route it opens names it."""
+    process = MeterProcess(tmp_path / "meter", PRICES, listen=("127.0.0.2", 0))
+    try:
+        client = process.start()
+        port = int(client.url.rsplit(":", 1)[1])
+        assert client.url == f"http://127.0.0.2:{port}"
+        with ScriptedModel([{"content": "a", "usage": USAGE}]) as model:
+            route = client.open_cell("c", "A", [Upstream("up", model.base_url)])
+            assert route.base_url("up").startswith(f"http://127.0.0.2:{port}/c/")
+            status, _ = call(route.base_url("up") + "/chat/completions", {"model": "scripted-model", "messages": []})
+            assert status == 200 and client.close_cell(route).usage.steps == 1
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=60):
+            pass  # not on 127.0.0.1: only where it was told
+    finally:
+        process.stop()
+
+
 def test_the_meter_process_serves_cells_over_its_control_api(tmp_path):
     process = MeterProcess(tmp_path / "meter", PRICES)
     try:

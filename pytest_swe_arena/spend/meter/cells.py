@@ -4,12 +4,14 @@ An agent arm says how it can be metered (``Metering``: the upstreams its
 agent calls, the cell's cap); ``--arena-meter`` or the arm's own ``meter =
 true`` turns it on. Every process of a sweep keeps one ``SessionMeter``.
 One proxy holds the sweep: under xdist the controller starts it
-(``SessionMeter.share``) and hands its address to the workers on its host
-(``state.hand_to_worker``), whose ``SessionMeter`` opens and closes its cells'
-routes there; so the sweep's and each arm's totals hold over every cell at
-once, to within the calls in flight. The only process of a sweep without
-xdist, and a worker on another host (which cannot reach the controller's
-127.0.0.1), starts its own proxy on its first metered cell. A route is opened
+(``SessionMeter.share``) and hands its address to the workers on its host, and
+to the workers on every host when it listens on an address they reach
+(``--arena-meter-listen``, ``state.hand_to_worker``); their ``SessionMeter``
+opens and closes its cells' routes there, so the sweep's and each arm's totals
+hold over every cell at once, to within the calls in flight. The only process
+of a sweep without xdist, and a worker on another host that was handed no
+proxy (the controller's listens on 127.0.0.1), starts its own proxy on its
+first metered cell. A route is opened
 per cell (with what is left of the sweep's and the arm's budget) and closed
 once the agent is gone. ``metered_spend`` then makes the meter's count the
 basis of the row, with the agent's own report reconciled against it.
@@ -95,9 +97,12 @@ class SessionMeter:
         self._client = MeterClient(shared["url"], shared["secret"]) if shared and "url" in shared else None
         self._shared_error = shared.get("error") if shared and self._client is None else None
 
-    def share(self) -> dict[str, str]:
-        """Start this session's proxy now, for other processes: its address and control secret (plain JSON)."""
-        client = self._started()
+    def share(self, listen: tuple[str, int] | None = None) -> dict[str, str]:
+        """Start this session's proxy now, for other processes: its address and control secret (plain JSON).
+
+        :param listen: where it listens (and what its routes name) when it is not started yet; None: 127.0.0.1.
+        """
+        client = self._started(listen)
         return {"url": client.url, "secret": client.secret}
 
     def metered(self, arm: str) -> bool:
@@ -136,7 +141,7 @@ class SessionMeter:
             shutil.rmtree(self._directory, ignore_errors=True)
             self._directory = None
 
-    def _started(self) -> MeterClient:
+    def _started(self, listen: tuple[str, int] | None = None) -> MeterClient:
         if self._shared_error is not None:
             raise MeterError(self._shared_error)
         if self._client is not None:
@@ -144,7 +149,7 @@ class SessionMeter:
                 self._process.check()
             return self._client
         self._directory = Path(tempfile.mkdtemp(prefix="arena-meter-"))
-        self._process = MeterProcess(self._directory, self.prices, self.limits)
+        self._process = MeterProcess(self._directory, self.prices, self.limits, listen or ("127.0.0.1", 0))
         self._client = self._process.start()
         return self._client
 

@@ -22,6 +22,11 @@ SECRET_HEADER = "X-Arena-Meter-Secret"
 SECRET_VARIABLE = "ARENA_METER_SECRET"
 
 
+def proxy_url(host: str, port: int) -> str:
+    """A proxy's root, ``http://HOST:PORT`` (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class CellMeter(Protocol):
     """What the harness uses to meter cells: ``MeterProxy`` in its own process, ``MeterClient`` from another."""
 
@@ -38,7 +43,7 @@ class CellMeter(Protocol):
 
 
 class MeterClient:
-    """A proxy's control API at ``url`` (``http://127.0.0.1:PORT``), with its control secret."""
+    """A proxy's control API at ``url`` (``http://127.0.0.1:PORT``, or the address it listens on), with its secret."""
 
     def __init__(self, url: str, secret: str, timeout: float = 120.0):
         self.url = url.rstrip("/")

@@ -1,8 +1,9 @@
 """The metering proxy as a process of its own, started by the process that owns a sweep's meter.
 
 The controller starts one for its sweep (and hands its address to the workers
-on its host); the only process of a sweep without xdist, or a worker on
-another host, starts its own (``cells.SessionMeter``). Cells' routes are opened
+on its host, or, listening on an address they reach, to the workers on every
+host); the only process of a sweep without xdist, or a worker on another host
+that was handed none, starts its own (``cells.SessionMeter``). Cells' routes are opened
 over the control API (``MeterClient``). Its own process, not a thread of the
 harness: the agents' traffic never waits on the harness's GIL, and a proxy
 that dies is seen (``check``) instead of silently taking the harness with it.
@@ -28,17 +29,23 @@ from ...interrupts import SWEEP_TOKEN_VARIABLE
 from ..budget import BudgetLimits
 from ..prices import Price
 from .accounts import NO_BUDGET, MeterError
-from .client import SECRET_VARIABLE, MeterClient
+from .client import SECRET_VARIABLE, MeterClient, proxy_url
 
 #: how long a new proxy may take to listen (a busy machine imports aiohttp slowly)
 START_SECONDS = 120.0
 
 
 class MeterProcess:
-    """``python -m pytest_swe_arena.spend.meter`` in ``directory``: its port file, its call log, its stderr."""
+    """``python -m pytest_swe_arena.spend.meter`` in ``directory``: its port file, its call log, its stderr.
 
-    def __init__(self, directory: Path, prices: Mapping[str, Price], limits: BudgetLimits = NO_BUDGET):
+    :param listen: the address it listens on, which is also the one every route it opens names
+        (``--arena-meter-listen``); port 0 is any free port.
+    """
+
+    def __init__(self, directory: Path, prices: Mapping[str, Price], limits: BudgetLimits = NO_BUDGET,
+                 listen: tuple[str, int] = ("127.0.0.1", 0)):
         self.directory = directory
+        self.listen = listen
         self.prices = dict(prices)
         self.limits = limits
         self.secret = secrets.token_urlsafe(24)
@@ -64,7 +71,8 @@ class MeterProcess:
         limits = self.directory / "limits.json"
         limits.write_text(json.dumps(self.limits.to_json()))
         argv = [sys.executable, "-m", "pytest_swe_arena.spend.meter", "--port-file", str(port_file),
-                "--prices", str(prices), "--limits", str(limits), "--log", str(self.log), "--until-stdin-closes"]
+                "--prices", str(prices), "--limits", str(limits), "--log", str(self.log), "--until-stdin-closes",
+                "--host", self.listen[0], "--port", str(self.listen[1])]
         env = {name: value for name, value in os.environ.items() if name != SWEEP_TOKEN_VARIABLE}
         env[SECRET_VARIABLE] = self.secret
         with open(self.stderr, "ab") as stderr:
@@ -80,7 +88,7 @@ class MeterProcess:
                 raise MeterError(f"the metering proxy did not listen within {START_SECONDS:g} s: {self._stderr_tail()}")
             time.sleep(0.05)
         port = int(port_file.read_text())
-        self.client = MeterClient(f"http://127.0.0.1:{port}", self.secret)
+        self.client = MeterClient(proxy_url(self.listen[0], port), self.secret)
         return self.client
 
     def check(self) -> None:

@@ -65,7 +65,7 @@ from .accounts import (
     Upstream,
 )
 from .apis import API_BY_NAME, CHAT, EventSplitter, ModelApi, Reading, api_for
-from .client import SECRET_HEADER
+from .client import SECRET_HEADER, proxy_url
 
 #: headers that belong to one hop, never forwarded (RFC 9110 7.6.1), and those aiohttp sets itself
 HOP_HEADERS = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
@@ -170,7 +170,7 @@ def _json_response(status: int, body: Mapping[str, Any]) -> web.Response:
 
 
 class MeterProxy:
-    """The proxy of one sweep: ``start()`` binds 127.0.0.1 and runs its loop in a thread; ``stop()`` ends it.
+    """The proxy of one sweep: ``start()`` binds ``host`` (127.0.0.1) and runs its loop in a thread; ``stop()`` ends it.
 
     ``open_cell`` / ``cell_state`` / ``close_cell`` / ``totals`` /
     ``count_outside`` are the harness's API (any thread). ``log``, when given,
@@ -293,8 +293,8 @@ class MeterProxy:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``: every cell route and the control API are under it."""
-        return f"http://{self.host}:{self.port}"
+        """``http://HOST:PORT``: every cell route and the control API are under it."""
+        return proxy_url(self.host, self.port)
 
     # -- the harness's API -------------------------------------------------------------------------
     def open_cell(self, cell_key: str, arm: str, upstreams: Iterable[Upstream], cap: SpendCap = NO_CAP,
