@@ -48,17 +48,24 @@ def run_cell(
     workspace: Workspace,
     phases: Mapping[str, float],
     started_at: str,
+    remove: Callable[[Path], None] | None = None,
 ) -> CellOutcome:
     """Run the arm and grade its patch. Never raises for arm or harness failures.
 
     Beside the cell's root (outside anything its sandbox shows) the harness keeps what the arm
     must not reach: its git dir for extraction and the fresh grading tree; removed afterwards.
+
+    :param remove: how that folder is removed once the cell is done (the worker's ``DirectoryRemover``,
+        off the cells' path); at once when not given.
     """
     harness = Path(tempfile.mkdtemp(prefix=f"{cell.root.name}-harness-", dir=cell.root.parent))
     try:
         return _run_cell(case, nodeid, cell, workspace, phases, started_at, harness)
     finally:
-        shutil.rmtree(harness, ignore_errors=True)
+        if remove is None:
+            shutil.rmtree(harness, ignore_errors=True)
+        else:
+            remove(harness)
 
 
 def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspace, phases: Mapping[str, float],
@@ -236,11 +243,13 @@ def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> 
     if workspace.objects is None:
         return None
     harness = HarnessGit.create(git_dir, workspace.path, workspace.objects)
-    base = original_base
     if workspace.base_commit != original_base:
         base = harness.commit_work_tree(original_base, "arena: environment setup")
-    harness.seed_index(base)
-    return base
+        harness.seed_index(base)
+        return base
+    # The workspace's index is git's record of checking base out there, before the arm ran.
+    harness.seed_index(original_base, checked_out=workspace.path / ".git" / "index")
+    return original_base
 
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
