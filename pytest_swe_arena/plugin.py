@@ -34,7 +34,6 @@ def pytest_configure(config: pytest.Config) -> None:
     if not settings.enabled:
         return
     from .arms.kinds import builtin_kind_modules
-    from .controller.recorder import ControllerPlugin
     from .state import STATE_KEY, open_state
     from .worker import fixtures
     from .worker.session import CellPlugin
@@ -46,5 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
             manager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
     manager.register(fixtures, "swe-arena-fixtures")
     if not hasattr(config, "workerinput"):
+        # Imported here: a worker never records, and every worker's start-up delays the sweep's first cell.
+        from .controller.recorder import ControllerPlugin
+
         manager.register(ControllerPlugin(config, state), "swe-arena-controller")
     manager.register(CellPlugin(config, state), "swe-arena-cells")

@@ -51,7 +51,8 @@ def arena_repo_store(pytestconfig: pytest.Config) -> RepoStore:
 
 @pytest.fixture(scope="session")
 def arena_cell_remover() -> Iterator[DirectoryRemover]:
-    """Removes finished cells' directories off the cells' path; all are gone when the session ends."""
+    """Removes finished cells' directories (a cell's root, and the harness's folder beside it) off the cells'
+    path; all are gone when the session ends."""
     remover = DirectoryRemover()
     yield remover
     remover.close()
@@ -92,7 +93,9 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     """Run the cell and turn its status into the pytest outcome (resolved = passed)."""
     case = dataclasses.replace(_case(request), instance=instance, arm=arm)
     node = request.node
-    outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY])
+    remover: DirectoryRemover = request.getfixturevalue("arena_cell_remover")
+    outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY],
+                       remove=remover.remove)
     node.stash[OUTCOME_KEY] = outcome
     if outcome.status == CellStatus.INTERRUPTED:
         # The arm caught Ctrl-C to read its agent's spend: this cell is reported, then the sweep stops.
