@@ -23,7 +23,6 @@ from .naming import is_instance_file
 from .outcome import cell_key
 from .settings import CollectionCaps
 from .spend.budget import budget_gate
-from .spend.meter.accounts import MeterError
 from .suite import load_suite
 
 if TYPE_CHECKING:
@@ -223,6 +222,8 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
         workerinput["arena_calibration_failed"] = state.calibration_failed
         workerinput["arena_sandbox"] = state.sandbox
         if local and state.meter is not None:
+            from .spend.meter.accounts import MeterError  # the meter's modules load only for a metered sweep
+
             # One proxy for the sweep's cells on this host, so its totals hold over all of them at once.
             try:
                 workerinput["arena_meter"] = state.meter.share()

@@ -22,8 +22,6 @@ from ..grading.rules import RULE_SETS
 from ..grading.tree import PatchRejected, TestPatchRejected, fresh_tree_grading, grade_on_fresh_tree, integrity_details
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, repo_runner, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
-from ..spend.meter.accounts import MeterError
-from ..spend.meter.cells import metered_spend
 from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
@@ -99,6 +97,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction could not be prepared: {error}")
     route = None
     if case.meter is not None:
+        from ..spend.meter.accounts import MeterError  # only a metered cell loads the meter
+
         try:
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
@@ -132,6 +132,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     usage, models, problems = checked_spend(result.usage, result.models)
     details = accounting_errors(result.details, problems)
     if case.meter is not None and route is not None:
+        from ..spend.meter.cells import metered_spend
+
         try:
             spent = metered_spend(usage, models, case.meter.close(route, cell.run_dir),
                                   case.meter.plans[case.arm.spec.name].partial)
