@@ -4,7 +4,8 @@ Two cells running at once never share agent state: each gets its own HOME,
 XDG config/data/cache/state/runtime dirs, TMPDIR, PYTHONUSERBASE and opencode
 config/database paths under the cell's root (mode 0700), a fresh directory
 under pytest's basetemp that the ``arena_cell_env`` fixture removes after the
-cell (on a thread of its own, ``DirectoryRemover``, so the next cell need not wait); the
+cell, with the harness's folder beside it (on a thread of its own, ``DirectoryRemover``,
+so the next cell need not wait; renamed at once, so no later cell meets it); the
 logs to keep go to ``root/run`` and travel to the controller on the report. PYTHONHOME,
 PYTHONPATH, the other ``REMOVED_VARIABLES`` and every ``PYTEST_*`` variable are removed so
 the harness's Python and pytest setup does not leak in.
