@@ -226,17 +226,23 @@ def holders_of(variable: str, token: str, *, started_by_run: bool = False) -> li
     proc = Path("/proc")
     if not proc.is_dir():
         return found
-    me = os.getpid()
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
+    me = str(os.getpid())
+    # Called after every process a cell runs, over every process of the machine: plain reads, and the
+    # environment split only where the token's bytes appear at all.
+    for name in os.listdir(proc):
+        if not name.isdigit() or name == me:
             continue
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            if needle not in environ or _is_zombie(entry):
+            with open(f"/proc/{name}/environ", "rb") as file:
+                data = file.read()
+            if needle not in data:
+                continue
+            environ = data.split(b"\0")
+            if needle not in environ or _is_zombie(proc / name):
                 continue
             if started_by_run and not any(item.startswith(prefix) and item != own for item in environ):
                 continue
-            found.append(int(entry.name))
+            found.append(int(name))
         except OSError:
             continue
     return found

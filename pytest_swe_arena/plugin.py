@@ -33,18 +33,20 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = load_settings(config)
     if not settings.enabled:
         return
-    from .arms.kinds import builtin_kind_modules
-    from .controller.recorder import ControllerPlugin
+    from .arms.kinds import builtin_kind_plugins
     from .state import STATE_KEY, open_state
     from .worker import fixtures
     from .worker.session import CellPlugin
 
     state = config.stash[STATE_KEY] = open_state(config, settings)
     manager = config.pluginmanager
-    for module in builtin_kind_modules():
-        if not manager.is_registered(module):
-            manager.register(module, f"swe-arena-{module.__name__.rsplit('.', 1)[-1]}")
+    for kinds in builtin_kind_plugins():
+        if manager.get_plugin(kinds.plugin_name) is None:
+            manager.register(kinds, kinds.plugin_name)
     manager.register(fixtures, "swe-arena-fixtures")
     if not hasattr(config, "workerinput"):
+        # Imported here: a worker never records, and every worker's start-up delays the sweep's first cell.
+        from .controller.recorder import ControllerPlugin
+
         manager.register(ControllerPlugin(config, state), "swe-arena-controller")
     manager.register(CellPlugin(config, state), "swe-arena-cells")

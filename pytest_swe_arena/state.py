@@ -23,7 +23,6 @@ from .naming import is_instance_file
 from .outcome import cell_key
 from .settings import CollectionCaps
 from .spend.budget import budget_gate
-from .spend.meter.accounts import MeterError
 from .suite import load_suite
 
 if TYPE_CHECKING:
@@ -232,6 +231,8 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
                 "their own: the sweep's and arms' totals hold there between cells (the controller's scheduler "
                 "starts no cell once a cap is spent), not call by call; give --arena-meter-listen an address of "
                 "this machine that the hosts reach")
+    from .spend.meter.accounts import MeterError  # the meter's modules load only for a metered sweep
+
     # One proxy for the sweep's cells, so its totals hold over all of them at once.
     try:
         workerinput["arena_meter"] = state.meter.share(listen)

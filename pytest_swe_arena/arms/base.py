@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, overload
 
 from ..outcome import ArmStatus
-from ..spend.meter.accounts import CellRoute
 from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
 
 if TYPE_CHECKING:
     from ..instances.model import Instance
+    from ..spend.meter.accounts import CellRoute
     from ..worker.cell import CellEnvironment
     from ..worker.sandbox import CellSandbox
     from ..worker.workspace import Workspace

@@ -1,36 +1,73 @@
 """Arm kinds: the built-in ones (one module each), those other plugins contribute, and a sweep's arms.
 
-Every module of this package that implements ``pytest_arena_arm_kinds`` is registered as a
-plugin at start-up (``builtin_kind_modules``), so adding a kind means adding a module. Kinds are
-gathered through the hook (``arm_kinds``) and the sweep's arms built from the suite's tables
-(``build_arms``), once per session on the controller and on every worker.
+Every built-in kind is named in ``BUILTIN_KINDS`` with the module of this package that makes it,
+and each such module is a plugin at start-up (``builtin_kind_plugins``) that offers its kinds
+*without importing the module*: a module (and the agent's usage readers it imports) is loaded only
+when the sweep has an arm of its kind, so a sweep of GOLD and EMPTY does not load nine agent
+modules in every worker. Adding a kind means adding its module and its line in ``BUILTIN_KINDS``
+(a test checks the two agree). Kinds are gathered through the hook (``arm_kinds``) and the
+sweep's arms built from the suite's tables (``build_arms``), once per session on the controller
+and on every worker.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from types import ModuleType
 from typing import cast
 
 import pytest
 
-from ..suite import Suite
+from ..suite import ArmSpec, Suite
 from .base import Arm, ArmConfigError, ArmKind
 
 PACKAGE = __name__.rpartition(".")[0]
 
+#: Each built-in kind and the module of this package whose ``pytest_arena_arm_kinds`` makes it.
+BUILTIN_KINDS: Mapping[str, str] = {
+    "gold": "reference",
+    "empty": "reference",
+    "replay": "replay",
+    "opencode": "opencode",
+    "command": "command",
+    "supervisor": "supervisor",
+    "claude-code": "claude_code",
+    "codex": "codex",
+    "gemini-cli": "gemini_cli",
+    "mini-swe-agent": "mini_swe_agent",
+}
 
-def builtin_kind_modules() -> list[ModuleType]:
-    """The modules of this package that contribute arm kinds, in name order."""
-    modules = []
-    for info in sorted(pkgutil.iter_modules(importlib.import_module(PACKAGE).__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{PACKAGE}.{info.name}")
-        if hasattr(module, "pytest_arena_arm_kinds"):
-            modules.append(module)
-    return modules
+
+class BuiltinKindModule:
+    """One built-in kind module as a plugin: its kinds, each importing the module when first built."""
+
+    def __init__(self, module: str):
+        self.module = module
+
+    @property
+    def plugin_name(self) -> str:
+        return f"swe-arena-{self.module}"
+
+    @pytest.hookimpl
+    def pytest_arena_arm_kinds(self) -> Mapping[str, ArmKind]:
+        return {kind: _LazyKind(self.module, kind) for kind, module in BUILTIN_KINDS.items() if module == self.module}
+
+
+class _LazyKind:
+    """A built-in kind that imports its module only when an arm of it is built."""
+
+    def __init__(self, module: str, kind: str):
+        self.module, self.kind = module, kind
+
+    def __call__(self, spec: ArmSpec, suite: Suite) -> Arm:
+        module = importlib.import_module(f"{PACKAGE}.{self.module}")
+        return cast("Mapping[str, ArmKind]", module.pytest_arena_arm_kinds())[self.kind](spec, suite)
+
+
+def builtin_kind_plugins() -> list[BuiltinKindModule]:
+    """The plugins that offer the built-in kinds, one per module, in module name order."""
+    return [BuiltinKindModule(module) for module in sorted(set(BUILTIN_KINDS.values()))]
 
 
 def arm_kinds(config: pytest.Config) -> dict[str, ArmKind]:

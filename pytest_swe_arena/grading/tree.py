@@ -103,12 +103,11 @@ def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: by
         raise ExtractionError(f"grading tree {dest} exists already")
     harness = HarnessGit.create(dest / ".git", dest, objects)
     harness.checkout_base(base_commit)
-    harness.output("update-ref", f"refs/heads/{WORK_BRANCH}", base_commit)
-    harness.output("symbolic-ref", "HEAD", f"refs/heads/{WORK_BRANCH}")
+    harness.point_branch(WORK_BRANCH, base_commit)
     if setup is not None:
         setup(dest)
         base_commit = harness.commit_work_tree(base_commit, "arena: environment setup")
-        harness.output("update-ref", f"refs/heads/{WORK_BRANCH}", base_commit)
+        harness.point_branch(WORK_BRANCH, base_commit)
     applied = harness.run("apply", "--binary", "--whitespace=nowarn", "-", input=patch) if patch.strip() else None
     if applied is not None and applied.returncode != 0:
         said = (applied.stdout + applied.stderr).decode(errors="replace").strip()

@@ -4,7 +4,8 @@ Two cells running at once never share agent state: each gets its own HOME,
 XDG config/data/cache/state/runtime dirs, TMPDIR, PYTHONUSERBASE and opencode
 config/database paths under the cell's root (mode 0700), a fresh directory
 under pytest's basetemp that the ``arena_cell_env`` fixture removes after the
-cell (on a thread of its own, ``DirectoryRemover``, so the next cell need not wait); the
+cell, with the harness's folder beside it (on a thread of its own, ``DirectoryRemover``,
+so the next cell need not wait; renamed at once, so no later cell meets it); the
 logs to keep go to ``root/run`` and travel to the controller on the report. PYTHONHOME,
 PYTHONPATH, the other ``REMOVED_VARIABLES`` and every ``PYTEST_*`` variable are removed so
 the harness's Python and pytest setup does not leak in.
@@ -12,6 +13,7 @@ the harness's Python and pytest setup does not leak in.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
@@ -37,6 +39,9 @@ _PRIVATE_DIRS = {
     "TMPDIR": "tmp",
     "PYTHONUSERBASE": "pyuser",
 }
+#: Every folder of a cell's tree, each after its parent: one mkdir apiece.
+_CELL_FOLDERS = ("home", "xdg", "xdg/config", "xdg/config/opencode", "xdg/data", "xdg/cache", "xdg/state",
+                 "xdg/runtime", "tmp", "pyuser", "run")
 
 
 @dataclass(frozen=True)
@@ -73,21 +78,18 @@ def create_cell_environment(root: Path, base: Mapping[str, str] | None = None) -
     os.chmod(root, 0o700)
     variables = {k: v for k, v in (base if base is not None else os.environ).items()
                  if k not in REMOVED_VARIABLES and not k.startswith(REMOVED_PREFIX)}
+    for relative in _CELL_FOLDERS:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(root / relative, 0o700)
     for name, relative in _PRIVATE_DIRS.items():
-        directory = root / relative
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        variables[name] = str(directory)
-    opencode_dir = root / "xdg/config/opencode"
-    opencode_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    variables["OPENCODE_CONFIG"] = str(opencode_dir / "opencode.json")
+        variables[name] = str(root / relative)
+    variables["OPENCODE_CONFIG"] = str(root / "xdg/config/opencode/opencode.json")
     variables["OPENCODE_DB"] = str(root / "xdg/data/opencode/opencode.db")
     # `python` in a verify command means the harness's interpreter unless an
     # instance environment puts its own first on PATH.
     interpreter_dir = os.path.dirname(sys.executable)
     variables["PATH"] = os.pathsep.join([interpreter_dir, variables.get("PATH", os.defpath)])
-    run_dir = root / "run"
-    run_dir.mkdir(exist_ok=True, mode=0o700)
-    return CellEnvironment(root=root, run_dir=run_dir, variables=variables)
+    return CellEnvironment(root=root, run_dir=root / "run", variables=variables)
 
 
 class DirectoryRemover:

@@ -84,12 +84,17 @@ class InstanceFile(pytest.File):
         # closure is computed once per file and shared, as pytest shares it between the
         # parametrized items of one function (it is most of an item's collection cost).
         fixtureinfo = None
+        # Every cell of the file is an arena cell: marked once here, where -m and -k find it (a node's
+        # markers and keywords include its parents'), not once per item. The others are made once each.
+        self.add_marker("arena")
+        decorators: dict[str, pytest.MarkDecorator] = {}
         for instance in instances:
-            marks = ["arena", instance.repo_mark, *instance.marks]
+            marks = [instance.repo_mark, *instance.marks]
             for mark in marks:
                 if mark not in registered:
                     registered.add(mark)
                     self.config.addinivalue_line("markers", f"{mark}: arena instances of {mark}")
+                    decorators[mark] = getattr(pytest.mark, mark)
             for arm_name, arm in state.arms.items():
                 for trial in range(1, repeat + 1):
                     cell = CellName(instance.instance_id, arm_name, trial)
@@ -109,7 +114,7 @@ class InstanceFile(pytest.File):
                         grading_rules=state.settings.grading_rules, caps=state.settings.caps,
                     )
                     for mark in marks:
-                        item.add_marker(mark)
+                        item.add_marker(decorators[mark])
                     yield item
 
 

@@ -8,8 +8,10 @@ fixture that cannot do its job fails the setup phase: a harness error.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -51,7 +53,8 @@ def arena_repo_store(pytestconfig: pytest.Config) -> RepoStore:
 
 @pytest.fixture(scope="session")
 def arena_cell_remover() -> Iterator[DirectoryRemover]:
-    """Removes finished cells' directories off the cells' path; all are gone when the session ends."""
+    """Removes finished cells' directories (a cell's root, and the harness's folder beside it) off the cells'
+    path; all are gone when the session ends."""
     remover = DirectoryRemover()
     yield remover
     remover.close()
@@ -67,7 +70,8 @@ def arena_cell_env(
     """
     case = _case(request)
     name = CellName(case.instance.instance_id, case.arm.spec.name, case.trial)
-    root = tmp_path_factory.mktemp(name.label, numbered=True)
+    # mkdtemp: one mkdir, where a numbered mktemp lists the whole basetemp and relinks a "-current" link per cell.
+    root = Path(tempfile.mkdtemp(prefix=f"{name.label}-", dir=tmp_path_factory.getbasetemp()))
     cell = create_cell_environment(root)
     yield cell
     arena_cell_remover.remove(root)
@@ -92,7 +96,9 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     """Run the cell and turn its status into the pytest outcome (resolved = passed)."""
     case = dataclasses.replace(_case(request), instance=instance, arm=arm)
     node = request.node
-    outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY])
+    remover: DirectoryRemover = request.getfixturevalue("arena_cell_remover")
+    outcome = run_cell(case, node.nodeid, cell, workspace, node.stash[PHASES_KEY], node.stash[STARTED_KEY],
+                       remove=remover.remove)
     node.stash[OUTCOME_KEY] = outcome
     if outcome.status == CellStatus.INTERRUPTED:
         # The arm caught Ctrl-C to read its agent's spend: this cell is reported, then the sweep stops.

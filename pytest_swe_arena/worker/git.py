@@ -21,6 +21,7 @@ files' bytes as they are.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -142,31 +143,27 @@ class HarnessGit:
         if git_dir.exists():
             raise ExtractionError(f"harness git dir {git_dir} exists already")
         git_dir.parent.mkdir(parents=True, exist_ok=True)
-        harness = cls(git_dir, work_tree)
-        harness.output("init", "--quiet", "--bare", "--template=", str(git_dir), bare=True)
-        (git_dir / "objects" / "info").mkdir(parents=True, exist_ok=True)
-        (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
-        (git_dir / "info").mkdir(exist_ok=True)
+        # Not bare: a git dir inside its tree (a grading tree's .git) must work for the tree's own tools too.
+        init_git_dir(git_dir, objects, "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+                     + "".join(f"[{key.split('.')[0]}]\n\t{key.split('.', 1)[1]} = {value}\n"
+                               for key, value in HARNESS_SETTINGS.items() if value))
+        (git_dir / "info").mkdir()
         (git_dir / "info" / "attributes").write_text(NEUTRAL_ATTRIBUTES)
         (git_dir / "info" / "exclude").write_text("")
-        # Not bare: a git dir inside its tree (a grading tree's .git) must work for the tree's own tools too.
-        (git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
-                                        + "".join(f"[{key.split('.')[0]}]\n\t{key.split('.', 1)[1]} = {value}\n"
-                                                  for key, value in HARNESS_SETTINGS.items() if value))
-        return harness
+        return cls(git_dir, work_tree)
 
-    def run(self, *args: str, input: bytes | None = None, bare: bool = False) -> subprocess.CompletedProcess[bytes]:
+    def run(self, *args: str, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run git on this git dir and work tree; the completed process, whatever its exit status."""
-        where = [] if bare else [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
+        where = [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
         try:
-            return subprocess.run(["git", *where, *args], cwd=self.work_tree if not bare else self.git_dir.parent,
+            return subprocess.run(["git", *where, *args], cwd=self.work_tree,
                                   env=harness_git_env(), input=input, capture_output=True, check=False)
         except OSError as error:  # the work tree is gone (an arm can delete its workspace)
             raise ExtractionError(f"git {' '.join(args[:2])} cannot run in {self.work_tree}: {error}") from None
 
-    def output(self, *args: str, input: bytes | None = None, bare: bool = False) -> bytes:
+    def output(self, *args: str, input: bytes | None = None) -> bytes:
         """Run git; its output as bytes; ``ExtractionError`` naming the command and git's words if it fails."""
-        completed = self.run(*args, input=input, bare=bare)
+        completed = self.run(*args, input=input)
         if completed.returncode != 0:
             said = (completed.stderr or completed.stdout).decode(errors="replace").strip()
             raise ExtractionError(f"git {' '.join(args[:2])} on {self.work_tree} failed: {said[:800]}")
@@ -176,6 +173,11 @@ class HarnessGit:
         """Write base's files into the (empty) work tree, and base into the index with the files' stat data."""
         self.work_tree.mkdir(parents=True, exist_ok=True)
         self.output("read-tree", "--reset", "-u", base_commit)
+
+    def point_branch(self, branch: str, commit: str) -> None:
+        """Set ``refs/heads/<branch>`` to ``commit`` and HEAD to that branch (the ref files, as git writes them)."""
+        (self.git_dir / "refs" / "heads" / branch).write_text(f"{commit}\n")
+        (self.git_dir / "HEAD").write_text(f"ref: refs/heads/{branch}\n")
 
     def commit_work_tree(self, parent: str, message: str) -> str:
         """Commit every file of the work tree on top of ``parent`` in this git dir; ``parent`` if nothing changed.
@@ -191,10 +193,31 @@ class HarnessGit:
             return parent
         return self.output("commit-tree", tree, "-p", parent, "-m", message).decode().strip()
 
-    def seed_index(self, base_commit: str) -> None:
+    def seed_index(self, base_commit: str, checked_out: Path | None = None) -> None:
         """Base into the index, with the stat data of the files already in the work tree (checked out as base).
 
         Done once before the arm starts, so extraction later reads only the files whose stat changed.
+
+        :param checked_out: an index git wrote when it checked base out into this work tree (the
+            workspace's own, before the arm started): copied with its time stamp, so git's check of
+            racily clean entries holds as it did there, instead of reading base and every file's stat again.
         """
+        if checked_out is not None and checked_out.is_file() and not checked_out.is_symlink():
+            shutil.copy2(checked_out, self.git_dir / "index")
+            return
         self.output("read-tree", base_commit)
         self.run("update-index", "-q", "--refresh")
+
+
+def init_git_dir(git_dir: Path, objects: Path | None, config: str, head: str = "main") -> None:
+    """A new, empty git dir as ``git init --template=`` makes it (HEAD on the unborn ``head`` branch, ``config``),
+    borrowing ``objects`` (another store's ``objects`` folder) when given: written here, not by a git process,
+    since starting git is most of what a cell's git calls cost."""
+    # Parent first, one mkdir each; git makes objects/pack, refs/tags and the like when it first needs them.
+    for folder in ("", "objects", "objects/info", "refs", "refs/heads"):
+        os.mkdir(git_dir / folder)
+    if objects is not None:
+        (git_dir / "objects" / "info" / "alternates").write_text(f"{objects}\n")
+    (git_dir / "config").write_text(config)
+    (git_dir / "HEAD").write_text(f"ref: refs/heads/{head}\n")
+

@@ -22,8 +22,6 @@ from ..grading.rules import RULE_SETS
 from ..grading.tree import PatchRejected, TestPatchRejected, fresh_tree_grading, grade_on_fresh_tree, integrity_details
 from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, repo_runner, run_verify
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
-from ..spend.meter.accounts import MeterError
-from ..spend.meter.cells import metered_spend
 from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
@@ -48,17 +46,24 @@ def run_cell(
     workspace: Workspace,
     phases: Mapping[str, float],
     started_at: str,
+    remove: Callable[[Path], None] | None = None,
 ) -> CellOutcome:
     """Run the arm and grade its patch. Never raises for arm or harness failures.
 
     Beside the cell's root (outside anything its sandbox shows) the harness keeps what the arm
     must not reach: its git dir for extraction and the fresh grading tree; removed afterwards.
+
+    :param remove: how that folder is removed once the cell is done (the worker's ``DirectoryRemover``,
+        off the cells' path); at once when not given.
     """
     harness = Path(tempfile.mkdtemp(prefix=f"{cell.root.name}-harness-", dir=cell.root.parent))
     try:
         return _run_cell(case, nodeid, cell, workspace, phases, started_at, harness)
     finally:
-        shutil.rmtree(harness, ignore_errors=True)
+        if remove is None:
+            shutil.rmtree(harness, ignore_errors=True)
+        else:
+            remove(harness)
 
 
 def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspace, phases: Mapping[str, float],
@@ -92,6 +97,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction could not be prepared: {error}")
     route = None
     if case.meter is not None:
+        from ..spend.meter.accounts import MeterError  # only a metered cell loads the meter
+
         try:
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
@@ -125,6 +132,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     usage, models, problems = checked_spend(result.usage, result.models)
     details = accounting_errors(result.details, problems)
     if case.meter is not None and route is not None:
+        from ..spend.meter.cells import metered_spend
+
         try:
             spent = metered_spend(usage, models, case.meter.close(route, cell.run_dir),
                                   case.meter.plans[case.arm.spec.name].partial)
@@ -236,11 +245,13 @@ def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> 
     if workspace.objects is None:
         return None
     harness = HarnessGit.create(git_dir, workspace.path, workspace.objects)
-    base = original_base
     if workspace.base_commit != original_base:
         base = harness.commit_work_tree(original_base, "arena: environment setup")
-    harness.seed_index(base)
-    return base
+        harness.seed_index(base)
+        return base
+    # The workspace's index is git's record of checking base out there, before the arm ran.
+    harness.seed_index(original_base, checked_out=workspace.path / ".git" / "index")
+    return original_base
 
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,

@@ -20,7 +20,6 @@ from ..naming import CellName, is_instance_file
 from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
 from ..results.records import user_properties
 from ..spend.budget import sweep_limits
-from ..spend.meter.cells import SessionMeter, metered_plans
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile
 from .sandbox import SandboxError, probe_bwrap, resolve_sandbox
@@ -46,6 +45,10 @@ class CellPlugin:
         settings = self.state.settings
         self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
                                      source=settings.sources["arms"], strict_models=settings.strict_models)
+        if not any(getattr(arm, "metering", None) is not None for arm in self.state.arms.values()):
+            return  # no arm calls a model (GOLD, EMPTY, replay...): the meter's modules are never loaded
+        from ..spend.meter.cells import SessionMeter, metered_plans
+
         plans, problems = metered_plans(self.state.arms, settings.meter)
         if problems:
             raise pytest.UsageError(f"{settings.sources['meter']}: {problems[0]}")

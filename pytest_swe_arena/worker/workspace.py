@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..instances.model import Instance, Source
-from .git import WorkspaceError, git, run_git
+from .git import WorkspaceError, git, init_git_dir, run_git
 
 WORK_BRANCH = "arena-work"
 
@@ -276,12 +276,20 @@ def _resolve_commit(repo: Path, commit: str) -> str | None:
     return None
 
 
-#: Appended to a fresh workspace's .git/config: written directly, not with three
-#: ``git config`` processes, because process start-up is most of a cell's git cost.
+#: The harness's settings in a workspace's .git/config (an image's /testbed gets them appended).
 _WORKSPACE_CONFIG = _NO_GC_CONFIG + """[user]
 \tname = swe-arena
 \temail = swe-arena@localhost
 """
+#: A fresh workspace's whole .git/config: what ``git init`` writes on Linux, and the harness's settings. Written
+#: directly, with the rest of the git dir, not by ``git init`` and ``git config`` processes: process start-up is
+#: most of a cell's git cost.
+_FRESH_WORKSPACE_CONFIG = """[core]
+\trepositoryformatversion = 0
+\tfilemode = true
+\tbare = false
+\tlogallrefupdates = true
+""" + _WORKSPACE_CONFIG
 
 
 def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = "docker") -> Workspace:
@@ -310,13 +318,8 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
 def _check_out(dest: Path, objects: Path, full: str) -> None:
     """A new repository in ``dest`` borrowing ``objects``, on the work branch at ``full``, checked out."""
     dest.mkdir(parents=True, exist_ok=True)
-    git("init", "--quiet", "--template=", f"--initial-branch={WORK_BRANCH}", str(dest), cwd=dest)
     git_dir = dest / ".git"
-    info = git_dir / "objects" / "info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "alternates").write_text(str(objects) + "\n")
-    with open(git_dir / "config", "a", encoding="utf-8") as config:
-        config.write(_WORKSPACE_CONFIG)
+    init_git_dir(git_dir, objects, _FRESH_WORKSPACE_CONFIG, head=WORK_BRANCH)
     _copy_snapshot_refs(objects.parent, git_dir)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)

@@ -1,8 +1,11 @@
-"""Unit tests of a cell's directories: removed off the cells' path, and all gone when the session ends."""
+"""A cell's directories: removed off the cells' path, and all gone when the session ends."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
+from helpers.arena import XDIST
 
 from pytest_swe_arena.worker.cell import DirectoryRemover, create_cell_environment
 
@@ -27,3 +30,14 @@ def test_a_cell_sees_none_of_the_harness_pytest_or_python_setup(tmp_path: Path) 
     variables = create_cell_environment(tmp_path / "cell", harness).variables
     assert not [name for name in variables if name.startswith("PYTEST_") or name in ("PYTHONPATH", "VIRTUAL_ENV")]
     assert variables["LANG"] == "C.UTF-8" and variables["PATH"].endswith("/usr/bin")
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_no_cell_or_harness_folder_is_left_after_a_sweep(suite, calc, tmp_path, xdist):
+    """Cells' roots and the harness's folders beside them are removed off the cells' path, all by the end."""
+    suite.instances([calc.row(f"demo__calc-{number}") for number in (1, 2)])
+    basetemp = tmp_path / "basetemp"
+    result = suite.run("--arena-arms=GOLD,EMPTY", f"--basetemp={basetemp}", *xdist)
+    result.assert_outcomes(passed=2, failed=2)
+    left = [path for path in basetemp.rglob("*") if "demo__calc" in path.name]
+    assert left == []
