@@ -68,10 +68,12 @@ NEEDS_TOOLCHAIN = {"numpy", "scipy", "pandas", "matplotlib", "scikit-learn", "h5
 #: ignore the setting.
 COMPAT_EDITABLE = "-C editable_mode=compat"
 
-#: The servers a repository's tests reach at the versions given (SWE-bench's containers had the internet): a
-#: spec's ``network``. requests before 2.9 tests against httpbin.org itself (pytest-httpbin's local server after).
-NETWORK = {"psf/requests": (lambda version: version_key(version) < (2, 9), ["http://httpbin.org/",
-                                                                         "https://httpbin.org/"])}
+#: What a repository's tests need of the network at the versions given (SWE-bench's containers had the
+#: internet): a spec's ``network``. requests before 2.9 tests against httpbin.org itself (pytest-httpbin's local
+#: server after); from 2.4 its timeout tests expect a connection to 10.255.255.1 (its TARPIT) to hang.
+NETWORK = [("psf/requests", lambda version: version_key(version) < (2, 9), ["http://httpbin.org/",
+                                                                          "https://httpbin.org/"]),
+           ("psf/requests", lambda version: version_key(version) >= (2, 4), ["tarpit://10.255.255.1:80"])]
 
 #: pre_install / eval lines SWE-bench runs as root or that download outside the package index.
 SYSTEM_STEP = re.compile(r"apt-get|\bwget\b|\bcurl\b|locale-gen|/etc/|QHULL")
@@ -173,8 +175,9 @@ def translate(repo: str, version: str, spec: Mapping[str, Any], reqs_paths: Mapp
         notes.append(f"SWE-bench limits the container to {spec['nano_cpus'] / 1e9:g} CPUs")
     if "test_cmd" in spec:
         table["swebench_test_cmd"] = str(spec["test_cmd"])
-    if repo in NETWORK and NETWORK[repo][0](version):
-        table["network"] = list(NETWORK[repo][1])
+    network = [need for (needy, applies, needs) in NETWORK if needy == repo and applies(version) for need in needs]
+    if network:
+        table["network"] = network
     if notes:
         table["notes"] = notes
     return out

@@ -20,9 +20,11 @@ shipped spec may say:
 - ``system_steps``: SWE-bench's steps that need root or a download outside the
   package index (``apt-get``, ``wget``, ``locale-gen``); they are not run.
 - ``eval_env``: variables SWE-bench exports before running the tests.
-- ``network``: the servers the tests need, as URLs (``http://httpbin.org/``): SWE-bench's containers
-  reached the internet. A row with such a spec is a harness error, before any arm runs, when this
-  machine cannot connect to one of them (never a verdict read from the tests' log).
+- ``network``: what the tests need of the network, which SWE-bench's containers had: servers they
+  connect to (``http://httpbin.org/``) and addresses they expect a connection to hang on
+  (``tarpit://10.255.255.1:80``, requests' timeout tests). A row with such a spec is a harness error,
+  before any arm runs, when this machine does not give one of them (never a verdict read from the
+  tests' log); ``worker.health.unreachable_server`` checks.
 
 **Resolved as of the row's date.** Today's packages break 2023's installs
 (setuptools without ``pkg_resources``, NumPy 2, pytest 8, pip without the
@@ -216,9 +218,9 @@ def _parse_spec(where: str, repo: str, version: str, table: Any) -> ShippedSpec:
         floor = _parse_date(f"{where}: field 'date_floor'", floor)
     network = _strings(where, table, "network")
     for url in network:
-        if not re.fullmatch(r"https?://[A-Za-z0-9.\-]+(:\d+)?/?", url):
+        if not re.fullmatch(r"(https?://[A-Za-z0-9.\-]+(:\d+)?/?|tarpit://[A-Za-z0-9.\-]+:\d+)", url):
             raise ShippedSpecsError(f"{where}: field 'network': {url!r} is not a server's URL; expected e.g. "
-                                    "'http://httpbin.org/' or 'https://example.org:8443/'")
+                                    "'http://httpbin.org/', 'https://example.org:8443/' or 'tarpit://10.255.255.1:80'")
     for key in ("conda_only", "swebench_test_cmd"):
         if key in table and not isinstance(table[key], str):
             raise ShippedSpecsError(f"{where}: field {key!r} must be a string")

@@ -86,15 +86,27 @@ def check_health(instance: Instance, runner: Runner | None, environment: PythonE
     passed.write_text(command + "\n")
 
 
-def unreachable_server(urls: Iterable[str], timeout: float = 10.0) -> str | None:
-    """The first of the servers a row's tests need (``network`` URLs) this machine cannot connect to, and why.
+def unreachable_server(urls: Iterable[str], timeout: float = 10.0, tarpit_wait: float = 1.0) -> str | None:
+    """The first of the network needs of a row's tests (``network``) this machine does not meet, and why.
 
-    A TCP connection from here, the network the graded tests share: their log is never read for it
-    (a log is the agent's to forge). None when every server answers.
+    ``http(s)://host[:port]/``: a server the tests connect to, which must accept a TCP connection from here.
+    ``tarpit://address:port``: an address the tests expect a connection to hang on (requests' ``TARPIT``,
+    for its timeout tests), which must neither connect nor be refused within ``tarpit_wait`` seconds. Checked
+    from here, the network the graded tests share: their log is never read for it (a log is the agent's to
+    forge). None when every need is met.
     """
     for url in urls:
         parts = urlsplit(url)
         host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+        if parts.scheme == "tarpit":
+            try:
+                with socket.create_connection((host, port), timeout=tarpit_wait):
+                    return f"{url}: {host}:{port} accepts connections; the tests expect connecting to it to hang"
+            except TimeoutError:
+                continue
+            except OSError as error:
+                return f"{url}: connecting to {host}:{port} fails at once ({error.strerror or error}); the tests " \
+                       "expect it to hang"
         try:
             with socket.create_connection((host, port), timeout=timeout):
                 pass
