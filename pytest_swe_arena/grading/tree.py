@@ -39,7 +39,7 @@ from ..worker.git import ExtractionError, HarnessGit
 from ..worker.patches import files_touched, is_test_path
 from ..worker.sandbox import Sandbox, cell_policy, program_mounts_outside
 from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
-from ..worker.workspace import WORK_BRANCH, Workspace
+from ..worker.workspace import WORK_BRANCH, Workspace, copy_snapshot_refs
 from .rules import SWEBENCH, GradingRules
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
 from .verify import VerifyResult, run_checks
@@ -102,6 +102,8 @@ def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: by
     if dest.exists():
         raise ExtractionError(f"grading tree {dest} exists already")
     harness = HarnessGit.create(dest / ".git", dest, objects)
+    # The workspace's tags (versioneer and setuptools_scm read the version from them), and its shallow file.
+    copy_snapshot_refs(objects.parent, dest / ".git")
     harness.checkout_base(base_commit)
     harness.output("update-ref", f"refs/heads/{WORK_BRANCH}", base_commit)
     harness.output("symbolic-ref", "HEAD", f"refs/heads/{WORK_BRANCH}")
