@@ -78,7 +78,11 @@ def check_health(instance: Instance, runner: Runner | None, environment: PythonE
             handle.seek(start)
             said = handle.read().decode("utf-8", errors="replace")
         failures = _IMPORT_FAILURE.findall(said)
-        why = failures[-1].strip()[:300] if failures else "no import error shown"
+        # Else the last line that says error (a runner that cannot start: "tox: error: ..."), else its last words.
+        words = [line.strip() for line in said.splitlines()
+                 if line.strip() and not line.startswith(("$ (health check at base)", "# took "))]
+        errors = [line for line in words if re.search(r"\berror\b", line, re.IGNORECASE)]
+        why = (failures or errors or words or ["it printed nothing"])[-1].strip()[:300]
         raise EnvBuildError(
             f"environment is broken: `{command}` failed at base, before any arm ran ({why}; see env.log)"
         ) from None

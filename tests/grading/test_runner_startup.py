@@ -104,3 +104,16 @@ def test_the_health_check_starts_the_rows_own_runner_and_a_runner_that_cannot_st
         broken["error"]
     assert "No module named 'shapes'" in broken["error"]
     assert by_id["acme__shapes-43"]["status"] == "resolved", by_id["acme__shapes-43"]["error"]
+
+
+def test_a_tox_runner_that_cannot_start_is_a_harness_error_saying_why(suite, tmp_path_factory):
+    # tox without tox-current-env: `tox --current-env` is no option of tox's own.
+    row, repo = tox_row(tmp_path_factory.mktemp("repos"), requirements=["pytest", "tox==4.16.0"])
+    write_export(suite, [row])
+    result = suite.run(f"--arena-repos={repo.parent}", "--arena-arms=GOLD")
+    result.assert_outcomes(errors=1)
+    [gold] = suite.ledger()
+    assert gold["status"] == "harness_error"
+    assert gold["error"].startswith("env: environment is broken: `tox --current-env -epy -v -- --collect-only"), \
+        gold["error"]
+    assert "failed at base, before any arm ran (tox: error: unrecognized arguments: --current-env" in gold["error"]
