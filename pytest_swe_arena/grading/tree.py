@@ -239,8 +239,17 @@ def grading_environment(store: EnvironmentStore, spec: EnvSpec, tree: Path, cell
 
 def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: CellEnvironment, log: Path,
              timeout: float, what: str, sandbox: Sandbox | None) -> None:
-    """One shell step of the environment in the tree, with the venv first on PATH, in ``sandbox`` if given."""
-    env = cell.env(environment.variables(cell.variables.get("PATH", "")))
+    """One shell step of the environment in the tree, with the venv first on PATH, in ``sandbox`` if given.
+
+    Its ``uv pip`` resolves as of the environment's date, as the cell's steps did (``uv_environment``: the
+    config file, shown read-only in the sandbox, and the variables; not the shared cache, which the
+    sandbox does not show).
+    """
+    dated = {name: value for name, value in environment.uv_variables.items()
+             if name in ("UV_CONFIG_FILE", "UV_EXCLUDE_NEWER", "UV_COMPILE_BYTECODE")}
+    env = cell.env({**environment.variables(cell.variables.get("PATH", "")), **dated})
+    if sandbox is not None and "UV_CONFIG_FILE" in dated:
+        sandbox = sandbox.showing(Path(dated["UV_CONFIG_FILE"]))
     argv = shell_argv(command)
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"$ ({what}) {command}\n")

@@ -202,3 +202,25 @@ def test_a_row_whose_tests_need_a_server_out_of_reach_is_a_harness_error_for_eve
             "httpbin.org:80 ("), ledger_row["error"]
     # Nothing was built: no uv call in any cell's env.log.
     assert not [log for log in (suite.path / "arena-out").rglob("env.log") if "$ uv" in log.read_text()]
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])
+def test_the_grading_trees_install_step_resolves_as_of_the_date_too(tmp_path, dated_index, monkeypatch,  # noqa: F811
+                                                                     sandboxed):
+    # The fresh tree's steps (pre_install, install) run again for grading: as of the row's date, as the cell's
+    # did (sphinx's `uv pip install -e .[test]` took today's docutils, whose roman module sphinx 3 cannot import).
+    from pytest_swe_arena.grading.tree import grading_environment
+    from pytest_swe_arena.worker.cell import create_cell_environment
+    from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
+
+    if sandboxed and not probe_bwrap().works:
+        pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
+    monkeypatch.setenv("UV_INDEX_URL", dated_index)
+    store = EnvironmentStore(tmp_path / "store")
+    spec = EnvSpec(python=HERE, install="uv pip install demo", as_of=datetime(2021, 6, 1, tzinfo=UTC))
+    cell = create_cell_environment(tmp_path / "cell")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sandbox = Sandbox(cell_policy(cell, read_write=(tree,))) if sandboxed else None
+    environment = grading_environment(store, spec, tree, cell, tmp_path / "grading.log", 300, sandbox)
+    assert installed_version(environment.venv) == "1.0", (tmp_path / "grading.log").read_text()
