@@ -10,6 +10,10 @@ as ``owner__name`` (clones or bare mirrors). The table has, per row, GOLD's and 
 environment's and verify's seconds (GOLD's cell; EMPTY's reuses the resolved environment) and, for
 anything but GOLD resolved / EMPTY unresolved, the reason from the ledger. Expected: GOLD resolved
 on every row whose environment builds, EMPTY on none, and every other row a harness_error saying why.
+The summary line gives the load average (1 minute) at the start and at the end.
+
+``--earlier OUT`` (repeatable) takes a row's cells from an earlier run's out dir when this run has none
+of them (a run stopped part-way and continued for the rest); ``--no-run`` only writes the table.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ def run_suite(rows: list[dict[str, Any]], repos: Path, out: Path, cache: Path, w
 
 def read_ledger(out: Path) -> dict[tuple[str, str], dict[str, Any]]:
     cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for line in (out / "arena-out" / "ledger.jsonl").read_text().splitlines():
+    ledger = out / "arena-out" / "ledger.jsonl"
+    for line in (ledger.read_text().splitlines() if ledger.is_file() else []):
         if line.strip():
             row = json.loads(line)
             cells[row["instance_id"], row["arm"]] = row  # the last row of a cell stands (resume)
@@ -91,18 +96,30 @@ def main() -> int:
     parser.add_argument("-n", "--workers", type=int, default=1)
     parser.add_argument("--verify-timeout", type=float, default=1800)
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
+    parser.add_argument("--earlier", type=Path, action="append", default=[],
+                        help="an earlier run's --out: its cells stand for rows this run has none of")
+    parser.add_argument("--no-run", action="store_true", help="only write the table from the out dirs")
     args = parser.parse_args()
     by_id = {row["instance_id"]: row for row in json.loads(args.rows.read_text())}
     unknown = [iid for iid in args.instance_ids if iid not in by_id]
     if unknown:
         parser.error(f"not in {args.rows}: {', '.join(unknown)}")
     rows = [by_id[iid] for iid in args.instance_ids]
-    seconds = run_suite(rows, args.repos, args.out, args.cache or args.out / "cache", args.workers,
-                        args.verify_timeout)
-    text, counts = table(rows, read_ledger(args.out))
+    load_before = os.getloadavg()[0]
+    seconds = 0.0 if args.no_run else run_suite(rows, args.repos, args.out, args.cache or args.out / "cache",
+                                                 args.workers, args.verify_timeout)
+    cells = read_ledger(args.out)
+    for earlier in args.earlier:
+        found = read_ledger(earlier)
+        for row in rows:
+            iid = row["instance_id"]
+            if not any((iid, arm) in cells for arm in ("GOLD", "EMPTY")):
+                cells.update({(iid, arm): found[iid, arm] for arm in ("GOLD", "EMPTY") if (iid, arm) in found})
+    text, counts = table(rows, cells)
     repos = Counter(row["repo"] for row in rows)
     summary = (f"{len(rows)} rows from {len(repos)} repositories ({', '.join(f'{r} {n}' for r, n in repos.items())}); "
-               f"{', '.join(f'{k}: {v}' for k, v in counts.items())}; {seconds:.0f} s wall")
+               f"{', '.join(f'{k}: {v}' for k, v in counts.items())}; {seconds:.0f} s wall; load average "
+               f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(text)
     print(summary)
     if args.table:

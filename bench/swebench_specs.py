@@ -62,6 +62,19 @@ SKIPPED_REPOS = {"swe-bench/humaneval"}
 NEEDS_TOOLCHAIN = {"numpy", "scipy", "pandas", "matplotlib", "scikit-learn", "h5py", "netcdf4", "gdal",
                    "pyproj", "cartopy", "shapely", "fiona", "rasterio", "tables", "numba", "llvmlite"}
 
+#: setuptools' path-based editable install (a ``.pth`` naming the source tree), what SWE-bench's pip made with
+#: ``setup.py develop``; its default PEP 660 install maps the package through an import hook, under which
+#: pylint finds none of its checkers' messages ("No such message id or symbol 'C0301'"). Other backends
+#: ignore the setting.
+COMPAT_EDITABLE = "-C editable_mode=compat"
+
+#: What a repository's tests need of the network at the versions given (SWE-bench's containers had the
+#: internet): a spec's ``network``. requests before 2.9 tests against httpbin.org itself (pytest-httpbin's local
+#: server after); from 2.4 its timeout tests expect a connection to 10.255.255.1 (its TARPIT) to hang.
+NETWORK = [("psf/requests", lambda version: version_key(version) < (2, 9), ["http://httpbin.org/",
+                                                                          "https://httpbin.org/"]),
+           ("psf/requests", lambda version: version_key(version) >= (2, 4), ["tarpit://10.255.255.1:80"])]
+
 #: pre_install / eval lines SWE-bench runs as root or that download outside the package index.
 SYSTEM_STEP = re.compile(r"apt-get|\bwget\b|\bcurl\b|locale-gen|/etc/|QHULL")
 
@@ -162,6 +175,9 @@ def translate(repo: str, version: str, spec: Mapping[str, Any], reqs_paths: Mapp
         notes.append(f"SWE-bench limits the container to {spec['nano_cpus'] / 1e9:g} CPUs")
     if "test_cmd" in spec:
         table["swebench_test_cmd"] = str(spec["test_cmd"])
+    network = [need for (needy, applies, needs) in NETWORK if needy == repo and applies(version) for need in needs]
+    if network:
+        table["network"] = network
     if notes:
         table["notes"] = notes
     return out
@@ -180,6 +196,9 @@ def merge_requirements(conda: Sequence[str], pip: Sequence[str]) -> list[str]:
 def uv_install(command: str, python: str) -> tuple[str, list[str]]:
     """SWE-bench's install command with ``uv pip install`` for pip where uv can build it (Python 3.7+).
 
+    An editable install is path-based (``COMPAT_EDITABLE``), as pip's ``setup.py develop`` of
+    SWE-bench's images made it.
+
     An editable install is retried without build isolation: a project whose build requirements
     forbid setuptools 64 (pylint 2.15's ``setuptools~=62.6``) has no PEP 660 hook in its isolated
     build, and pip's legacy ``setup.py develop`` fallback is gone from uv; the venv's own setuptools
@@ -193,10 +212,12 @@ def uv_install(command: str, python: str) -> tuple[str, list[str]]:
         translated = re.sub(r"\s*--no-use-pep517", "", translated)
         notes.append("install: --no-use-pep517 dropped (uv builds a setup.py project with setuptools' legacy "
                      "backend)")
-    if re.search(r"(^|\s)(-e|--editable)\s", translated) and "--no-build-isolation" not in translated:
-        retry = translated.replace("uv pip install", "uv pip install --no-build-isolation", 1)
-        translated = f"{translated} || {retry}"
-        notes.append("install: an editable build that fails in isolation is retried with the venv's setuptools")
+    if re.search(r"(^|\s)(-e|--editable)\s", translated):
+        translated = translated.replace("uv pip install", f"uv pip install {COMPAT_EDITABLE}")
+        if "--no-build-isolation" not in translated:
+            retry = translated.replace("uv pip install", "uv pip install --no-build-isolation", 1)
+            translated = f"{translated} || {retry}"
+            notes.append("install: an editable build that fails in isolation is retried with the venv's setuptools")
     return translated, notes
 
 
@@ -364,7 +385,8 @@ def toml_value(value: Any) -> str:
 
 
 KEY_ORDER = ["python", "requirements", "requirements_files", "environment_files", "pre_install", "install",
-             "date_floor", "conda_only", "sdist_only", "system_steps", "eval_env", "swebench_test_cmd", "notes"]
+             "date_floor", "conda_only", "sdist_only", "system_steps", "eval_env", "swebench_test_cmd", "network",
+             "notes"]
 
 
 def render(translated: Sequence[Translated], header: Iterable[str]) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -174,6 +175,39 @@ def eval_script_command(script: str) -> str:
                                 f"{END_TEST_OUTPUT!r} lines; expected the command that runs the tests")
     exports = [line.strip() for line in lines[:start] if _EXPORT.fullmatch(line)]
     return "\n".join([*exports, *command])
+
+
+#: ``tox --current-env -e NAME`` (tox-current-env): NAME's environments, comma-separated.
+_TOX_CURRENT_ENV = re.compile(r"\btox\b(?=.*\s--current-env\b).*?\s(?:-e\s*|--envlist[= ]\s*)([\w.,-]+)")
+
+
+def tox_current_envs(command: str) -> list[str]:
+    """The tox environments a ``tox --current-env`` command runs (none for any other command)."""
+    found = _TOX_CURRENT_ENV.search(command)
+    return [name for name in found.group(1).split(",") if name] if found else []
+
+
+def prepare_tox_current_env(command: str, workspace: Path, venv: Path) -> None:
+    """Make each environment dir a ``tox --current-env`` command uses a view of ``venv``.
+
+    tox-current-env runs the tox env's commands with ``.tox/NAME/bin`` first on PATH, where it links
+    ``python`` to its own ``sys.executable``. In SWE-bench's conda env that is a real interpreter; in a
+    venv it is a link whose venv is found by the ``pyvenv.cfg`` beside the *link*, so ``.tox/NAME/bin/python``
+    would start the bare interpreter ("No module named pytest"). With ``pyvenv.cfg``, ``lib`` and the
+    ``bin/python`` links of ``venv`` in ``.tox/NAME`` (tox-current-env keeps links that exist), the tox
+    env's ``python`` is the venv's. Whatever was in ``.tox/NAME`` is replaced.
+    """
+    for name in tox_current_envs(command):
+        view = workspace / ".tox" / name
+        if view.is_symlink() or view.is_file():
+            view.unlink()
+        elif view.is_dir():
+            shutil.rmtree(view)
+        (view / "bin").mkdir(parents=True)
+        shutil.copyfile(venv / "pyvenv.cfg", view / "pyvenv.cfg")
+        (view / "lib").symlink_to(venv / "lib", target_is_directory=True)
+        for link in {"python", "python3", *(path.name for path in (venv / "bin").glob("python3.*"))}:
+            (view / "bin" / link).symlink_to(venv / "bin" / "python")
 
 
 def runner_for_row(row: Mapping[str, Any]) -> Runner | None:

@@ -39,7 +39,7 @@ from ..worker.git import ExtractionError, HarnessGit
 from ..worker.patches import files_touched, is_test_path
 from ..worker.sandbox import Sandbox, cell_policy, program_mounts_outside
 from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
-from ..worker.workspace import WORK_BRANCH, Workspace
+from ..worker.workspace import WORK_BRANCH, Workspace, copy_snapshot_refs
 from .rules import SWEBENCH, GradingRules
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
 from .verify import VerifyResult, run_checks
@@ -102,6 +102,8 @@ def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: by
     if dest.exists():
         raise ExtractionError(f"grading tree {dest} exists already")
     harness = HarnessGit.create(dest / ".git", dest, objects)
+    # The workspace's tags (versioneer and setuptools_scm read the version from them), and its shallow file.
+    copy_snapshot_refs(objects.parent, dest / ".git")
     harness.checkout_base(base_commit)
     harness.point_branch(WORK_BRANCH, base_commit)
     if setup is not None:
@@ -236,8 +238,17 @@ def grading_environment(store: EnvironmentStore, spec: EnvSpec, tree: Path, cell
 
 def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: CellEnvironment, log: Path,
              timeout: float, what: str, sandbox: Sandbox | None) -> None:
-    """One shell step of the environment in the tree, with the venv first on PATH, in ``sandbox`` if given."""
-    env = cell.env(environment.variables(cell.variables.get("PATH", "")))
+    """One shell step of the environment in the tree, with the venv first on PATH, in ``sandbox`` if given.
+
+    Its ``uv pip`` resolves as of the environment's date, as the cell's steps did (``uv_environment``: the
+    config file, shown read-only in the sandbox, and the variables; not the shared cache, which the
+    sandbox does not show).
+    """
+    dated = {name: value for name, value in environment.uv_variables.items()
+             if name in ("UV_CONFIG_FILE", "UV_EXCLUDE_NEWER", "UV_COMPILE_BYTECODE")}
+    env = cell.env({**environment.variables(cell.variables.get("PATH", "")), **dated})
+    if sandbox is not None and "UV_CONFIG_FILE" in dated:
+        sandbox = sandbox.showing(Path(dated["UV_CONFIG_FILE"]))
     argv = shell_argv(command)
     with open(log, "a", encoding="utf-8") as out:
         out.write(f"$ ({what}) {command}\n")

@@ -33,7 +33,15 @@ from .grades import grade
 from .parsers import parse_junitxml, parse_output, read_results
 from .rules import SWEBENCH, GradingRules
 from .rules import grade as grade_by_rules
-from .runners import Runner, RunnerChoiceError, runner_command, runner_for_row, test_files, uses_junitxml
+from .runners import (
+    Runner,
+    RunnerChoiceError,
+    prepare_tox_current_env,
+    runner_command,
+    runner_for_row,
+    test_files,
+    uses_junitxml,
+)
 
 if TYPE_CHECKING:
     from ..worker.sandbox import Sandbox
@@ -274,6 +282,8 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     # SWE-bench's runs had no terminal: 80 columns. Its ids come from lines whose layout follows the width
     # (pytest's own tests print `PASSED  [100%]---...` lines that become ids), so ours must have the same.
     env = {**env, "COLUMNS": "80"}
+    if host is None and env.get("VIRTUAL_ENV"):
+        prepare_tox_current_env(command, workspace.path, Path(env["VIRTUAL_ENV"]))
     log.parent.mkdir(parents=True, exist_ok=True)
     start = log.stat().st_size if log.is_file() else 0
     result = _run(host, command, workspace.path, log, env, timeout, sandbox)

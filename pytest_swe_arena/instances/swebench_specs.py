@@ -20,6 +20,11 @@ shipped spec may say:
 - ``system_steps``: SWE-bench's steps that need root or a download outside the
   package index (``apt-get``, ``wget``, ``locale-gen``); they are not run.
 - ``eval_env``: variables SWE-bench exports before running the tests.
+- ``network``: what the tests need of the network, which SWE-bench's containers had: servers they
+  connect to (``http://httpbin.org/``) and addresses they expect a connection to hang on
+  (``tarpit://10.255.255.1:80``, requests' timeout tests). A row with such a spec is a harness error,
+  before any arm runs, when this machine does not give one of them (never a verdict read from the
+  tests' log); ``worker.health.unreachable_server`` checks.
 
 **Resolved as of the row's date.** Today's packages break 2023's installs
 (setuptools without ``pkg_resources``, NumPy 2, pytest 8, pip without the
@@ -76,7 +81,7 @@ _REPLACED_REQUIREMENTS = {"types-pkg_resources": "types-setuptools"}
 
 _SPEC_KEYS = {"python", "requirements", "pre_install", "install"}
 _EXTRA_KEYS = {"requirements_files", "environment_files", "date_floor", "conda_only", "system_steps",
-               "eval_env", "sdist_only", "swebench_test_cmd", "notes"}
+               "eval_env", "sdist_only", "swebench_test_cmd", "notes", "network"}
 
 
 class ShippedSpecsError(Exception):
@@ -107,6 +112,7 @@ class ShippedSpec:
     sdist_only: tuple[str, ...] = ()
     swebench_test_cmd: str | None = None
     notes: tuple[str, ...] = ()
+    network: tuple[str, ...] = ()
 
     @property
     def python(self) -> str | None:
@@ -115,11 +121,13 @@ class ShippedSpec:
 
     def identity(self) -> dict[str, Any]:
         """Everything the spec says, as plain JSON: part of a cell's key."""
-        return {"repo": self.repo, "version": self.version, "env": dict(self.env),
-                "requirements_files": list(self.requirements_files),
-                "environment_files": list(self.environment_files),
-                "date_floor": uv_timestamp(self.date_floor) if self.date_floor else None,
-                "conda_only": self.conda_only, "eval_env": dict(self.eval_env)}
+        identity = {"repo": self.repo, "version": self.version, "env": dict(self.env),
+                    "requirements_files": list(self.requirements_files),
+                    "environment_files": list(self.environment_files),
+                    "date_floor": uv_timestamp(self.date_floor) if self.date_floor else None,
+                    "conda_only": self.conda_only, "eval_env": dict(self.eval_env)}
+        # Only when given: the keys of rows whose spec names no network stay as they were.
+        return identity | ({"network": list(self.network)} if self.network else {})
 
 
 @dataclass(frozen=True)
@@ -208,6 +216,11 @@ def _parse_spec(where: str, repo: str, version: str, table: Any) -> ShippedSpec:
     floor = table.get("date_floor")
     if floor is not None:
         floor = _parse_date(f"{where}: field 'date_floor'", floor)
+    network = _strings(where, table, "network")
+    for url in network:
+        if not re.fullmatch(r"(https?://[A-Za-z0-9.\-]+(:\d+)?/?|tarpit://[A-Za-z0-9.\-]+:\d+)", url):
+            raise ShippedSpecsError(f"{where}: field 'network': {url!r} is not a server's URL; expected e.g. "
+                                    "'http://httpbin.org/', 'https://example.org:8443/' or 'tarpit://10.255.255.1:80'")
     for key in ("conda_only", "swebench_test_cmd"):
         if key in table and not isinstance(table[key], str):
             raise ShippedSpecsError(f"{where}: field {key!r} must be a string")
@@ -222,6 +235,7 @@ def _parse_spec(where: str, repo: str, version: str, table: Any) -> ShippedSpec:
         sdist_only=_strings(where, table, "sdist_only"),
         swebench_test_cmd=table.get("swebench_test_cmd"),
         notes=_strings(where, table, "notes"),
+        network=network,
     )
 
 

@@ -23,6 +23,7 @@ from ..instances.swebench_specs import (
     row_date,
 )
 from .git import run_git
+from .health import unreachable_server
 from .venvs import EnvBuildError, EnvSpec
 
 
@@ -35,6 +36,10 @@ def shipped_env_spec(instance: Instance, spec: ShippedSpec, mirror: Path | None)
     where = f"shipped spec {spec.repo} {spec.version}"
     if spec.conda_only:
         raise EnvBuildError(f"{where} cannot be reproduced without conda: {spec.conda_only}")
+    unreachable = unreachable_server(spec.network)
+    if unreachable:
+        raise EnvBuildError(f"{where}: its tests need the network (field 'network': {', '.join(spec.network)}), "
+                            f"which this machine cannot reach: {unreachable}")
     setup_commit = instance.row.get("environment_setup_commit")
     as_of = resolution_date(row_date(instance.row, lambda commit: git_commit_date(mirror, commit) if mirror else None),
                             spec.python, spec.date_floor)

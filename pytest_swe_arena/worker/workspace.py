@@ -320,12 +320,12 @@ def _check_out(dest: Path, objects: Path, full: str) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     git_dir = dest / ".git"
     init_git_dir(git_dir, objects, _FRESH_WORKSPACE_CONFIG, head=WORK_BRANCH)
-    _copy_snapshot_refs(objects.parent, git_dir)
+    copy_snapshot_refs(objects.parent, git_dir)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)
 
 
-def _copy_snapshot_refs(snapshot: Path, git_dir: Path) -> None:
+def copy_snapshot_refs(snapshot: Path, git_dir: Path) -> None:
     """Give the workspace the snapshot's tags, and its ``shallow`` file when only base's tree is there."""
     tags = snapshot / ARENA_TAGS
     if tags.is_file() and tags.stat().st_size:

@@ -301,6 +301,9 @@ def test_runners_by_repository_and_version():
     assert swebench_runner("astropy/astropy", "1.3").test_cmd.endswith("console_output_style=classic --tb=no")  # type: ignore[union-attr]
     assert swebench_runner("astropy/astropy", "5.0").test_cmd == "pytest -rA"  # type: ignore[union-attr]
     assert swebench_runner("sphinx-doc/sphinx", "7.1") == Runner("tox --current-env -epy39 -v --", "parse_log_sphinx")
+    # sympy's bin/test with fixed seeds: its random seed orders the assumptions' prerequisites (sympy-11897).
+    assert swebench_runner("sympy/sympy", "1.0").test_cmd == (  # type: ignore[union-attr]
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' PYTHONHASHSEED=0 bin/test -C --verbose --seed 0")
     assert swebench_runner("someone/else", "1.0") is None
 
 

@@ -131,6 +131,25 @@ def test_what_the_environment_setup_generates_is_base_for_the_patch_on_both_side
     assert tree.base_commit != calc.base
 
 
+def test_the_grading_tree_has_the_tags_of_base_and_its_ancestors_as_the_workspace_has(calc, tmp_path):
+    # setuptools_scm and versioneer read the version from the tags: without them pytest's own tree says it is
+    # 0.1.dev and its `minversion` refuses to run (pytest-dev__pytest-11143).
+    from helpers.gitrepos import commit, git
+
+    first = git(calc.repo, "rev-list", "--max-parents=0", "HEAD").strip()
+    git(calc.repo, "tag", "-a", "v0.1", "-m", "first release", first)
+    git(calc.repo, "tag", "v0.2", calc.base)
+    git(calc.repo, "tag", "v1.0", commit(calc.repo, {"calc/ops.py": "def mul(a, b):\n    return a * b\n"}, "fix"))
+    instance = build_instance(tmp_path / "i.jsonl", 1, graded_row(calc), None)
+    store = RepoStore(tmp_path / "cache")
+    objects = store.snapshot(*store.ensure_commit(instance.source, instance.repo, instance.base_commit))
+    tree = build_grading_tree(tmp_path / "tree", objects=objects, base_commit=calc.base, patch=calc.patch.encode(),
+                              instance=instance)
+    assert git(tree.path, "tag", "--list").split() == ["v0.1", "v0.2"]
+    assert git(tree.path, "describe", "--tags").strip().startswith("v0.2")  # "-dirty" aside: the patch is applied
+    assert git(tree.path, "cat-file", "-t", "v0.1").strip() == "tag"
+
+
 def test_a_patch_that_does_not_apply_is_the_arms_and_a_broken_test_patch_the_harness(grading, calc, tmp_path):
     stale = calc.patch.replace("return a + b\n+    return a * b", "return a - b\n+    return a * b")
     with pytest.raises(PatchRejected, match="the patch does not apply to a fresh checkout of base"):

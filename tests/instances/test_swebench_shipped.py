@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,3 +108,119 @@ def test_a_row_whose_shipped_spec_needs_conda_is_a_harness_error_saying_why(suit
         assert ledger_row["error"] == ("env: shipped spec django/django 1.4 cannot be reproduced without conda: "
                                        "Python 3.5: uv supports Python 3.6 and later; SWE-bench builds this with "
                                        "conda's python=3.5")
+
+
+# --- the network a spec's tests need -------------------------------------------------------------------------
+
+
+def test_shipped_specs_name_the_servers_requests_tests_reach_before_pytest_httpbin():
+    shipped = load_shipped_specs()
+    # requests 2.8 tests against http://httpbin.org itself; from 2.9 pytest-httpbin serves them locally. From 2.4
+    # its timeout tests expect connecting to 10.255.255.1 to hang.
+    httpbin = ("http://httpbin.org/", "https://httpbin.org/")
+    assert shipped.get("psf/requests", "0.14").network == httpbin  # type: ignore[union-attr]
+    assert shipped.get("psf/requests", "2.3").network == httpbin  # type: ignore[union-attr]
+    assert shipped.get("psf/requests", "2.4").network == (*httpbin, "tarpit://10.255.255.1:80")  # type: ignore[union-attr]
+    assert shipped.get("psf/requests", "2.10").network == ("tarpit://10.255.255.1:80",)  # type: ignore[union-attr]
+    assert shipped.get("pallets/flask", "2.0").network == ()  # type: ignore[union-attr]
+    assert {spec.repo for spec in shipped.specs.values() if spec.network} == {"psf/requests"}
+
+
+def test_a_network_field_that_names_no_server_is_an_error_naming_the_table(tmp_path):
+    from pytest_swe_arena.instances.swebench_specs import ShippedSpecsError
+
+    specs = tmp_path / "specs.toml"
+    specs.write_text('[specs."acme/web"."1.0"]\npython = "3.11"\nnetwork = ["httpbin.org"]\n')
+    with pytest.raises(ShippedSpecsError, match=r'\[specs\."acme/web"\."1\.0"\]: field \'network\': '
+                                                r"'httpbin.org' is not a server's URL; expected e\.g\. "
+                                                r"'http://httpbin\.org/'"):
+        load_shipped_specs(specs)
+
+
+def test_the_network_check_connects_from_here_and_names_the_server_it_cannot_reach():
+    import socket
+
+    from pytest_swe_arena.worker.health import unreachable_server
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+        assert unreachable_server([f"http://127.0.0.1:{port}/"]) is None
+    # The same port, closed now: refused.
+    problem = unreachable_server([f"http://127.0.0.1:{port}/"])
+    assert problem is not None and problem.startswith(f"http://127.0.0.1:{port}/: cannot connect to 127.0.0.1:{port} (")
+    # A name that resolves nowhere (.invalid is reserved): the first server that fails is named.
+    problem = unreachable_server(["https://httpbin.invalid/", f"http://127.0.0.1:{port}/"])
+    assert problem is not None
+    assert problem.startswith("https://httpbin.invalid/: cannot connect to httpbin.invalid:443 (")
+
+
+def test_a_tarpit_must_neither_accept_nor_refuse_a_connection():
+    import socket
+
+    from pytest_swe_arena.worker.health import unreachable_server
+
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as listening:
+        port = listening.getsockname()[1]
+        # Accepting (as an intercepting gateway does for any address): the timeout tests would see a connection.
+        assert unreachable_server([f"tarpit://127.0.0.1:{port}"]) == (
+            f"tarpit://127.0.0.1:{port}: 127.0.0.1:{port} accepts connections; the tests expect connecting to it "
+            "to hang")
+    refused = unreachable_server([f"tarpit://127.0.0.1:{port}"])
+    assert refused is not None and refused.startswith(f"tarpit://127.0.0.1:{port}: connecting to 127.0.0.1:{port} "
+                                                      "fails at once (")
+    # Hanging: a listening socket that never accepts, its queue full (backlog 0 queues one); Linux drops further SYNs.
+    with socket.create_server(("127.0.0.1", 0), backlog=0) as full:
+        port = full.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            assert unreachable_server([f"tarpit://127.0.0.1:{port}"], tarpit_wait=0.5) is None
+
+
+def test_a_row_whose_tests_need_a_server_out_of_reach_is_a_harness_error_for_every_arm(suite, tmp_path):
+    # requests 2.3's shipped spec needs httpbin.org; the sweep runs in a network namespace of its own (no route
+    # anywhere), so the server is out of reach whatever this machine's network. The check is made before the
+    # environment is built and before any arm: no uv, no workspace step, GOLD too.
+    if subprocess.run(["unshare", "--net", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.fail("`unshare --net` does not work here (it needs root or user namespaces)")
+    row, repo = shapes_swe_bench_row(tmp_path / "repos")
+    requests_repo = repo.parent / "psf__requests"
+    repo.rename(requests_repo)
+    rows = [{**row, "repo": "psf/requests", "version": "2.3", "instance_id": "psf__requests-1"}]
+    path = suite.path / "instances/lite.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(rows))
+    suite.write_config()
+    result = suite.pytester.run("unshare", "--net", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                f"--arena-repos={requests_repo.parent}", timeout=600)
+    result.assert_outcomes(errors=2)
+    ledger = suite.ledger()
+    assert {ledger_row["arm"] for ledger_row in ledger} == {"GOLD", "EMPTY"}
+    for ledger_row in ledger:
+        assert ledger_row["status"] == "harness_error"
+        assert ledger_row["error"].startswith(
+            "env: shipped spec psf/requests 2.3: its tests need the network (field 'network': http://httpbin.org/, "
+            "https://httpbin.org/), which this machine cannot reach: http://httpbin.org/: cannot connect to "
+            "httpbin.org:80 ("), ledger_row["error"]
+    # Nothing was built: no uv call in any cell's env.log.
+    assert not [log for log in (suite.path / "arena-out").rglob("env.log") if "$ uv" in log.read_text()]
+
+
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])
+def test_the_grading_trees_install_step_resolves_as_of_the_date_too(tmp_path, dated_index, monkeypatch,  # noqa: F811
+                                                                     sandboxed):
+    # The fresh tree's steps (pre_install, install) run again for grading: as of the row's date, as the cell's
+    # did (sphinx's `uv pip install -e .[test]` took today's docutils, whose roman module sphinx 3 cannot import).
+    from pytest_swe_arena.grading.tree import grading_environment
+    from pytest_swe_arena.worker.cell import create_cell_environment
+    from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
+
+    if sandboxed and not probe_bwrap().works:
+        pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
+    monkeypatch.setenv("UV_INDEX_URL", dated_index)
+    store = EnvironmentStore(tmp_path / "store")
+    spec = EnvSpec(python=HERE, install="uv pip install demo", as_of=datetime(2021, 6, 1, tzinfo=UTC))
+    cell = create_cell_environment(tmp_path / "cell")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sandbox = Sandbox(cell_policy(cell, read_write=(tree,))) if sandboxed else None
+    environment = grading_environment(store, spec, tree, cell, tmp_path / "grading.log", 300, sandbox)
+    assert installed_version(environment.venv) == "1.0", (tmp_path / "grading.log").read_text()
