@@ -63,7 +63,8 @@ def row_from_fix(mirror: Path, instance_id: str, repo: str, base: str, fix: str,
     code, tests = [p for p in paths if not is_test_file(p)], [p for p in paths if is_test_file(p)]
     return {
         "instance_id": instance_id, "repo": repo, "base_commit": base, "version": version,
-        "patch": git(mirror, "diff", base, fix, "--", *code), "test_patch": git(mirror, "diff", base, fix, "--", *tests),
+        "patch": git(mirror, "diff", base, fix, "--", *code),
+        "test_patch": git(mirror, "diff", base, fix, "--", *tests),
         "problem_statement": git(mirror, "log", "-1", "--format=%B", fix),
         "created_at": git(mirror, "log", "-1", "--format=%cI", fix).strip(), "hints_text": "",
         "FAIL_TO_PASS": json.dumps(fail_to_pass), "PASS_TO_PASS": "[]",
