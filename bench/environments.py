@@ -125,7 +125,7 @@ def sweep(python: str, rows: list[dict[str, Any]], repos: Path, root: Path, uv_c
     cells = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
     logs = {}
     for cell in cells:
-        env_log = root / "out" / cell["run_dir"] / "env.log"
+        env_log = root / "out" / (cell.get("run_dir") or "-") / "env.log"
         logs[cell["cell_key"]] = env_log.read_text(errors="replace") if env_log.is_file() else ""
     return seconds, cells, logs
 

@@ -219,11 +219,15 @@ def _restore(harness: HarnessGit, commit: str, paths: list[str]) -> None:
 # -- the grading run ----------------------------------------------------------------------
 
 
-def grading_environment(template: EnvironmentTemplate, tree: Path, cell: CellEnvironment,
-                        log: Path) -> PythonEnvironment:
+def grading_environment(template: EnvironmentTemplate, tree: Path, cell: CellEnvironment, log: Path, *,
+                        linked: bool = False) -> PythonEnvironment:
     """A venv the agent never touched, for the tree: the instance's template copied into the grading cell,
-    its editable install pointed at the tree, the files its steps made laid into the tree (before the patch)."""
-    return template.copy_to(cell.root / "venv", tree, log)
+    its editable install pointed at the tree, the files its steps made laid into the tree (before the patch).
+
+    ``linked``: hardlinked where it can be (``EnvironmentTemplate.copy_to``), for a grading run in a sandbox
+    that shows the environment's ``read_only`` paths read-only.
+    """
+    return template.copy_to(cell.root / "venv", tree, log, linked=linked)
 
 
 #: Files whose change can change what an install builds: the install step runs again on a patched tree
@@ -309,7 +313,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
 
     def setup(tree: Path) -> None:
         assert template is not None
-        built.append(grading_environment(template, tree, cell, log))
+        # An install on the patched tree may replace what the environment installed: a real copy for it.
+        built.append(grading_environment(template, tree, cell, log, linked=sandboxed and not install_again(patch)))
 
     try:
         tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
@@ -319,9 +324,10 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
         if built:
             environment = built[0]
             if grading_sandbox is not None:
-                # the venv is the grading cell's (writable: the install step of the patched tree writes it)
+                # the venv is the grading cell's (writable: the install step of the patched tree writes it),
+                # but for its entries hardlinked to the template's
                 grading_sandbox = grading_sandbox.showing(
-                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)))
+                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)), *environment.read_only)
             if environment.spec.install and install_again(patch):
                 try:
                     run_step(environment, environment.spec.install, tree.path, cell, log, timeout,

@@ -99,7 +99,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
     request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                          sandbox=cell_sandbox(case, cell, workspace), meter=route)
+                          sandbox=cell_sandbox(case, cell, workspace, python_env), meter=route)
 
     clock = time.monotonic()
     try:
@@ -217,14 +217,16 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
 
 
-def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace) -> CellSandbox | None:
+def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
+                 python_env: PythonEnvironment | None = None) -> CellSandbox | None:
     """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
-    read-write, the base snapshot's objects read-only (the workspace's history), nothing else of the harness."""
+    read-write, the base snapshot's objects read-only (the workspace's history), and so are the venv's
+    entries hardlinked to the template's; nothing else of the harness."""
     if case.sandbox != "bwrap":
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    return CellSandbox(cell, read_write=outside, read_only=objects)
+    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())))
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:
@@ -273,7 +275,7 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
         template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
                                      objects=workspace.objects, cell_env=cell.env(), log=log,
                                      timeout=case.verify_timeout, check=check)
-        python_env = template.copy_to(cell.root / "venv", workspace.path, log)
+        python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=case.sandbox == "bwrap")
     # Remembered per environment: a second instance on the same template checks its own tests once.
     check(python_env, workspace.path, log)
     return python_env, template, commit_environment_setup(workspace)

@@ -23,6 +23,7 @@ interrupted is not kept (the next cell builds again and says why).
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from typing import Any
 
 from .. import __version__
 from ..files import write_atomic
+from . import processes
 from .git import HarnessGit, WorkspaceError
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, find_interpreter
 
@@ -89,18 +91,25 @@ class EnvironmentTemplate:
         """The template's own environment (for its build and health check, never for a cell)."""
         return PythonEnvironment(venv=self.venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key)
 
-    def copy_to(self, venv: Path, workspace: Path, log: Path) -> PythonEnvironment:
+    def copy_to(self, venv: Path, workspace: Path, log: Path, *, linked: bool = False) -> PythonEnvironment:
         """A copy of the template for one cell: its venv at ``venv`` (new), the steps' files laid into ``workspace``.
 
         ``workspace`` holds base's files (a cell's checkout, a grading tree); paths into the template's
-        venv and checkout are rewritten to ``venv`` and ``workspace``.
+        venv and checkout are rewritten to ``venv`` and ``workspace``. ``linked`` (for a venv only ever
+        used in a sandbox that shows the returned environment's ``read_only`` paths read-only): what the
+        install left untouched by paths is hardlinked, not copied, where the file systems allow.
         """
         clock = time.monotonic()
         if venv.exists():
             raise EnvBuildError(f"environment copy: {venv} exists already")
         venv.parent.mkdir(parents=True, exist_ok=True)
-        _copy_tree(self.venv, venv)
-        rewritten = relocate(venv, {str(self.venv): str(venv), str(self.checkout): str(workspace)})
+        moves = {str(self.venv): str(venv), str(self.checkout): str(workspace)}
+        protected: list[Path] = []
+        if linked and os.stat(self.venv).st_dev == os.stat(venv.parent).st_dev:
+            _link_tree(self.venv, venv, self.checkout, protected)
+        else:
+            _copy_tree(self.venv, venv)
+        rewritten = relocate(venv, moves)
         for path in self.removed:
             target = workspace / path
             if target.is_dir() and not target.is_symlink():
@@ -108,9 +117,11 @@ class EnvironmentTemplate:
             else:
                 target.unlink(missing_ok=True)
         _copy_paths(self.files, self.checkout, workspace)
-        _log(log, f"# environment template {self.key}: copied to {venv} ({rewritten} files relocated, "
+        how = f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied"
+        _log(log, f"# environment template {self.key}: copied to {venv} ({how}; {rewritten} files relocated, "
                   f"{len(self.files)} files of the install laid into the workspace) in {time.monotonic() - clock:.2f}s")
-        return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key)
+        return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key,
+                                 read_only=tuple(protected))
 
 
 def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base_commit: str, objects: Path,
@@ -172,11 +183,23 @@ def _build(store: EnvironmentStore, spec: EnvSpec, root: Path, base_commit: str,
     except WorkspaceError as error:
         raise EnvBuildError(f"environment template: checkout of base failed: {error}") from None
     built = store.build(spec, root / "venv", checkout, cell_env, log, timeout)
+    _compile_bytecode(built.venv, log, timeout)
     files, removed = _changed_paths(git)
     template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed)
     if check is not None:
         check(template.environment(), checkout, log)
     return template
+
+
+def _compile_bytecode(venv: Path, log: Path, timeout: float) -> None:
+    """Byte-compile site-packages once, in the template: every copy imports without compiling (a linked copy's
+    packages are read-only in the sandbox, where Python could not write its bytecode cache)."""
+    sites = [str(site) for site in venv.glob("lib/python*/site-packages")]
+    _log(log, "$ python -m compileall -q -j 0 " + " ".join(sites))
+    # Files this interpreter cannot compile (another Python's syntax, test data) are no reason to fail.
+    result = processes.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", *sites],
+                           cwd=venv, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=log, timeout=timeout)
+    _log(log, f"# took {result.seconds:.2f}s (exit {result.returncode})")
 
 
 def _changed_paths(git: HarnessGit) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -233,7 +256,11 @@ def relocate(venv: Path, paths: Mapping[str, str]) -> int:
         text = path.read_bytes()
         moved = _replaced(text, olds)
         if moved != text:
-            path.write_bytes(moved)
+            # A new file in its place, never a write in place: the file could be a hardlink.
+            staging = path.with_name(f".{path.name}.arena-relocate")
+            staging.write_bytes(moved)
+            shutil.copymode(path, staging)
+            os.replace(staging, path)
             rewritten += 1
     return rewritten
 
@@ -242,6 +269,46 @@ def _replaced(text: bytes, olds: list[tuple[bytes, bytes]]) -> bytes:
     for old, new in olds:
         text = text.replace(old, new)
     return text
+
+
+#: Folders of a venv recreated, not linked, by a linked copy: the way to site-packages, and site-packages.
+_RECREATED = ("lib", "lib/python*", "lib/python*/site-packages")
+#: Entries of a venv or site-packages always copied: the scripts (their paths are rewritten), the config.
+_COPIED = ("bin", "pyvenv.cfg", "*.pth", "__editable__*", "*.egg-link")
+
+
+def _link_tree(source: Path, dest: Path, checkout: Path, protected: list[Path], relative: str = "") -> None:
+    """A linked copy of the venv ``source`` at ``dest``: folders on the way to site-packages recreated, each entry
+    there (a package, its metadata) hardlinked with ``cp -al`` and listed in ``protected`` (the sandbox shows it
+    read-only: a write in place would reach the template's inode); what holds paths to rewrite is copied."""
+    dest.mkdir()
+    shutil.copystat(source, dest)
+    linked, copied = [], []
+    for entry in sorted(os.scandir(source), key=lambda entry: entry.name):
+        inner = f"{relative}/{entry.name}".lstrip("/")
+        if entry.is_dir(follow_symlinks=False) and any(_matches(inner, shape) for shape in _RECREATED):
+            _link_tree(Path(entry.path), dest / entry.name, checkout, protected, inner)
+        elif entry.is_symlink() or any(fnmatch.fnmatch(entry.name, shape) for shape in _COPIED) or \
+                _names_checkout(Path(entry.path), checkout):
+            copied.append(entry.name)
+        else:
+            linked.append(entry.name)
+    for names, options in ((copied, ["-a"]), (linked, ["-al"])):
+        for start in range(0, len(names), 2000):
+            _cp([*options, "-t", str(dest), "--", *names[start:start + 2000]], cwd=source, dest=dest)
+    protected.extend(dest / name for name in linked)
+
+
+def _matches(path: str, shape: str) -> bool:
+    """Whether ``path`` matches ``shape`` part by part (``*`` never crosses a ``/``)."""
+    parts, shapes = path.split("/"), shape.split("/")
+    return len(parts) == len(shapes) and all(fnmatch.fnmatch(part, each) for part, each in zip(parts, shapes, strict=True))
+
+
+def _names_checkout(entry: Path, checkout: Path) -> bool:
+    """Whether an installed distribution's metadata points at the template's checkout (an editable install)."""
+    direct_url = entry / "direct_url.json"
+    return entry.name.endswith(".dist-info") and direct_url.is_file() and str(checkout) in direct_url.read_text()
 
 
 def _copy_tree(source: Path, dest: Path) -> None:

@@ -78,6 +78,8 @@ class PythonEnvironment:
     uv_variables: Mapping[str, str] = field(default_factory=dict)
     #: Names the resolved environment (its directory in the store): the same for every cell built from it.
     identity: str = ""
+    #: Paths of the venv whose files are hardlinks to a template's: every sandbox shows them read-only.
+    read_only: tuple[Path, ...] = ()
 
     def variables(self, path: str) -> dict[str, str]:
         return {**self.spec.variables, "VIRTUAL_ENV": str(self.venv),

@@ -6,7 +6,6 @@ Real uv, real pip, real git; the hostile sweep runs its agent in the real sandbo
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import subprocess
 import sys
@@ -145,23 +144,42 @@ def test_what_the_steps_left_in_the_checkout_reaches_every_copy(project, tmp_pat
 
 
 HOSTILE_AGENT = r"""
-import glob, hashlib, os, sys
+import glob, os, shutil, sys
 [site] = glob.glob(os.path.join(os.environ["VIRTUAL_ENV"], "lib", "python*", "site-packages"))
-in_place = os.path.join(site, "iniconfig", "__init__.py")
-with open(in_place, "r+b") as handle:  # the same inode, written in place
-    handle.write(b"raise SystemExit('tampered')\n#")
-recreated = os.path.join(site, "iniconfig", "exceptions.py")
-os.unlink(recreated)  # removed, and a new file in its place
-with open(recreated, "w") as handle:
-    handle.write("raise SystemExit('tampered')\n")
-print("TAMPERED", hashlib.sha256(open(in_place, "rb").read()).hexdigest())
+package = os.path.join(site, "iniconfig")
 templates = sys.argv[1]
-for attempt in (lambda: os.listdir(templates), lambda: open(os.path.join(templates, "x"), "w")):
+TAMPERED = "raise SystemExit('tampered')\n"
+
+def in_place():  # the same inode, written in place
+    with open(os.path.join(package, "__init__.py"), "r+b") as handle:
+        handle.write(TAMPERED.encode() + b"#")
+
+def recreate():  # removed, and a new file in its place
+    os.unlink(os.path.join(package, "exceptions.py"))
+    with open(os.path.join(package, "exceptions.py"), "w") as handle:
+        handle.write(TAMPERED)
+
+def replace_package():
+    shutil.rmtree(package)
+    os.mkdir(package)
+    with open(os.path.join(package, "__init__.py"), "w") as handle:
+        handle.write(TAMPERED)
+
+def add_package():
+    os.mkdir(os.path.join(site, "added_by_agent"))
+
+def list_templates():
+    os.listdir(templates)
+
+def write_templates():
+    open(os.path.join(templates, "x"), "w").close()
+
+for attack in (in_place, recreate, replace_package, add_package, list_templates, write_templates):
     try:
-        attempt()
-        print("TEMPLATES REACHED")
+        attack()
+        print(attack.__name__, "DONE")
     except OSError as error:
-        print("TEMPLATES OUT OF REACH", type(error).__name__)
+        print(attack.__name__, "REFUSED", error.strerror)
 """
 
 RECORDER_CONFTEST = '''
@@ -190,8 +208,12 @@ def pytest_arena_arm_kinds():
 '''
 
 
-@needs_bwrap
-def test_a_hostile_agent_writing_its_venv_changes_neither_the_template_nor_the_next_cells_env(suite, tmp_path):
+@pytest.mark.parametrize("sandbox", [pytest.param("bwrap", marks=needs_bwrap), "none"])
+def test_a_hostile_agent_writing_its_venv_changes_neither_the_template_nor_the_next_cells_env(suite, tmp_path,
+                                                                                              sandbox):
+    """Sandboxed, the venv's installed packages are hardlinks shown read-only: writes in place, remove-and-recreate
+    and replacing a package are refused, adding one is not, and the cache is out of sight. Unsandboxed, the venv
+    is a real copy: every attack works, on the agent's own copy only."""
     row, repo = shapes_swe_bench_row(tmp_path / "repos")
     write_export(suite, [row])
     (suite.path / "env-specs.toml").write_text(
@@ -202,15 +224,22 @@ def test_a_hostile_agent_writing_its_venv_changes_neither_the_template_nor_the_n
     agent.write_text(HOSTILE_AGENT)
     suite.pytester.makeconftest(RECORDER_CONFTEST)
     templates = suite.cache / "templates"
-    suite.arms_toml = (arm_table("HOSTILE", "command", command=["python", str(agent), str(templates)])
+    # In a shell, so `python` is the cell's venv's (a command's program is looked up on the harness's PATH).
+    suite.arms_toml = (arm_table("HOSTILE", "command", shell=True, command=f"python {agent} {templates}")
                        + arm_table("LATER", "record"))
     suite.run(f"--arena-repos={repo.parent}", "--arena-env-specs=env-specs.toml", "--arena-arms=HOSTILE,LATER",
-              "--arena-sandbox=bwrap", "-p", "no:xdist")
+              f"--arena-sandbox={sandbox}", "-p", "no:xdist")
     rows = {row["arm"]: row for row in suite.ledger()}
     assert [row["arm"] for row in suite.ledger()] == ["HOSTILE", "LATER"]  # the second cell ran after the attack
-    said = (suite.path / "arena-out" / rows["HOSTILE"]["run_dir"] / "stdout.log").read_text()
-    assert "TAMPERED" in said  # the attack worked, in the agent's own copy
-    assert said.count("TEMPLATES OUT OF REACH") == 2 and "TEMPLATES REACHED" not in said
+    said = dict(line.split(" ", 1) for line in
+                (suite.path / "arena-out" / rows["HOSTILE"]["run_dir"] / "stdout.log").read_text().splitlines())
+    if sandbox == "bwrap":
+        assert said["in_place"] == said["recreate"] == "REFUSED Read-only file system"
+        assert said["replace_package"].startswith("REFUSED")
+        assert said["list_templates"].startswith("REFUSED") and said["write_templates"].startswith("REFUSED")
+    else:
+        assert said["in_place"] == said["recreate"] == said["replace_package"] == "DONE"
+    assert said["add_package"] == "DONE"
     [template] = [p for p in templates.iterdir() if p.is_dir()]
     [package] = (template / "venv").glob("lib/python*/site-packages/iniconfig")
     for name in ("__init__.py", "exceptions.py"):
@@ -218,4 +247,25 @@ def test_a_hostile_agent_writing_its_venv_changes_neither_the_template_nor_the_n
         assert "tampered" not in pristine
         assert rows["LATER"]["details"][name] == pristine
     assert rows["LATER"]["details"]["venv"] != str(template / "venv")
-    assert hashlib.sha256((package / "__init__.py").read_bytes()).hexdigest() not in said
+    assert not list((template / "venv").glob("lib/python*/site-packages/added_by_agent"))
+
+
+def test_a_linked_copy_shares_inodes_only_in_the_entries_it_protects(project, tmp_path):
+    """Hardlinked entries are listed for the sandbox to show read-only; every file that holds a path (scripts,
+    .pth files, the editable finder, direct_url.json) is a file of the copy's own."""
+    template = project.template(project.spec())
+    environment = template.copy_to(tmp_path / "cell" / "venv", project.checkout(tmp_path / "cell" / "ws"),
+                                   tmp_path / "env.log", linked=True)
+    inodes = {(path.stat().st_dev, path.stat().st_ino) for path in template.venv.rglob("*")
+              if path.is_file() and not path.is_symlink()}
+    shared = {path for path in environment.venv.rglob("*") if path.is_file() and not path.is_symlink()
+              and (path.stat().st_dev, path.stat().st_ino) in inodes}
+    assert shared and environment.read_only
+    assert all(any(root == path or root in path.parents for root in environment.read_only) for path in shared)
+    own = [*environment.venv.glob("bin/*"), *environment.venv.glob("lib/python*/site-packages/*.pth"),
+           *environment.venv.glob("lib/python*/site-packages/__editable__*"),
+           *environment.venv.glob("lib/python*/site-packages/shapes-*.dist-info/direct_url.json")]
+    assert len(own) > 5 and not shared & set(own)
+    said = subprocess.run([str(environment.venv / "bin" / "python"), "-c", "import shapes; print(shapes.__file__)"],
+                          cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert said.stdout.strip() == str(tmp_path / "cell" / "ws" / "shapes" / "__init__.py")
