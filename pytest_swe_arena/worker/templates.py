@@ -302,7 +302,9 @@ def _link_tree(source: Path, dest: Path, checkout: Path, protected: list[Path], 
 def _matches(path: str, shape: str) -> bool:
     """Whether ``path`` matches ``shape`` part by part (``*`` never crosses a ``/``)."""
     parts, shapes = path.split("/"), shape.split("/")
-    return len(parts) == len(shapes) and all(fnmatch.fnmatch(part, each) for part, each in zip(parts, shapes, strict=True))
+    if len(parts) != len(shapes):
+        return False
+    return all(fnmatch.fnmatch(part, each) for part, each in zip(parts, shapes, strict=True))
 
 
 def _names_checkout(entry: Path, checkout: Path) -> bool:
