@@ -18,7 +18,8 @@ that does not apply on base is the instance's, a harness error
 (``TestPatchRejected``).
 
 The tests then run in a sandbox (the code under test is agent-written) with a
-fresh HOME and venv, and their report is read once the sandbox's pid
+fresh HOME and a fresh copy of the instance's environment template
+(``grading_environment``), and their report is read once the sandbox's pid
 namespace, and every process in it, is gone (``grade``).
 """
 

@@ -275,7 +275,10 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
         template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
                                      objects=workspace.objects, cell_env=cell.env(), log=log,
                                      timeout=case.verify_timeout, check=check)
-        python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=case.sandbox == "bwrap")
+        # Linked only where every process that may write it runs sandboxed: the arm, and a fresh tree's grading
+        # (in workspace mode, the tests the arm changed run unsandboxed in the cell's venv).
+        linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)
+        python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=linked)
     # Remembered per environment: a second instance on the same template checks its own tests once.
     check(python_env, workspace.path, log)
     return python_env, template, commit_environment_setup(workspace)

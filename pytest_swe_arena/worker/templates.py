@@ -5,14 +5,24 @@ builds the template in the shared cache: a checkout of base of its own, the spec
 (``EnvironmentStore.build``: uv from the shared lock and cache, then the spec's pre-install and
 install steps run in that checkout) and the health check at base. What the steps left in the
 checkout (an ``.egg-info``, a generated version file, extensions built in place; ignored files too)
-is listed in the template's manifest. Every cell, and every grading tree, then gets its own copy
-(``EnvironmentTemplate.copy_to``): the venv copied with ``cp -a --reflink=auto`` (copy-on-write
-where the file system has reflinks, a plain copy elsewhere; never hardlinks, which share the
-inode: an agent writing a site-packages file in place would write the template's), the paths the
-install baked in (the template's venv and checkout, in scripts' ``#!`` lines, ``.pth`` files,
-editable finders, ``direct_url.json``, ``.egg-link``) rewritten to the copy's, and the listed
-files laid into the cell's workspace. No arm and no trial runs the install again; the template
-stays in the cache, which no sandbox shows.
+is listed in the template's manifest (and site-packages is byte-compiled once). Every cell, and every
+grading tree, then gets its own copy (``EnvironmentTemplate.copy_to``), in one of two ways:
+
+- **linked**, for a venv that only sandboxed processes use (the arm's, a fresh grading tree's): the
+  folders down to site-packages are new, every installed package and its metadata is hardlinked
+  (``cp -al``), and the sandbox shows each of those entries read-only (``PythonEnvironment.read_only``,
+  one bind each). A hardlink shares its inode with the template, so a write in place would reach the
+  template: the read-only bind refuses it, as it refuses removing or replacing an installed package;
+  adding a package to site-packages works. A fraction of a second, whatever the venv's size;
+- **copied** (``cp -a --reflink=auto``: copy-on-write where the file system has reflinks, a real copy
+  elsewhere), for a venv something unsandboxed may write (``--arena-sandbox=none``, workspace-mode
+  verify, an install step run again on a patched tree), or where the cell is on another file system.
+
+Either way, the files that hold the paths the install baked in (the template's venv and checkout:
+scripts' ``#!`` lines, ``.pth`` files, editable finders, ``direct_url.json``, ``.egg-link``) are the
+copy's own, rewritten to the copy's venv and workspace, and the files listed in the manifest are laid
+into the cell's workspace. No arm and no trial runs the install again; the template stays in the
+cache, which no sandbox shows.
 
 A template is named by a content key (``template_key``): the spec as resolved (Python version,
 requirements, date, steps, variables), the repository and base, the harness version and
