@@ -48,8 +48,9 @@ from typing import Any
 from .. import __version__
 from ..files import write_atomic
 from . import processes
-from .git import HarnessGit, WorkspaceError
+from .git import WorkspaceError, git_bytes
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, find_interpreter
+from .workspace import check_out_base
 
 #: Bumped when the template's layout or what a copy does changes: older templates are not reused.
 TEMPLATE_FORMAT = 1
@@ -186,15 +187,13 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
 def _build(store: EnvironmentStore, spec: EnvSpec, root: Path, base_commit: str, objects: Path,
            cell_env: Mapping[str, str], log: Path, timeout: float, check: HealthCheck | None) -> EnvironmentTemplate:
     checkout = root / "checkout"
-    git = HarnessGit.create(root / "git", checkout, objects)
     try:
-        git.checkout_base(base_commit)
-        git.output("update-ref", "--no-deref", "HEAD", base_commit)  # what the steps change is read against base
+        check_out_base(checkout, objects, base_commit)
     except WorkspaceError as error:
         raise EnvBuildError(f"environment template: checkout of base failed: {error}") from None
     built = store.build(spec, root / "venv", checkout, cell_env, log, timeout)
     _compile_bytecode(built.venv, log, timeout)
-    files, removed = _changed_paths(git)
+    files, removed = _changed_paths(checkout)
     template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed)
     if check is not None:
         check(template.environment(), checkout, log)
@@ -212,10 +211,11 @@ def _compile_bytecode(venv: Path, log: Path, timeout: float) -> None:
     _log(log, f"# took {result.seconds:.2f}s (exit {result.returncode})")
 
 
-def _changed_paths(git: HarnessGit) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _changed_paths(checkout: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What the steps did to the checkout: paths created or changed (ignored ones too), and paths removed."""
     try:
-        status = git.output("status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames")
+        status = git_bytes("status", "--porcelain=v1", "-z", "--ignored", "--untracked-files=all", "--no-renames",
+                           cwd=checkout)
     except WorkspaceError as error:
         raise EnvBuildError(f"environment template: reading what the steps changed failed: {error}") from None
     files: list[str] = []

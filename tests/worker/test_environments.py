@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers.arena import write_export
-from helpers.gitrepos import shapes_swe_bench_row
+from helpers.gitrepos import git, shapes_swe_bench_row
 
 from pytest_swe_arena.worker.venvs import EnvBuildError, _probe, find_interpreter
 
@@ -57,10 +57,12 @@ def test_two_cells_of_an_instance_build_its_environment_once_and_each_use_a_copy
     itself), and each cell, and each grading tree, gets a venv of its own copied from it."""
     row, repo = shapes
     write_export(suite, [row])
+    git(repo, "tag", "v1.0", row["base_commit"])  # what setuptools_scm would read: the template's checkout has it
     counter = tmp_path / "installs.txt"
     (suite.path / "env-specs.toml").write_text(env_specs_toml(
         "acme/shapes", "1.0", python=HERE, requirements=["pytest"],
-        pre_install=["python -c 'import sys; assert sys.prefix != sys.base_prefix'"],
+        pre_install=["python -c 'import sys; assert sys.prefix != sys.base_prefix'",
+                     "echo described as $(git describe --tags)"],
         install=f"python -m pip install --quiet --no-deps --no-build-isolation -e . && echo $$ >> {counter}",
     ))
     suite.pytester.makeconftest(ENV_CHECK_CONFTEST)
@@ -81,6 +83,7 @@ def test_two_cells_of_an_instance_build_its_environment_once_and_each_use_a_copy
     out = suite.path / "arena-out"
     logs = {arm: (out / row["run_dir"] / "env.log").read_text() for arm, row in rows.items()}
     assert sum("$ (install) python -m pip install" in log for log in logs.values()) == 1
+    assert sum("described as v1.0\n" in log for log in logs.values()) == 1
     assert sum(f"# environment template {template.name}: reused" in log for log in logs.values()) == 1
     for arm, log in logs.items():
         env_log, grading_log = log.split("\n# the grading environment: a copy of the template for the fresh tree\n")
