@@ -58,7 +58,8 @@ SWEEP_VARIABLES = {"SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PVLIB": "0.10.2"}
 
 #: Resolved as of pvlib's row date (2023-10-03), the shipped spec gets NumPy 1.26.0 and a numba built for
 #: an older NumPy, which fails to import (the health check says so, for every arm): both sweeps resolve with
-#: this constraint (uv's ``UV_CONSTRAINT``), which changes nothing for the other rows.
+#: this constraint (uv's ``UV_CONSTRAINT``, a file in the sweep interpreter's venv), which changes nothing for
+#: the other rows.
 CONSTRAINTS = "numpy<1.26\n"
 
 
@@ -128,7 +129,11 @@ def sweep(python: str, rows: list[dict[str, Any]], repos: Path, root: Path, uv_c
     if workers > 1:
         argv += ["-n", str(workers)]
     clock = time.perf_counter()
-    constraints = root / "constraints.txt"
+    # Beside the sweep's interpreter: its venv is what every sandbox of the harness shows (read-only), and
+    # main runs the install step again in a sandbox, on the grading tree.
+    if not (Path(python).parent.parent / "pyvenv.cfg").is_file():
+        raise SystemExit(f"bench: {python} is not a venv's interpreter: the constraints file goes beside it")
+    constraints = Path(python).parent.parent / "arena-bench-constraints.txt"
     constraints.write_text(CONSTRAINTS)
     variables = {**SWEEP_VARIABLES, "UV_CONSTRAINT": str(constraints), "COLUMNS": "200"}
     completed = subprocess.run(argv, cwd=suite, env={**os.environ, **variables}, text=True,
