@@ -113,7 +113,7 @@ def tiny_project(root: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def sweep(python: str, rows: list[dict[str, Any]], repos: Path, root: Path, uv_cache: Path, trials: int,
-          workers: int) -> tuple[float, list[dict[str, Any]], dict[str, str]]:
+          workers: int, pinned: bool) -> tuple[float, list[dict[str, Any]], dict[str, str]]:
     """Run GOLD+EMPTY x ``trials`` over ``rows`` with ``python``'s plugin; (wall seconds, ledger rows, env logs)."""
     suite = root / "suite"
     (suite / "instances").mkdir(parents=True)
@@ -129,13 +129,15 @@ def sweep(python: str, rows: list[dict[str, Any]], repos: Path, root: Path, uv_c
     if workers > 1:
         argv += ["-n", str(workers)]
     clock = time.perf_counter()
-    # Beside the sweep's interpreter: its venv is what every sandbox of the harness shows (read-only), and
-    # main runs the install step again in a sandbox, on the grading tree.
-    if not (Path(python).parent.parent / "pyvenv.cfg").is_file():
-        raise SystemExit(f"bench: {python} is not a venv's interpreter: the constraints file goes beside it")
-    constraints = Path(python).parent.parent / "arena-bench-constraints.txt"
-    constraints.write_text(CONSTRAINTS)
-    variables = {**SWEEP_VARIABLES, "UV_CONSTRAINT": str(constraints), "COLUMNS": "200"}
+    variables = {"COLUMNS": "200"}
+    if pinned:
+        # Beside the sweep's interpreter: its venv is what every sandbox of the harness shows (read-only), and
+        # main runs the install step again in a sandbox, on the grading tree.
+        if not (Path(python).parent.parent / "pyvenv.cfg").is_file():
+            raise SystemExit(f"bench: {python} is not a venv's interpreter: the constraints file goes beside it")
+        constraints = Path(python).parent.parent / "arena-bench-constraints.txt"
+        constraints.write_text(CONSTRAINTS)
+        variables |= {**SWEEP_VARIABLES, "UV_CONSTRAINT": str(constraints)}
     completed = subprocess.run(argv, cwd=suite, env={**os.environ, **variables}, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     seconds = time.perf_counter() - clock
@@ -203,12 +205,12 @@ def main() -> None:
                     if wanted is None or source[0] in wanted]
             repos = args.repos
         seconds, cells, logs = sweep(sys.executable, rows, repos, root / "templates", args.uv_cache, args.trials,
-                                     args.workers)
+                                     args.workers, pinned=not args.tiny)
         figures, notes = env_figures(cells, logs)
         notes.append(f"this checkout: {seconds:.1f} s for {len(cells)} cells ({statuses(cells)})")
         if args.baseline_python:
             base_seconds, base_cells, _ = sweep(args.baseline_python, rows, repos, root / "baseline", args.uv_cache,
-                                                args.trials, args.workers)
+                                                args.trials, args.workers, pinned=not args.tiny)
             figures.append(Figure(f"GOLD+EMPTY x {args.trials} sweep, {len(rows)} rows, -n {args.workers}", seconds,
                                   "s", "the same sweep by the baseline checkout", base_seconds, "<= 0.33"))
             notes.append(f"baseline ({args.baseline_python}): {base_seconds:.1f} s for {len(base_cells)} cells "
