@@ -18,7 +18,7 @@ from helpers.gitrepos import git, shapes_swe_bench_row
 
 from pytest_swe_arena.worker.sandbox import probe_bwrap
 from pytest_swe_arena.worker.templates import instance_template
-from pytest_swe_arena.worker.venvs import EnvironmentStore, EnvSpec
+from pytest_swe_arena.worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 needs_bwrap = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
@@ -83,7 +83,7 @@ def test_a_template_is_built_once_and_a_change_of_spec_or_base_builds_another(pr
 def test_a_failed_build_leaves_no_template_and_the_next_cell_builds_again(project):
     broken = project.spec(pre_install=("exit 7",))
     for _ in range(2):
-        with pytest.raises(Exception, match="pre_install step `exit 7` exited 7"):
+        with pytest.raises(EnvBuildError, match="pre_install step `exit 7` exited 7"):
             project.template(broken)
     assert [p.name for p in (project.store.root / "templates").iterdir() if p.is_dir()] == []
     assert project.installs == 0
