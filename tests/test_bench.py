@@ -33,6 +33,8 @@ SMOKE_RUNS = {
     "sandbox.py": (["--files", "40", "--commits", "3", "--runs", "2", "--rounds", "1"],
                    ["sandbox cost per cell", "fresh grading tree, sandboxed verify",
                     "extraction, harness git, cold index", "extraction, harness git, seeded index"]),
+    "environments.py": (["--tiny", "--trials", "2", "--workers", "1"],
+                        ["env phase, later cells of bench__tinyenv (median)"]),
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
                  ["JSON call through the meter", "SSE call through the meter",
                   "calls/s through the meter, 4 clients", "meter peak RSS, 4 streams at once"]),

@@ -18,7 +18,8 @@ that does not apply on base is the instance's, a harness error
 (``TestPatchRejected``).
 
 The tests then run in a sandbox (the code under test is agent-written) with a
-fresh HOME and venv, and their report is read once the sandbox's pid
+fresh HOME and a fresh copy of the instance's environment template
+(``grading_environment``), and their report is read once the sandbox's pid
 namespace, and every process in it, is gone (``grade``).
 """
 
@@ -38,7 +39,8 @@ from ..worker.cell import CellEnvironment, create_cell_environment
 from ..worker.git import ExtractionError, HarnessGit
 from ..worker.patches import files_touched, is_test_path
 from ..worker.sandbox import Sandbox, cell_policy, program_mounts_outside
-from ..worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, shell_argv
+from ..worker.templates import EnvironmentTemplate
+from ..worker.venvs import EnvBuildError, PythonEnvironment, shell_argv
 from ..worker.workspace import WORK_BRANCH, Workspace, copy_snapshot_refs
 from .rules import SWEBENCH, GradingRules
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
@@ -219,21 +221,28 @@ def _restore(harness: HarnessGit, commit: str, paths: list[str]) -> None:
 # -- the grading run ----------------------------------------------------------------------
 
 
-def grading_environment(store: EnvironmentStore, spec: EnvSpec, tree: Path, cell: CellEnvironment, log: Path,
-                        timeout: float, sandbox: Sandbox | None) -> PythonEnvironment:
-    """A venv the agent never touched, for the tree: built from the spec's lock, its steps run in the tree.
+def grading_environment(template: EnvironmentTemplate, tree: Path, cell: CellEnvironment, log: Path, *,
+                        linked: bool = False) -> PythonEnvironment:
+    """A venv the agent never touched, for the tree: the instance's template copied into the grading cell,
+    its editable install pointed at the tree, the files its steps made laid into the tree (before the patch).
 
-    The venv is built (uv, from the shared cache) by the harness; the spec's steps run sandboxed,
-    as they build the tree's code, which is the agent's once the patch is applied.
+    ``linked``: hardlinked where it can be (``EnvironmentTemplate.copy_to``), for a grading run in a sandbox
+    that shows the environment's ``read_only`` paths read-only.
     """
-    environment = store.build(dataclasses.replace(spec, pre_install=(), install=None), cell.root / "venv", tree,
-                              cell.env(), log, timeout)
-    if sandbox is not None:
-        sandbox = sandbox.showing(*program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)))
-    for step, what in [*((step, "pre_install") for step in spec.pre_install),
-                       *(((spec.install, "install"),) if spec.install else ())]:
-        run_step(environment, step, tree, cell, log, timeout, what, sandbox)
-    return environment
+    return template.copy_to(cell.root / "venv", tree, log, linked=linked)
+
+
+#: Files whose change can change what an install builds: the install step runs again on a patched tree
+#: that touches one (SWE-bench runs it before every evaluation; the template's copy stands in for it otherwise).
+BUILD_FILES = frozenset({"setup.py", "setup.cfg", "pyproject.toml", "MANIFEST.in", "meson.build", "CMakeLists.txt",
+                         "build.py", "Makefile"})
+BUILD_SUFFIXES = (".pyx", ".pxd", ".pxi", ".c", ".cc", ".cpp", ".cxx", ".h", ".hpp", ".f", ".f90", ".rs")
+
+
+def install_again(patch: bytes) -> bool:
+    """Whether the patch touches what the install builds from (``BUILD_FILES``, sources of extensions)."""
+    return any(path.rsplit("/", 1)[-1] in BUILD_FILES or path.endswith(BUILD_SUFFIXES)
+               for path in files_touched(patch))
 
 
 def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: CellEnvironment, log: Path,
@@ -293,15 +302,16 @@ GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
 
 
 def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
-                        run_dir: Path, timeout: float, sandboxed: bool, spec: EnvSpec | None,
-                        store: EnvironmentStore, rules: GradingRules = SWEBENCH,
-                        ) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+                        run_dir: Path, timeout: float, sandboxed: bool, template: EnvironmentTemplate | None,
+                        rules: GradingRules = SWEBENCH) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
     """Grade ``patch`` on a new tree under ``root``: base from the snapshot, the environment's setup, the patch,
-    ``test_patch``; a fresh HOME and venv, everything it runs in a sandbox when ``sandboxed``.
+    ``test_patch``; a fresh HOME and a copy of the instance's environment ``template``, everything it runs in a
+    sandbox when ``sandboxed``.
 
     The grading logs land in ``run_dir`` (the cell's). Raise ``PatchRejected`` when the patch does not
-    apply, or when the environment's install step fails on the patched tree (the arm's failure);
-    ``TestPatchRejected``, ``EnvBuildError`` (before the patch) and ``WorkspaceError`` are the harness's.
+    apply, or when the environment's install step (run again when the patch touches what it builds:
+    ``install_again``) fails on the patched tree (the arm's failure); ``TestPatchRejected``,
+    ``EnvBuildError`` (before the patch) and ``WorkspaceError`` are the harness's.
     """
     cell = create_cell_environment(root / "cell")
     tree_dir = root / "tree"
@@ -313,25 +323,26 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     built: list[PythonEnvironment] = []
 
     def setup(tree: Path) -> None:
-        assert spec is not None
-        before_patch = dataclasses.replace(spec, install=None)
-        built.append(grading_environment(store, before_patch, tree, cell, log, timeout, sandbox()))
+        assert template is not None
+        # An install on the patched tree may replace what the environment installed: a real copy for it.
+        built.append(grading_environment(template, tree, cell, log, linked=sandboxed and not install_again(patch)))
 
     try:
         tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
-                                  instance=instance, setup=setup if spec is not None else None)
+                                  instance=instance, setup=setup if template is not None else None)
         extra: dict[str, str] = {}
         grading_sandbox = sandbox()
         if built:
             environment = built[0]
             if grading_sandbox is not None:
-                # the venv is the grading cell's (writable: the install step of the patched tree writes it)
+                # the venv is the grading cell's (writable: the install step of the patched tree writes it),
+                # but for its entries hardlinked to the template's
                 grading_sandbox = grading_sandbox.showing(
-                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)))
-            if spec is not None and spec.install:
+                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)), *environment.read_only)
+            if environment.spec.install and install_again(patch):
                 try:
-                    run_step(environment, spec.install, tree.path, cell, log, timeout, "install (the patched tree)",
-                             grading_sandbox)
+                    run_step(environment, environment.spec.install, tree.path, cell, log, timeout,
+                             "install (the patch touches what it builds)", grading_sandbox)
                 except EnvBuildError as error:
                     raise PatchRejected(f"the environment's install step fails on the patched tree: {error}") from None
             extra = environment.variables(cell.variables.get("PATH", ""))
@@ -344,7 +355,7 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
                 continue
             if name == "env.log" and (run_dir / "env.log").is_file():  # the arm's environment phase wrote it first
                 with open(run_dir / name, "ab") as kept:
-                    kept.write(b"\n# the grading environment: a fresh venv for the fresh tree\n")
+                    kept.write(b"\n# the grading environment: a copy of the template for the fresh tree\n")
                     kept.write((cell.run_dir / name).read_bytes())
             else:
                 shutil.copyfile(cell.run_dir / name, run_dir / name)

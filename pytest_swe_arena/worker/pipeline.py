@@ -32,6 +32,7 @@ from .patches import commit_environment_setup, excluded_details, excluded_from_w
 from .rundir import collect_run_dir, patch_over_cap
 from .sandbox import CellSandbox
 from .swebench_envs import shipped_env_spec
+from .templates import EnvironmentTemplate, instance_template
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from .workspace import Workspace
 
@@ -79,13 +80,14 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
         return finished(outcome, status, error, timings, collected.logs)
 
-    python_env = None
+    python_env: PythonEnvironment | None = None
+    template: EnvironmentTemplate | None = None
     store = EnvironmentStore(case.cache or cell.root / "cache")
     original_base = workspace.base_commit
     if case.instance.env is not None and case.instance.source.kind != "image":
         clock = time.monotonic()
         try:
-            python_env, workspace = build_environment(case, cell, workspace, store)
+            python_env, template, workspace = build_environment(case, cell, workspace, store)
         except (EnvBuildError, WorkspaceError) as error:
             timings["env"] = time.monotonic() - clock
             return finish(outcome, CellStatus.HARNESS_ERROR, f"env: {error}")
@@ -104,7 +106,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
     request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                          sandbox=cell_sandbox(case, cell, workspace), meter=route)
+                          sandbox=cell_sandbox(case, cell, workspace, python_env), meter=route)
 
     clock = time.monotonic()
     try:
@@ -196,8 +198,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             verdict, flags = grade_on_fresh_tree(
                 case.instance, patch, objects=workspace.objects, base_commit=original_base, root=harness / "grading",
                 run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                spec=python_env.spec if python_env is not None else None, store=store,
-                rules=RULE_SETS[case.grading_rules])
+                template=template, rules=RULE_SETS[case.grading_rules])
             if flags or nested:
                 outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, flags)})
         else:
@@ -225,14 +226,16 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
 
 
-def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace) -> CellSandbox | None:
+def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
+                 python_env: PythonEnvironment | None = None) -> CellSandbox | None:
     """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
-    read-write, the base snapshot's objects read-only (the workspace's history), nothing else of the harness."""
+    read-write, the base snapshot's objects read-only (the workspace's history), and so are the venv's
+    entries hardlinked to the template's; nothing else of the harness."""
     if case.sandbox != "bwrap":
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    return CellSandbox(cell, read_write=outside, read_only=objects)
+    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())))
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:
@@ -255,25 +258,41 @@ def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> 
 
 
 def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
-                      store: EnvironmentStore) -> tuple[PythonEnvironment, Workspace]:
-    """Build the cell's venv for the instance's ``env``, check it can run the tests at base, and commit what
-    its steps changed in the workspace.
+                      store: EnvironmentStore) -> tuple[PythonEnvironment, EnvironmentTemplate | None, Workspace]:
+    """The cell's venv for the instance's ``env``: a copy of the instance's template (built by the first cell
+    that needs it), checked to run the tests at base, and what the steps changed in the workspace committed.
 
     A shipped SWE-bench spec is finished for the row first (``swebench_envs``: its requirement files, its
-    date). Each uv and shell step is bounded by ``--arena-verify-timeout``.
+    date). Each uv and shell step is bounded by ``--arena-verify-timeout``. A workspace without a snapshot
+    to check the template out from builds its venv in place, as before templates.
     """
     assert case.instance.env is not None
     log = cell.run_dir / "env.log"
     shipped = case.instance.shipped_spec
     spec = (shipped_env_spec(case.instance, shipped, workspace.mirror) if shipped is not None
             else EnvSpec.from_mapping(case.instance.env))
-    python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, case.verify_timeout)
-    if case.instance.verify is None:
-        # Without a working environment every test of every arm, GOLD too, would fail: a harness error instead.
-        check_health(case.instance, repo_runner(case.instance), python_env, store, workspace.path,
-                     {**cell.env(), "PYTHONDONTWRITEBYTECODE": "1"}, log,
-                     case.verify_timeout)
-    return python_env, commit_environment_setup(workspace)
+    check_env = {**cell.env(), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def check(environment: PythonEnvironment, checkout: Path, log: Path) -> None:
+        if case.instance.verify is None:
+            # Without a working environment every test of every arm, GOLD too, would fail: a harness error instead.
+            check_health(case.instance, repo_runner(case.instance), environment, store, checkout, check_env, log,
+                         case.verify_timeout)
+
+    template = None
+    if workspace.objects is None:
+        python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, case.verify_timeout)
+    else:
+        template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
+                                     objects=workspace.objects, cell_env=cell.env(), log=log,
+                                     timeout=case.verify_timeout, check=check)
+        # Linked only where every process that may write it runs sandboxed: the arm, and a fresh tree's grading
+        # (in workspace mode, the tests the arm changed run unsandboxed in the cell's venv).
+        linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)
+        python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=linked)
+    # Remembered per environment: a second instance on the same template checks its own tests once.
+    check(python_env, workspace.path, log)
+    return python_env, template, commit_environment_setup(workspace)
 
 
 def reinstaller(case: Case, cell: CellEnvironment, workspace: Workspace, python_env: PythonEnvironment | None,

@@ -5,8 +5,9 @@ version) names a Python version, requirements, pre-install steps and an
 install command. The requirements are resolved once per spec and interpreter
 (``uv pip compile``, under a file lock, so concurrent xdist workers resolve
 once between them) into a pinned ``requirements.lock`` in the shared cache;
-each cell then creates its own venv and syncs it from that lock out of uv's
-shared package cache, offline, before running the spec's steps in its workspace.
+the environment is then built from that lock out of uv's shared package cache,
+offline, and the spec's steps run. ``worker.templates`` does that once per spec and
+base (a template) and gives every cell a copy.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class PythonEnvironment:
     uv_variables: Mapping[str, str] = field(default_factory=dict)
     #: Names the resolved environment (its directory in the store): the same for every cell built from it.
     identity: str = ""
+    #: Paths of the venv whose files are hardlinks to a template's: every sandbox shows them read-only.
+    read_only: tuple[Path, ...] = ()
 
     def variables(self, path: str) -> dict[str, str]:
         return {**self.spec.variables, "VIRTUAL_ENV": str(self.venv),
@@ -180,6 +183,11 @@ class EnvironmentStore:
     def uv_cache(self) -> Path:
         return self.root / "uv"
 
+    @property
+    def pip_cache(self) -> Path:
+        """pip's cache for the steps (``pip install -e .``): shared, not each cell's private HOME's."""
+        return self.root / "pip"
+
     def spec_dir(self, spec: EnvSpec, python_version: str) -> Path:
         identity: dict[str, Any] = {"python": python_version, "requirements": list(spec.requirements)}
         if spec.as_of is not None or spec.overrides or spec.build_constraints:
@@ -191,7 +199,8 @@ class EnvironmentStore:
 
     def uv_variables(self, spec: EnvSpec, python_version: str) -> dict[str, str]:
         """The variables every uv call and step of ``spec`` runs with: the shared cache, and its date if it has one."""
-        variables = {"UV_CACHE_DIR": str(self.uv_cache), "UV_PYTHON_DOWNLOADS": "never"}
+        variables = {"UV_CACHE_DIR": str(self.uv_cache), "PIP_CACHE_DIR": str(self.pip_cache),
+                     "UV_PYTHON_DOWNLOADS": "never"}
         if spec.as_of is None:
             return variables
         config = self.spec_dir(spec, python_version).with_suffix(".uv.toml")

@@ -388,3 +388,10 @@ def materialize_image(instance: Instance, engine: str, dest: Path) -> Workspace:
     git("checkout", "--quiet", "--force", "-B", WORK_BRANCH, full, cwd=dest)
     git("clean", "-qfd", cwd=dest)
     return Workspace(path=dest, base_commit=full, clean_ignored=False)
+
+
+def check_out_base(dest: Path, objects: Path, full: str) -> None:
+    """A checkout of ``full`` in ``dest`` made as a cell's workspace is (its ``.git``, the tags at or before
+    base): for an environment template's build, whose install steps read what a cell's would (the version
+    setuptools_scm and versioneer derive from the tags)."""
+    _check_out(dest, objects, full)

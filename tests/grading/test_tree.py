@@ -31,6 +31,7 @@ from pytest_swe_arena.worker import processes as proc
 from pytest_swe_arena.worker.cell import CellEnvironment, create_cell_environment
 from pytest_swe_arena.worker.patches import HarnessGit, extract, files_touched
 from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
+from pytest_swe_arena.worker.templates import instance_template
 from pytest_swe_arena.worker.venvs import EnvironmentStore, EnvSpec
 from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
@@ -224,8 +225,9 @@ def test_a_pth_in_the_cells_venv_does_not_reach_the_grading_venv(grading, calc, 
                               calc.row(verify="python -c 'from calc import mul; assert mul(3, 4) == 12'"), None)
     store = EnvironmentStore(tmp_path / "envs")
     spec = EnvSpec(python=HERE)
-    cell_venv = store.build(spec, grading.cell.root / "venv", grading.workspace.path, grading.cell.env(),
-                            grading.cell.run_dir / "env.log", 300)
+    template = instance_template(store, spec, repo="acme/calc", base_commit=calc.base, objects=grading.objects,
+                                 cell_env=grading.cell.env(), log=grading.cell.run_dir / "env.log", timeout=300)
+    cell_venv = template.copy_to(grading.cell.root / "venv", grading.workspace.path, grading.cell.run_dir / "env.log")
     agent_env = grading.cell.env(cell_venv.variables(grading.cell.variables["PATH"]))
     grading.agent("pth_agent.py", str(cell_venv.venv))
     patch = grading.extract()
@@ -238,7 +240,7 @@ def test_a_pth_in_the_cells_venv_does_not_reach_the_grading_venv(grading, calc, 
     tree = build_grading_tree(tmp_path / "g" / "tree", objects=grading.objects, base_commit=calc.base, patch=patch,
                               instance=instance)
     cell = create_cell_environment(tmp_path / "g" / "cell")
-    venv = grading_environment(store, spec, tree.path, cell, cell.run_dir / "env.log", 300, None)
+    venv = grading_environment(template, tree.path, cell, cell.run_dir / "env.log")
     sandbox = grading.sandbox(cell, tree, venv.venv)
     verdict = grade(tree, instance, cell=cell, timeout=120, sandbox=sandbox,
                     extra_env=venv.variables(cell.variables["PATH"]))
