@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -207,9 +208,10 @@ def test_a_row_whose_tests_need_a_server_out_of_reach_is_a_harness_error_for_eve
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])
 def test_the_grading_trees_install_step_resolves_as_of_the_date_too(tmp_path, dated_index, monkeypatch,  # noqa: F811
                                                                      sandboxed):
-    # The fresh tree's steps (pre_install, install) run again for grading: as of the row's date, as the cell's
-    # did (sphinx's `uv pip install -e .[test]` took today's docutils, whose roman module sphinx 3 cannot import).
-    from pytest_swe_arena.grading.tree import grading_environment
+    # The fresh tree's install step, when it runs again (the patch touches what it builds), resolves as of the
+    # row's date, as the template's did (sphinx's `uv pip install -e .[test]` took today's docutils, whose roman
+    # module sphinx 3 cannot import).
+    from pytest_swe_arena.grading.tree import run_step
     from pytest_swe_arena.worker.cell import create_cell_environment
     from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
 
@@ -221,6 +223,10 @@ def test_the_grading_trees_install_step_resolves_as_of_the_date_too(tmp_path, da
     cell = create_cell_environment(tmp_path / "cell")
     tree = tmp_path / "tree"
     tree.mkdir()
+    log = tmp_path / "grading.log"
+    # The grading cell's venv, as the template's copy gives it (the spec's date and all), before its install step.
+    environment = store.build(replace(spec, install=None), cell.root / "venv", tree, cell.env(), log, 300)
     sandbox = Sandbox(cell_policy(cell, read_write=(tree,))) if sandboxed else None
-    environment = grading_environment(store, spec, tree, cell, tmp_path / "grading.log", 300, sandbox)
+    assert spec.install is not None
+    run_step(environment, spec.install, tree, cell, log, 300, "install", sandbox)
     assert installed_version(environment.venv) == "1.0", (tmp_path / "grading.log").read_text()
