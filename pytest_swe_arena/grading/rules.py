@@ -19,6 +19,7 @@ Each option of ``GradingRules`` changes one of these. ``STRICT`` turns the first
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,8 @@ class GradingRules:
     :param require_exit_zero: only a runner that exited 0 can resolve; False: SWE-bench's rule, a
         non-zero exit is believed when the log shows some failure.
     :param tree_paths: a recorded id naming the tree SWE-bench recorded it in (``BUILDER_TREE``) is looked
-        up with that path replaced by the grading tree's (``as_named_in``); False: as recorded (SWE-bench).
+        up with that path replaced by the grading tree's (``as_named_in``), among the ids read and the ids as
+        printed that name the grading tree (a parser may cut their paths); False: as recorded (SWE-bench).
     """
 
     name: str = "swebench"
@@ -94,6 +96,13 @@ def as_named_in(test_id: str, tree: str) -> str:
     Only the root is replaced: the path below it must be the same, and the id is then matched exactly.
     """
     return BUILDER_TREE.sub(lambda _: tree.rstrip("/") + "/", test_id)
+
+
+def printed_in(results: Iterable[TestResult], tree: str) -> list[TestResult]:
+    """The results whose id as the log prints it names a path in ``tree`` (their parser cut it), under that id."""
+    root = tree.rstrip("/") + "/"
+    return [dataclasses.replace(result, test_id=result.printed_id) for result in results
+            if result.printed_id is not None and root in result.printed_id]
 
 
 def reported_statuses(results: Iterable[TestResult], rules: GradingRules = SWEBENCH) -> dict[str, str]:
@@ -172,9 +181,11 @@ def grade(results: Sequence[TestResult], fail_to_pass: Iterable[str], pass_to_pa
 
     :param tree: the absolute path of the tree the tests ran in, as the runner saw it (``tree_paths``).
     """
-    if rules.tree_paths and tree is None:
-        raise ValueError(f"grading rules {rules.name!r}: tree_paths needs the path of the tree the tests ran in")
     statuses = reported_statuses(results, rules)
+    if rules.tree_paths:
+        if tree is None:
+            raise ValueError(f"grading rules {rules.name!r}: tree_paths needs the path of the tree the tests ran in")
+        statuses |= reported_statuses(printed_in(results, tree), rules)
 
     def status(test_id: str) -> str:
         return status_of(as_named_in(test_id, tree) if rules.tree_paths and tree else test_id, statuses, rules)
