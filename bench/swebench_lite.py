@@ -120,7 +120,8 @@ def main() -> int:
                 cells.update({(iid, arm): found[iid, arm] for arm in ("GOLD", "EMPTY") if (iid, arm) in found})
     text, counts = table(rows, cells)
     repos = Counter(row["repo"] for row in rows)
-    summary = (f"rules {args.grading_rules}: {len(rows)} rows from {len(repos)} repositories ({', '.join(f'{r} {n}' for r, n in repos.items())}); "
+    summary = (f"rules {args.grading_rules}: {len(rows)} rows from {len(repos)} repositories "
+               f"({', '.join(f'{r} {n}' for r, n in repos.items())}); "
                f"{', '.join(f'{k}: {v}' for k, v in counts.items())}; {seconds:.0f} s wall; load average "
                f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(text)

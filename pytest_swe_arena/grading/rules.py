@@ -87,11 +87,12 @@ _PART = r"[^/\s\[\]]+"
 #: The root of the tree a SWE-bench row was recorded in, as a test id names it: its 2023 build machines'
 #: ``/n/fs/p-swe-bench/temp/<repo>/<tmpdir>/<owner>__<name>__<version>/`` or its images' ``/testbed/``,
 #: starting a path (not preceded by a name's character or another path's).
-BUILDER_TREE = re.compile(rf"(?<![\w.~/])(?:/n/fs/p-swe-bench/temp/{_PART}/{_PART}/{_PART}__{_PART}__{_PART}/|/testbed/)")
+BUILDER_TREE = re.compile(
+    rf"(?<![\w.~/])(?:/n/fs/p-swe-bench/temp/{_PART}/{_PART}/{_PART}__{_PART}__{_PART}/|/testbed/)")
 
 
 def as_named_in(test_id: str, tree: str) -> str:
-    """A recorded id as a run in ``tree`` (an absolute path) names it: each path under SWE-bench's tree moved to ``tree``.
+    """A recorded id as a run in ``tree`` (an absolute path) names it: paths under SWE-bench's tree moved to it.
 
     Only the root is replaced: the path below it must be the same, and the id is then matched exactly.
     """
