@@ -12,6 +12,7 @@ anything but GOLD resolved / EMPTY unresolved, the reason from the ledger. Expec
 on every row whose environment builds, EMPTY on none, and every other row a harness_error saying why.
 The summary line gives the load average (1 minute) at the start and at the end.
 
+``--grading-rules NAME`` grades with another rule set (``--arena-grading-rules``; its cells are other cells).
 ``--earlier OUT`` (repeatable) takes a row's cells from an earlier run's out dir when this run has none
 of them (a run stopped part-way and continued for the rest); ``--no-run`` only writes the table.
 """
@@ -37,14 +38,14 @@ arena_instances = ["instances"]
 
 
 def run_suite(rows: list[dict[str, Any]], repos: Path, out: Path, cache: Path, workers: int,
-              timeout: float) -> float:
+              timeout: float, rules: str) -> float:
     suite = out / "suite"
     (suite / "instances").mkdir(parents=True, exist_ok=True)
     (suite / "pyproject.toml").write_text(PYPROJECT)
     (suite / "instances" / "lite.json").write_text(json.dumps(rows, indent=1))
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--arena-arms=GOLD,EMPTY",
             f"--arena-repos={repos}", f"--arena-out={out / 'arena-out'}", f"--arena-cache={cache}",
-            f"--arena-verify-timeout={timeout:g}", "--arena-resume", "instances"]
+            f"--arena-verify-timeout={timeout:g}", f"--arena-grading-rules={rules}", "--arena-resume", "instances"]
     if workers > 1:
         argv += ["-n", str(workers)]
     clock = time.monotonic()
@@ -95,6 +96,8 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, help="shared cache (default: OUT/cache)")
     parser.add_argument("-n", "--workers", type=int, default=1)
     parser.add_argument("--verify-timeout", type=float, default=1800)
+    parser.add_argument("--grading-rules", default="swebench",
+                        help="--arena-grading-rules for the run (default: swebench, SWE-bench 5.0.2's)")
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
     parser.add_argument("--earlier", type=Path, action="append", default=[],
                         help="an earlier run's --out: its cells stand for rows this run has none of")
@@ -107,7 +110,7 @@ def main() -> int:
     rows = [by_id[iid] for iid in args.instance_ids]
     load_before = os.getloadavg()[0]
     seconds = 0.0 if args.no_run else run_suite(rows, args.repos, args.out, args.cache or args.out / "cache",
-                                                 args.workers, args.verify_timeout)
+                                                 args.workers, args.verify_timeout, args.grading_rules)
     cells = read_ledger(args.out)
     for earlier in args.earlier:
         found = read_ledger(earlier)
@@ -117,7 +120,8 @@ def main() -> int:
                 cells.update({(iid, arm): found[iid, arm] for arm in ("GOLD", "EMPTY") if (iid, arm) in found})
     text, counts = table(rows, cells)
     repos = Counter(row["repo"] for row in rows)
-    summary = (f"{len(rows)} rows from {len(repos)} repositories ({', '.join(f'{r} {n}' for r, n in repos.items())}); "
+    summary = (f"rules {args.grading_rules}: {len(rows)} rows from {len(repos)} repositories "
+               f"({', '.join(f'{r} {n}' for r, n in repos.items())}); "
                f"{', '.join(f'{k}: {v}' for k, v in counts.items())}; {seconds:.0f} s wall; load average "
                f"{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print(text)

@@ -120,6 +120,8 @@ class TestResult:
     """One result a runner's log states: a test id and its status.
 
     :param swebench_reads: whether SWE-bench 5.0.2's parser of the same name reads this result.
+    :param printed_id: the id as the log prints it, when the parser reads it otherwise (an absolute path
+        in its parameters cut, ``parse_log_pytest_options``), else None.
     """
 
     __test__ = False  # not a pytest test class
@@ -127,6 +129,7 @@ class TestResult:
     test_id: str
     status: str
     swebench_reads: bool = True
+    printed_id: str | None = None
 
 
 LogParser = Callable[[str], list[TestResult]]
@@ -158,6 +161,11 @@ def _summary_tokens(line: str) -> list[str] | None:
     return words
 
 
+def _read(printed: str, status: str, test_id: Callable[[str], str], swebench_reads: bool = True) -> TestResult:
+    read = test_id(printed)
+    return TestResult(read, status, swebench_reads, printed_id=None if read == printed else printed)
+
+
 def _xpass_id(line: str) -> str | None:
     words = line.split()
     return words[1] if len(words) >= 2 and words[0] == "XPASS" else None
@@ -178,11 +186,11 @@ def _pytest_summary(text: str, test_id: Callable[[str], str] = lambda word: word
         line = fix_line(raw)
         words = _summary_tokens(line)
         if words is not None and words[0] in _PYTEST_WORDS:
-            results.append(TestResult(test_id(words[1]), _PYTEST_WORDS[words[0]]))
+            results.append(_read(words[1], _PYTEST_WORDS[words[0]], test_id))
         elif (xpassed := _xpass_id(line)) is not None:
-            results.append(TestResult(test_id(xpassed), TestStatus.XPASSED, swebench_reads=False))
+            results.append(_read(xpassed, TestStatus.XPASSED, test_id, swebench_reads=False))
         elif (verbose := _verbose_result(line)) is not None:
-            results.append(TestResult(test_id(verbose.test_id), verbose.status, swebench_reads=False))
+            results.append(_read(verbose.test_id, verbose.status, test_id, swebench_reads=False))
     return results
 
 

@@ -9,13 +9,18 @@ The default rule set, ``SWEBENCH``, decides as SWE-bench 5.0.2's ``grading.py`` 
 - several results under one id (pytest ids cut at their first space, Django tests named by the
   same docstring line): the last one read stands; an id cut inside its ``[...]`` matches every
   reported id it begins, when those agree on pass or fail (the first one's status stands);
-- a runner that exits non-zero while its log shows no failure at all is not believed: not resolved.
+- a runner that exits non-zero while its log shows no failure at all is not believed: not resolved;
+- an id is matched as recorded, so one naming the absolute path of the tree SWE-bench recorded it in
+  (pylint-7080's ``test_stdin[/n/fs/p-swe-bench/temp/...]``) is missing anywhere else.
 
-Each option of ``GradingRules`` changes one of these, and ``STRICT`` turns them all the other way.
+Each option of ``GradingRules`` changes one of these. ``STRICT`` turns the first four the other way;
+``PORTABLE`` is SWE-bench's rules with ids naming SWE-bench's tree matched here (``tree_paths``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -39,6 +44,9 @@ class GradingRules:
     :param duplicates: of several results under one id, ``"last"`` stands (SWE-bench), or the ``"worst"``.
     :param require_exit_zero: only a runner that exited 0 can resolve; False: SWE-bench's rule, a
         non-zero exit is believed when the log shows some failure.
+    :param tree_paths: a recorded id naming the tree SWE-bench recorded it in (``BUILDER_TREE``) is looked
+        up with that path replaced by the grading tree's (``as_named_in``), among the ids read and the ids as
+        printed that name the grading tree (a parser may cut their paths); False: as recorded (SWE-bench).
     """
 
     name: str = "swebench"
@@ -47,6 +55,7 @@ class GradingRules:
     xpassed_passes: bool = False
     duplicates: Literal["last", "worst"] = "last"
     require_exit_zero: bool = False
+    tree_paths: bool = False
 
     def __post_init__(self) -> None:
         if self.xpassed_passes and not self.read_every_result:
@@ -70,8 +79,31 @@ class GradingRules:
 SWEBENCH = GradingRules()
 STRICT = GradingRules("strict", read_every_result=True, skipped_pass_to_pass_passes=False, duplicates="worst",
                       require_exit_zero=True)
+PORTABLE = GradingRules("portable", tree_paths=True)
 #: The named rule sets.
-RULE_SETS = {rules.name: rules for rules in (SWEBENCH, STRICT)}
+RULE_SETS = {rules.name: rules for rules in (SWEBENCH, STRICT, PORTABLE)}
+
+_PART = r"[^/\s\[\]]+"
+#: The root of the tree a SWE-bench row was recorded in, as a test id names it: its 2023 build machines'
+#: ``/n/fs/p-swe-bench/temp/<repo>/<tmpdir>/<owner>__<name>__<version>/`` or its images' ``/testbed/``,
+#: starting a path (not preceded by a name's character or another path's).
+BUILDER_TREE = re.compile(
+    rf"(?<![\w.~/])(?:/n/fs/p-swe-bench/temp/{_PART}/{_PART}/{_PART}__{_PART}__{_PART}/|/testbed/)")
+
+
+def as_named_in(test_id: str, tree: str) -> str:
+    """A recorded id as a run in ``tree`` (an absolute path) names it: paths under SWE-bench's tree moved to it.
+
+    Only the root is replaced: the path below it must be the same, and the id is then matched exactly.
+    """
+    return BUILDER_TREE.sub(lambda _: tree.rstrip("/") + "/", test_id)
+
+
+def printed_in(results: Iterable[TestResult], tree: str) -> list[TestResult]:
+    """The results whose id as the log prints it names a path in ``tree`` (their parser cut it), under that id."""
+    root = tree.rstrip("/") + "/"
+    return [dataclasses.replace(result, test_id=result.printed_id) for result in results
+            if result.printed_id is not None and root in result.printed_id]
 
 
 def reported_statuses(results: Iterable[TestResult], rules: GradingRules = SWEBENCH) -> dict[str, str]:
@@ -145,11 +177,22 @@ def rejection(statuses: Mapping[str, str], returncode: int | None, rules: Gradin
 
 
 def grade(results: Sequence[TestResult], fail_to_pass: Iterable[str], pass_to_pass: Iterable[str],
-          returncode: int | None, rules: GradingRules = SWEBENCH) -> Verdict:
-    """The verdict on one run: every FAIL_TO_PASS and PASS_TO_PASS test passes and the log is believed."""
+          returncode: int | None, rules: GradingRules = SWEBENCH, tree: str | None = None) -> Verdict:
+    """The verdict on one run: every FAIL_TO_PASS and PASS_TO_PASS test passes and the log is believed.
+
+    :param tree: the absolute path of the tree the tests ran in, as the runner saw it (``tree_paths``).
+    """
     statuses = reported_statuses(results, rules)
-    fail = {test_id: status_of(test_id, statuses, rules) for test_id in fail_to_pass}
-    kept = {test_id: status_of(test_id, statuses, rules) for test_id in pass_to_pass}
+    if rules.tree_paths:
+        if tree is None:
+            raise ValueError(f"grading rules {rules.name!r}: tree_paths needs the path of the tree the tests ran in")
+        statuses |= reported_statuses(printed_in(results, tree), rules)
+
+    def status(test_id: str) -> str:
+        return status_of(as_named_in(test_id, tree) if rules.tree_paths and tree else test_id, statuses, rules)
+
+    fail = {test_id: status(test_id) for test_id in fail_to_pass}
+    kept = {test_id: status(test_id) for test_id in pass_to_pass}
     rejected = rejection(statuses, returncode, rules)
     resolved = (rejected is None and all(rules.passes(status, FAIL_TO_PASS) for status in fail.values())
                 and all(rules.passes(status, PASS_TO_PASS) for status in kept.values()))

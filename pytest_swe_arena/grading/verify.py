@@ -290,8 +290,10 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     with open(log, "rb") as handle:
         handle.seek(start)
         text = handle.read().decode("utf-8", errors="replace")
+    # The tree's path as the tests saw it: the sandbox binds the workspace at its own path.
+    tree = "/testbed" if host is not None else str(workspace.path)
     verdict = grade_by_rules(read_results(runner.log_parser, text), instance.fail_to_pass, instance.pass_to_pass,
-                             result.returncode, rules)
+                             result.returncode, rules, tree)
     passed = verdict.resolved and not result.timed_out
     if result.timed_out:
         detail = f"tests timed out after {timeout:g}s"

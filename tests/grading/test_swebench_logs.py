@@ -25,10 +25,12 @@ from pytest_swe_arena.grading.parsers import (
 from pytest_swe_arena.grading.rules import (
     FAIL_TO_PASS,
     PASS_TO_PASS,
+    PORTABLE,
     RULE_SETS,
     STRICT,
     SWEBENCH,
     GradingRules,
+    as_named_in,
     grade,
     reported_statuses,
     status_of,
@@ -70,7 +72,9 @@ def case_id(entry: dict[str, Any], case: dict[str, Any]) -> str:
 
 def verdict(entry: dict[str, Any], case: dict[str, Any], rules: GradingRules = SWEBENCH) -> Any:
     results = read_results(case["log_parser"], entry["text"])
-    return grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], entry["returncode"], rules)
+    # The grading tree's path where the log names it; the other logs name none (graded as in SWE-bench's images).
+    tree = entry.get("tree", "/testbed")
+    return grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], entry["returncode"], rules, tree)
 
 
 def test_the_corpus_has_every_runner_and_each_result_swebench_reads():
@@ -207,7 +211,9 @@ def test_require_exit_zero_when_asked():
 
 
 def test_named_rule_sets():
-    assert RULE_SETS == {"swebench": SWEBENCH, "strict": STRICT}
+    assert RULE_SETS == {"swebench": SWEBENCH, "strict": STRICT, "portable": PORTABLE}
+    assert PORTABLE == GradingRules("portable", tree_paths=True)  # SWE-bench's rules but this one
+    assert not STRICT.tree_paths
     assert SWEBENCH == GradingRules()
     # strict is every option turned the other way but xpassed_passes (a non-strict XPASS stays a failure).
     assert (STRICT.read_every_result, STRICT.skipped_pass_to_pass_passes, STRICT.xpassed_passes, STRICT.duplicates,
@@ -215,6 +221,66 @@ def test_named_rule_sets():
     assert not verdict(*next((e, c) for e, c in CASES if case_id(e, c) == "sympy-statuses: passing"), STRICT).resolved
     with pytest.raises(ValueError, match="duplicates must be 'last' or 'worst'"):
         GradingRules("bad", duplicates="first")  # type: ignore[arg-type]
+
+
+#: pylint-7080's PASS_TO_PASS id that names the tree SWE-bench recorded the row in, on its 2023 build machine.
+BUILDER_ID = ("tests/test_self.py::TestRunTC::test_stdin[/n/fs/p-swe-bench/temp/pylint/tmpr6zb6auz/"
+              "pylint-dev__pylint__2.15/tests/mymodule.py-mymodule-/n/fs/p-swe-bench/temp/pylint/tmpr6zb6auz/"
+              "pylint-dev__pylint__2.15/tests/mymodule.py]")
+
+
+def pylint_7080() -> tuple[dict[str, Any], dict[str, Any]]:
+    return next((e, c) for e, c in CASES if case_id(e, c) == "pylint-7080-gold: pylint-dev__pylint-7080")
+
+
+def test_an_id_naming_swebenchs_tree_is_missing_under_swebenchs_rules():
+    entry, case = pylint_7080()
+    assert BUILDER_ID in case["PASS_TO_PASS"]
+    # The same test passed, under the grading tree's path (which parse_log_pylint cuts to its last part).
+    printed = BUILDER_ID.replace("/n/fs/p-swe-bench/temp/pylint/tmpr6zb6auz/pylint-dev__pylint__2.15", entry["tree"])
+    assert f"PASSED {printed}" in entry["text"].splitlines()
+    assert verdict(entry, case).failing(SWEBENCH) == [f"{BUILDER_ID} (missing)"]
+    assert entry["swebench"]["verdicts"][case["name"]]["PASS_TO_PASS"]["failure"] == [BUILDER_ID]
+
+
+def test_portable_rules_match_it_to_the_same_path_in_the_grading_tree():
+    assert flips(PORTABLE) == {"pylint-7080-gold: pylint-dev__pylint-7080": True}
+    assert changed_tests(PORTABLE) == {("pylint-7080-gold: pylint-dev__pylint-7080", BUILDER_ID, "passed")}
+    # Only the tree the tests ran in: graded as if they had run elsewhere, the id is missing again.
+    entry, case = pylint_7080()
+    results = read_results(case["log_parser"], entry["text"])
+    elsewhere = grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], 0, PORTABLE, "/tmp/another/tree")
+    assert elsewhere.failing(PORTABLE) == [f"{BUILDER_ID} (missing)"]
+    with pytest.raises(ValueError, match="'portable': tree_paths needs the path of the tree the tests ran in"):
+        grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], 0, PORTABLE)
+
+
+def test_portable_rules_match_the_same_relative_path_exactly():
+    tree = "/work/grading/tree"
+    log = "\n".join([f"PASSED tests/t.py::test_read[{tree}/tests/data/a.txt]",
+                     f"PASSED tests/t.py::test_cut[{tree}/tests/data/a.txt]",  # cut by parse_log_pylint
+                     f"FAILED tests/t.py::test_read[{tree}/tests/data/b.txt] - assert 0"])
+    builder = "/n/fs/p-swe-bench/temp/shapes/tmpab12cd/acme__shapes__1.0"
+
+    def status(recorded: str, parser: str = "parse_log_pytest") -> str:
+        return grade(read_results(parser, log), [], [recorded], 0, PORTABLE, tree).pass_to_pass[recorded]
+
+    for root in (builder, "/testbed"):
+        assert status(f"tests/t.py::test_read[{root}/tests/data/a.txt]") == "passed"
+        assert status(f"tests/t.py::test_read[{root}/tests/data/b.txt]") == "failed"
+        assert status(f"tests/t.py::test_cut[{root}/tests/data/a.txt]", "parse_log_pylint") == "passed"
+        # Another relative path, a prefix of it, a path below it: exact after the root is replaced, no other match.
+        for other in ("tests/data/c.txt", "tests/data/a.tx", "tests/data/a.txt/x", "data/a.txt"):
+            assert status(f"tests/t.py::test_read[{root}/{other}]") == "missing"
+            assert status(f"tests/t.py::test_cut[{root}/{other}]", "parse_log_pylint") == "missing"
+    # Only a path that starts with SWE-bench's tree is moved; its parts are names, not paths.
+    assert as_named_in("t.py::test[/x/testbed/a.txt]", tree) == "t.py::test[/x/testbed/a.txt]"
+    assert as_named_in(f"t.py::test[{builder}/a-{builder}/b]", tree) == f"t.py::test[{tree}/a-{tree}/b]"
+    assert as_named_in("t.py::test[/n/fs/p-swe-bench/temp/shapes/tmpab12cd/a.txt]", tree) \
+        == "t.py::test[/n/fs/p-swe-bench/temp/shapes/tmpab12cd/a.txt]"
+    # SWE-bench's own rules leave every such id missing.
+    assert grade(read_results("parse_log_pytest", log), [], ["tests/t.py::test_read[/testbed/tests/data/a.txt]"],
+                 0, SWEBENCH, tree).pass_to_pass == {"tests/t.py::test_read[/testbed/tests/data/a.txt]": "missing"}
 
 
 def test_a_log_that_names_no_test_never_resolves():

@@ -1,5 +1,5 @@
 """SWE-bench's runners in verify: chosen by repo (Django's runtests.py with the real django), by a row's
-eval_script or log_parser, and graded by SWE-bench 5.0.2's rules or the strict ones."""
+eval_script or log_parser, and graded by SWE-bench 5.0.2's rules, the strict ones or the portable ones."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from helpers.arena import XDIST, ledger_validator
-from helpers.gitrepos import django_style_row, shapes_swe_bench_row
+from helpers.gitrepos import commit, django_style_row, git, shapes_swe_bench_row
 
 pytest.importorskip("django", reason="the Django-style project runs the real django package (the test extra)")
 
@@ -74,3 +74,47 @@ def test_a_rows_eval_script_and_log_parser_choose_the_runner(suite, tmp_path_fac
     # The suite runs with COLUMNS=200; the runner gets SWE-bench's 80 columns (ids depend on the layout).
     log = (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text().splitlines()
     assert {len(line) for line in log if line.startswith("=====") and "test session starts" in line} == {80}
+
+
+#: A test named after the absolute path of a file in the tree it runs in, as pylint's test_stdin is.
+WHERE_TEST = """import os
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.mark.parametrize("path", [os.path.join(HERE, "data", "where.txt")])
+def test_where(path):
+    assert os.path.isfile(path)
+"""
+
+
+def test_an_id_naming_swebenchs_tree_is_found_in_the_grading_tree_only_under_portable_rules(suite, tmp_path_factory):
+    row, repo = shapes_swe_bench_row(tmp_path_factory.mktemp("repos"))
+    commit(repo, {"tests/test_where.py": WHERE_TEST, "tests/data/where.txt": "here\n"}, "tests: where")
+    builder = "/n/fs/p-swe-bench/temp/shapes/tmpab12cd/acme__shapes__1.0"
+    recorded = f"tests/test_where.py::test_where[{builder}/tests/data/where.txt]"
+    row = {**row, "test_patch": git(repo, "diff", row["base_commit"], "HEAD", "--", "tests"),
+           "PASS_TO_PASS": json.dumps(["tests/test_text.py::test_lower", recorded]),
+           # pylint's parser: it cuts the absolute path printed in the id to its last part. pytest 9.2 names a
+           # parameter over 100 characters `path0`; "legacy" names it in full, as pylint's pytest 7.2 did.
+           "test_cmd": "python -m pytest -rA -p no:cacheprovider -o parametrize_long_str_id_strategy=legacy",
+           "log_parser": "parse_log_pylint"}
+    write_export(suite, [row])
+    result = suite.run(f"--arena-repos={repo.parent}")
+    result.assert_outcomes(failed=2)
+    gold = next(r for r in suite.ledger() if r["arm"] == "GOLD")
+    assert gold["error"] == f"1 of 4 recorded tests not passing: {recorded} (missing)"
+    # It ran and passed, named after the grading tree's path.
+    log = (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text().splitlines()
+    printed = [line for line in log if line.startswith("PASSED tests/test_where.py::test_where[")]
+    assert len(printed) == 1 and printed[0].endswith("/tests/data/where.txt]") and builder not in printed[0]
+
+    result = suite.run(f"--arena-repos={repo.parent}", "--arena-grading-rules=portable", "--arena-out=portable-out")
+    result.assert_outcomes(passed=1, failed=1)
+    gold, empty = sorted(suite.ledger("portable-out"), key=lambda r: r["arm"] != "GOLD")
+    assert gold["status"] == "resolved", gold["error"]
+    assert gold["verify"]["tests"]["PASS_TO_PASS"][recorded] == "passed"
+    assert gold["verify"]["tests"]["rules"] == "portable"
+    assert empty["status"] == "unresolved"
