@@ -72,6 +72,8 @@ class LedgerWriter:
         self.repeat = repeat
         self.path = out / LEDGER_NAME
         self.rows: list[dict[str, Any]] = []
+        #: Where each of ``rows`` starts in the ledger (what the viewer reads it again by).
+        self.offsets: list[int] = []
         #: The instances whose card (``runs/<iid>/instance.json``) this sweep has written.
         self.cards_written: set[str] = set()
         #: The chain's head the next row is sealed to; read (and the chain verified) before the first row.
@@ -119,11 +121,12 @@ class LedgerWriter:
         try:
             head = self.head if self.head is not None else verify_ledger(self.path).head
             sealed, new_head = seal(finite_json(row, self.path, sort_keys=True, ensure_ascii=False), head)
-            append_line(self.path, (sealed + "\n").encode())
+            offset = append_line(self.path, (sealed + "\n").encode())
         except OSError as error:
             raise RowNotWritten(row, error) from None
         self.head = new_head
         self.rows.append(dict(row))
+        self.offsets.append(offset)
 
 
 def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:
