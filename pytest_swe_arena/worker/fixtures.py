@@ -8,8 +8,10 @@ fixture that cannot do its job fails the setup phase: a harness error.
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +69,9 @@ def arena_cell_env(
     """
     case = _case(request)
     name = CellName(case.instance.instance_id, case.arm.spec.name, case.trial)
-    root = tmp_path_factory.mktemp(name.label, numbered=True)
+    # Not tmp_path_factory.mktemp: each numbered dir leaves a `<name>current` symlink behind, and every
+    # later mktemp lists them all, so a worker's cells would cost more the more it has run.
+    root = Path(tempfile.mkdtemp(prefix=f"{name.label}.", dir=tmp_path_factory.getbasetemp()))
     cell = create_cell_environment(root)
     yield cell
     arena_cell_remover.remove(root)
