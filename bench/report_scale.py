@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_swe_arena.controller.chain import GENESIS, seal
+
 ARMS = ("GOLD", "EMPTY", "SOLO", "SUP4")
 RESOLVE_RATE = {"GOLD": 1.0, "EMPTY": 0.0, "SOLO": 0.42, "SUP4": 0.55}
 BASELINE = """import json, sys
@@ -70,12 +72,15 @@ def ledger_row(rng: random.Random, number: int, arm: str, run_id: str) -> dict[s
 
 
 def write_ledger(out: Path, rows: int) -> Path:
+    """The ledger a sweep writes: every row sealed into the chain (``controller.chain``), as the report verifies it."""
     rng = random.Random(6)
     path = out / "ledger.jsonl"
+    head = GENESIS
     with open(path, "w", encoding="utf-8") as ledger:
         for index in range(rows):
             row = ledger_row(rng, index // len(ARMS), ARMS[index % len(ARMS)], "20261130T120000Z-bench0")
-            ledger.write(json.dumps(row, sort_keys=True) + "\n")
+            line, head = seal(json.dumps(row, sort_keys=True, ensure_ascii=False), head)
+            ledger.write(line + "\n")
     return path
 
 
