@@ -20,10 +20,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ..files import append_line, finite_json, read_json_lines, write_atomic
 from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
-from .chain import seal, verify_ledger, without_seal
+from .chain import CHAIN_KEY, seal, verify_ledger, without_seal
 
 SCHEMA_VERSION = 1
 
@@ -71,8 +73,7 @@ class LedgerWriter:
         self.run_id = run_id
         self.repeat = repeat
         self.path = out / LEDGER_NAME
-        self.rows: list[dict[str, Any]] = []
-        #: Where each of ``rows`` starts in the ledger (what the viewer reads it again by).
+        #: Where each row this writer appended starts in the ledger (``rows`` reads them back by it).
         self.offsets: list[int] = []
         #: The instances whose card (``runs/<iid>/instance.json``) this sweep has written.
         self.cards_written: set[str] = set()
@@ -125,8 +126,24 @@ class LedgerWriter:
         except OSError as error:
             raise RowNotWritten(row, error) from None
         self.head = new_head
-        self.rows.append(dict(row))
         self.offsets.append(offset)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows this writer appended, read back from the ledger (without their chain hash).
+
+        Not kept in memory: at 10,000 cells they would be a third of the controller's.
+        """
+        if not self.offsets:
+            return []
+        rows = []
+        with open(self.path, "rb") as ledger:
+            for offset in self.offsets:
+                ledger.seek(offset)
+                row = msgspec.json.decode(ledger.readline())  # written by finite_json: what msgspec reads
+                row.pop(CHAIN_KEY, None)
+                rows.append(row)
+        return rows
 
 
 def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:

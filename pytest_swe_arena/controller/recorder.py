@@ -161,7 +161,7 @@ class ControllerPlugin:
                                        hurry=interrupts.hurried if interrupts is not None else None)
                 if leftovers:
                     self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
-            if self.records.rows:
+            if self.records.recorded:
                 for note in self.records.write_outputs(self.state.settings.calibrate):
                     self.note(note)
         finally:
@@ -250,7 +250,7 @@ class ControllerPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         failure = self.records.failure_lines()
-        if self.records.rows:
+        if self.records.recorded:
             terminalreporter.write_sep("=", "swe-arena results")
             for line in [*format_summary(self.records.summary()), ""]:
                 terminalreporter.write_line(line)

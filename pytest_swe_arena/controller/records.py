@@ -97,7 +97,13 @@ class SweepRecords:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
+        """This sweep's rows, read back from the ledger (``LedgerWriter.rows``)."""
         return self.writer.rows
+
+    @property
+    def recorded(self) -> int:
+        """How many rows this sweep wrote."""
+        return len(self.writer.offsets)
 
     def record_sweep(self, record: Mapping[str, Any]) -> None:
         """Append the sweep's own line to ``sweeps.jsonl``; a full disk loses it with an error at the end."""
@@ -214,18 +220,23 @@ class SweepRecords:
         notes: list[str] = []
         self.written = [self.writer.path]
         try:
-            self.written += write_predictions(self.rows, self.out)
+            rows = self.rows
+        except OSError as error:
+            self.file_not_written(error)
+            return notes
+        try:
+            self.written += write_predictions(rows, self.out)
         except OSError as error:
             self.file_not_written(error)
         try:
-            self.final_summary, reports = write_reports(self.out, cell_records(self.rows), self.arm_order,
+            self.final_summary, reports = write_reports(self.out, cell_records(rows), self.arm_order,
                                                         self.run_id, self.budget(), self.sweep,
                                                         self.pages.finish() if self.pages is not None else None)
             self.written += reports
         except OSError as error:
             self.file_not_written(error)
         if calibrate:
-            self.calibration = calibration.verdicts(self.rows)
+            self.calibration = calibration.verdicts(rows)
             try:
                 path, problem = calibration.write_calibration(self.out, self.calibration, self.run_id)
             except OSError as error:
