@@ -128,22 +128,29 @@ class LedgerWriter:
         self.head = new_head
         self.offsets.append(offset)
 
-    @property
-    def rows(self) -> list[dict[str, Any]]:
+    def lines(self) -> Iterator[bytes]:
+        """The ledger lines of the rows this writer appended, read back one at a time."""
+        if not self.offsets:
+            return
+        with open(self.path, "rb") as ledger:
+            for offset in self.offsets:
+                ledger.seek(offset)
+                yield ledger.readline()
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
         """The rows this writer appended, read back from the ledger (without their chain hash).
 
         Not kept in memory: at 10,000 cells they would be a third of the controller's.
         """
-        if not self.offsets:
-            return []
-        rows = []
-        with open(self.path, "rb") as ledger:
-            for offset in self.offsets:
-                ledger.seek(offset)
-                row = msgspec.json.decode(ledger.readline())  # written by finite_json: what msgspec reads
-                row.pop(CHAIN_KEY, None)
-                rows.append(row)
-        return rows
+        for line in self.lines():
+            row = msgspec.json.decode(line)  # written by finite_json: what msgspec reads
+            row.pop(CHAIN_KEY, None)
+            yield row
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """``iter_rows`` as a list."""
+        return list(self.iter_rows())
 
 
 def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:

@@ -12,11 +12,13 @@ that never finished (``outcome.interrupted``), then the predictions, ``summary.j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgspec
 import pytest
 
 from ..files import finite_json, write_atomic
@@ -24,7 +26,7 @@ from ..naming import BUDGET_NAME, CellName
 from ..outcome import CellOutcome, crashed, interrupted, with_spend_known
 from ..results import calibration
 from ..results.outputs import write_predictions, write_reports
-from ..results.records import cell_records
+from ..results.records import CellRecord, cell_record
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
 from .ledger import LedgerWriter, RowNotWritten, append_sweep_record
@@ -207,10 +209,22 @@ class SweepRecords:
         else:
             self.unwritten_files.pop(str(path), None)
 
+    def cells(self) -> list[CellRecord]:
+        """This sweep's rows as the summary reads them, decoded from their ledger lines (``results.records``)."""
+        decoder = msgspec.json.Decoder(CellRecord)
+        cells = []
+        for number, line in enumerate(self.writer.lines(), start=1):
+            try:
+                cells.append(decoder.decode(line))
+            except msgspec.ValidationError:  # a number the summary refuses: cell_record says so and why
+                cell = cell_record(json.loads(line), f"{self.writer.path} row {number} of run {self.run_id}")
+                if cell is not None:
+                    cells.append(cell)
+        return cells
+
     def summary(self) -> dict[str, Any]:
         """The summary of the rows so far (``final_summary`` once the end of the sweep wrote it)."""
-        return self.final_summary or summarize(cell_records(self.rows), self.arm_order, self.run_id, self.budget(),
-                                               self.sweep)
+        return self.final_summary or summarize(self.cells(), self.arm_order, self.run_id, self.budget(), self.sweep)
 
     def write_outputs(self, calibrate: bool) -> list[str]:
         """Predictions, summary and report, calibration: each written whatever became of the others.
@@ -219,24 +233,21 @@ class SweepRecords:
         """
         notes: list[str] = []
         self.written = [self.writer.path]
+        # The rows are read back from the ledger a line at a time: held whole, 10,000 rows would
+        # be the controller's peak memory.
         try:
-            rows = self.rows
-        except OSError as error:
-            self.file_not_written(error)
-            return notes
-        try:
-            self.written += write_predictions(rows, self.out)
+            self.written += write_predictions(self.writer.iter_rows(), self.out)
         except OSError as error:
             self.file_not_written(error)
         try:
-            self.final_summary, reports = write_reports(self.out, cell_records(rows), self.arm_order,
+            self.final_summary, reports = write_reports(self.out, self.cells(), self.arm_order,
                                                         self.run_id, self.budget(), self.sweep,
                                                         self.pages.finish() if self.pages is not None else None)
             self.written += reports
         except OSError as error:
             self.file_not_written(error)
         if calibrate:
-            self.calibration = calibration.verdicts(rows)
+            self.calibration = calibration.verdicts(self.rows)
             try:
                 path, problem = calibration.write_calibration(self.out, self.calibration, self.run_id)
             except OSError as error:
