@@ -14,6 +14,9 @@ same run:
   vs plain pytest-xdist running as many trivial tests with as many failures;
 - collection in one process (``--collect-only``) vs plain pytest collecting as many
   parametrized tests, target <= 2x.
+
+Both sweeps get a ``--basetemp`` in the scratch dir: without one, pytest's exit removes the
+oldest of ``/tmp/pytest-of-<user>``'s numbered dirs, whatever another pytest left there.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ def main() -> None:
         plain_peaks.mkdir()
         launched = time.time()
         seconds, completed = benchlib.run_pytest(suite, "-n", str(args.workers), f"--arena-out={root / 'out'}",
+                                                 f"--basetemp={root / 'basetemp-sweep'}",
                                                  env={"BENCH_MEMORY_DIR": str(sweep_peaks)})
         if f"{instances} failed, {instances} passed" not in completed.stdout:
             raise SystemExit(f"bench: expected {instances} resolved and {instances} unresolved cells:\n"
@@ -73,7 +77,7 @@ def main() -> None:
         first_start = min(datetime.fromisoformat(row["started_at"]).timestamp() for row in ledger)
         first, last = per_cell_seconds(ends)
         exit_phase = launched + seconds - max(ends)
-        plain_seconds, _ = benchlib.run_pytest(plain, "-n", str(args.workers),
+        plain_seconds, _ = benchlib.run_pytest(plain, "-n", str(args.workers), f"--basetemp={root / 'basetemp-plain'}",
                                                env={"BENCH_MEMORY_DIR": str(plain_peaks)})
         controller = peaks(sweep_peaks)["controller"]
         plain_controller = peaks(plain_peaks)["controller"]

@@ -69,13 +69,13 @@ def write_atomic(path: Path, text: str | bytes | Iterable[str], *, durable: bool
         raise
 
 
-def append_line(path: Path, line: bytes) -> None:
+def append_line(path: Path, line: bytes) -> int:
     """Append ``line`` (ending in a newline) to ``path`` and fsync it: the line is whole or absent.
 
     It is written with one ``os.write`` (repeated only for what a short write left). When the
     file's last line is torn (a writer killed mid-line), ``line`` starts on a line of its own, so
     the torn line stays alone. When a write or the fsync fails (a full disk), the file is cut back
-    to its size before and the ``OSError``, naming ``path``, is raised.
+    to its size before and the ``OSError``, naming ``path``, is raised. Returns where the line starts.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,9 +83,10 @@ def append_line(path: Path, line: bytes) -> None:
     except OSError as error:
         raise _naming(path, error) from None
     try:
-        size = os.fstat(descriptor).st_size
+        size = start = os.fstat(descriptor).st_size
         if size and os.pread(descriptor, 1, size - 1) != b"\n":
             line = b"\n" + line
+            start += 1
         try:
             rest = memoryview(line)
             while rest:
@@ -96,6 +97,7 @@ def append_line(path: Path, line: bytes) -> None:
             raise _naming(path, error) from None
     finally:
         os.close(descriptor)
+    return start
 
 
 def _cut_back(descriptor: int, size: int) -> None:

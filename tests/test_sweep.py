@@ -204,3 +204,44 @@ def test_resume_runs_again_when_the_suite_suffix_or_strict_models_change(suite, 
     assert len({row["cell_key"] for row in rows}) == 3
 
 
+
+
+QUIET_REPORTS_CONFTEST = '''
+import json
+
+import pytest
+
+lengths = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid):
+    reporter = pytest.arena_config.pluginmanager.get_plugin("terminalreporter")
+    lengths.append(len(reporter.stats.get("", [])))
+
+
+def pytest_configure(config):
+    pytest.arena_config = config
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        with open("quiet-reports.json", "w") as out:
+            json.dump(lengths, out)
+'''
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_the_cells_silent_reports_leave_the_controller_as_the_sweep_goes(suite, calc, xdist, monkeypatch):
+    # pytest keeps every report to the end: a cell's passed setup and teardown would cost the
+    # controller memory per cell for the whole sweep (DROP_SILENT_EVERY cells at a time here: 2).
+    monkeypatch.setattr("pytest_swe_arena.controller.recorder.DROP_SILENT_EVERY", 2)
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
+    suite.pytester.makeconftest(QUIET_REPORTS_CONFTEST)
+    result = suite.run("-p", "no:randomly", *xdist, subprocess=False)  # in process: the patched constant holds
+    result.assert_outcomes(passed=3, failed=3)
+    result.stdout.fnmatch_lines(["*swe-arena results*", "GOLD * 3/3 * 100.0% *",
+                                 "UNRESOLVED instances/demo.jsonl::demo__calc-2[[]EMPTY[]] - *unresolved: empty patch"])
+    lengths = json.loads((suite.path / "quiet-reports.json").read_text())
+    assert len(lengths) == 6 and max(lengths) <= 4 + 2 * len(xdist), lengths  # 12 if kept to the end
+    assert lengths[1] == lengths[3] == lengths[5] == 0 or xdist, lengths

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import msgspec
+
 from ..naming import INSTANCE_ID, arm_name_problem
 
 CHAIN_KEY = "chain_sha256"
@@ -128,7 +130,11 @@ def verify_ledger(path: Path) -> ChainState:
 
 def _is_object(line: bytes) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
+        return isinstance(msgspec.json.decode(line), dict)  # a few times faster than json, for old ledgers
+    except msgspec.DecodeError:
+        pass
+    try:
+        return isinstance(json.loads(line), dict)  # what msgspec refuses and json reads: a NaN literal
     except ValueError:
         return False
 

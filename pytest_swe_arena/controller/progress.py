@@ -7,6 +7,7 @@ Under xdist the controller has no items, only node ids, which the workers made w
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -30,11 +31,14 @@ class SweepProgress:
         self.finished: set[str] = set()
         #: Started and not finished: ``to_json`` runs on every report and heartbeat.
         self.running: set[str] = set()
+        #: Instance id -> how many of its cells have not finished (which cell is an instance's last).
+        self.left_of: Counter[str] = Counter()
 
     def collected(self, items: Iterable[pytest.Item]) -> None:
         """The session's items (without xdist): those that are cells."""
         self.cell_ids = {item.nodeid for item in items if CASE_KEY in item.stash}
         self.total = len(self.cell_ids)
+        self.left_of = Counter(_instance_of(nodeid) for nodeid in self.cell_ids)
 
     def collected_by_worker(self, nodeids: Iterable[str]) -> None:
         """A worker's collected node ids (under xdist). Every worker collects the same ids (xdist
@@ -43,6 +47,7 @@ class SweepProgress:
             return
         self.cell_ids.update(nodeid for nodeid in nodeids if self.is_cell_id(nodeid))
         self.total = len(self.cell_ids)
+        self.left_of = Counter(_instance_of(nodeid) for nodeid in self.cell_ids)
 
     def is_cell_id(self, nodeid: str) -> bool:
         """Whether ``nodeid`` is the id a worker gives a cell of this sweep."""
@@ -59,6 +64,7 @@ class SweepProgress:
         if nodeid not in self.cell_ids:
             self.cell_ids.add(nodeid)
             self.total = len(self.cell_ids)
+            self.left_of[_instance_of(nodeid)] += 1
 
     def start(self, nodeid: str) -> None:
         if nodeid in self.cell_ids and nodeid not in self.finished:
@@ -69,9 +75,13 @@ class SweepProgress:
         """Whether a report of ``nodeid`` may still finish a cell (a cell not finished yet)."""
         return nodeid in self.cell_ids and nodeid not in self.finished
 
-    def finish(self, nodeid: str) -> None:
+    def finish(self, nodeid: str) -> bool:
+        """Mark the cell finished; whether it was the last of its instance's cells to finish."""
         self.finished.add(nodeid)
         self.running.discard(nodeid)
+        instance = _instance_of(nodeid)
+        self.left_of[instance] -= 1
+        return bool(instance) and self.left_of[instance] == 0
 
     def unfinished(self) -> list[str]:
         """Cells that started and never finished, sorted."""
@@ -88,3 +98,9 @@ class SweepProgress:
             "unknown_usd_cells": tally.sweep.unknown_usd_cells,
             "unknown_token_cells": tally.sweep.unknown_token_cells,
         }
+
+
+def _instance_of(nodeid: str) -> str:
+    """The instance id in a cell's node id ("" for a node id that is not a cell's)."""
+    parsed = parse_node_id(nodeid)
+    return parsed[1].instance_id if parsed is not None else ""

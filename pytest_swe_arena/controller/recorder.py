@@ -40,6 +40,9 @@ from .scheduling import BudgetScheduling
 from .terminal import drop_silent_reports
 from .workers import LostHosts, is_local_spec, late_reports, pin_worker_rootdir
 
+#: Every this many tests logged, the cells' silent reports leave the terminal reporter (``drop_silent_reports``).
+DROP_SILENT_EVERY = 256
+
 
 class ControllerPlugin:
     """Writes ``ledger.jsonl``, patches, run logs, predictions, ``budget.json`` and ``summary.json``."""
@@ -65,6 +68,8 @@ class ControllerPlugin:
         self.lock: SweepLock | None = None
         self.interrupted = False
         self.notes: list[str] = []
+        #: Tests whose reports have all been logged (``pytest_runtest_logfinish``).
+        self.logged = 0
 
     def deferred(self) -> AbstractContextManager[None]:
         """Ctrl-C waits while a row is written and counted, so a row on disk is never recorded twice."""
@@ -158,7 +163,7 @@ class ControllerPlugin:
                                        hurry=interrupts.hurried if interrupts is not None else None)
                 if leftovers:
                     self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
-            if self.records.rows:
+            if self.records.recorded:
                 for note in self.records.write_outputs(self.state.settings.calibrate):
                     self.note(note)
         finally:
@@ -224,6 +229,13 @@ class ControllerPlugin:
             self.config.hook.pytest_arena_cell_finished(row=recorded.row, config=self.config)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        # pytest keeps every report to the end of the session: the cells' silent setup and teardown
+        # reports go as the sweep goes, or at 10,000 cells they would be most of the controller's memory.
+        self.logged += 1
+        if self.logged % DROP_SILENT_EVERY == 0:
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                drop_silent_reports(reporter.stats)
         # After the cell's reports are shown: stop the sweep like an interrupt, so no more cells
         # run whose results could not be kept (its cells in flight become interrupted).
         reason, self.records.stop_reason = self.records.stop_reason, None
@@ -240,7 +252,7 @@ class ControllerPlugin:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         failure = self.records.failure_lines()
-        if self.records.rows:
+        if self.records.recorded:
             terminalreporter.write_sep("=", "swe-arena results")
             for line in [*format_summary(self.records.summary()), ""]:
                 terminalreporter.write_line(line)

@@ -12,11 +12,13 @@ that never finished (``outcome.interrupted``), then the predictions, ``summary.j
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgspec
 import pytest
 
 from ..files import finite_json, write_atomic
@@ -24,11 +26,14 @@ from ..naming import BUDGET_NAME, CellName
 from ..outcome import CellOutcome, crashed, interrupted, with_spend_known
 from ..results import calibration
 from ..results.outputs import write_predictions, write_reports
-from ..results.records import cell_records
+from ..results.records import CellRecord, cell_record
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
 from .ledger import LedgerWriter, RowNotWritten, append_sweep_record
 from .progress import SweepProgress
+
+if TYPE_CHECKING:
+    from ..results.viewer.build import PagesWhileRunning
 
 
 class RecordedRow(NamedTuple):
@@ -41,6 +46,11 @@ class RecordedRow(NamedTuple):
 def carries_a_cell(report: pytest.TestReport) -> bool:
     """Whether a report carries a cell's outcome (a finished one, or the pending one of its setup)."""
     return bool(getattr(report, "arena", None) or getattr(report, "arena_pending", None))
+
+
+def shown_on_terminal(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What a recorded cell's report keeps of its outcome: what the terminal shows (``text.cell_teststatus``)."""
+    return {name: data[name] for name in ("status", "reused") if name in data}
 
 
 class SweepRecords:
@@ -74,6 +84,10 @@ class SweepRecords:
         self.calibration: dict[str, dict[str, Any]] = {}
         #: This sweep's line of ``sweeps.jsonl`` (``provenance.sweep_record``), once it started.
         self.sweep: dict[str, Any] | None = None
+        #: The viewer's pages of each instance whose cells all finished, built while the sweep runs.
+        self.pages: PagesWhileRunning | None = None  # made when the first instance finishes (an import the CLI pays)
+        #: Instance id -> the ledger offsets of its rows, until its last cell finishes.
+        self.offsets_of: dict[str, list[int]] = {}
 
     @property
     def out(self) -> Path:
@@ -85,7 +99,13 @@ class SweepRecords:
 
     @property
     def rows(self) -> list[dict[str, Any]]:
+        """This sweep's rows, read back from the ledger (``LedgerWriter.rows``)."""
         return self.writer.rows
+
+    @property
+    def recorded(self) -> int:
+        """How many rows this sweep wrote."""
+        return len(self.writer.offsets)
 
     def record_sweep(self, record: Mapping[str, Any]) -> None:
         """Append the sweep's own line to ``sweeps.jsonl``; a full disk loses it with an error at the end."""
@@ -113,6 +133,7 @@ class SweepRecords:
         pending = getattr(report, "arena_pending", None)
         if pending:
             self.pending[nodeid] = pending
+            del report.arena_pending  # kept above, until the cell ends: pytest keeps the report to the end
         data = getattr(report, "arena", None)
         if not data:
             if not report.failed:
@@ -135,15 +156,29 @@ class SweepRecords:
                 self.stop_for(failure.error)
             else:
                 recorded = RecordedRow(row, written=True)
-                # On disk now: pytest keeps every report to the end, the contents need not stay with it.
-                for written in ("logs", "patch_base64", "instance"):
-                    data.pop(written, None)
-            self.progress.finish(nodeid)
+                # On disk now: pytest keeps every report to the end, and at 10,000 cells the rows
+                # on them would be most of the controller's memory. The terminal needs the status.
+                report.arena = shown_on_terminal(data)  # type: ignore[attr-defined]
+                self.offsets_of.setdefault(row["instance_id"], []).append(self.writer.offsets[-1])
+            if self.progress.finish(nodeid):
+                self.instance_finished(recorded.row["instance_id"])
+            self.pending.pop(nodeid, None)
             if not reused:  # a reused row's spend was counted at session start
                 self.tally.add(recorded.row)
         if self.tally.limits.is_set and not reused:
             self.write_budget()
         return recorded
+
+    def instance_finished(self, instance_id: str) -> None:
+        """The last cell of an instance finished: its viewer pages are built now, off the end of the sweep."""
+        offsets = self.offsets_of.pop(instance_id, [])
+        if not offsets:
+            return
+        if self.pages is None:
+            from ..results.viewer.build import PagesWhileRunning
+
+            self.pages = PagesWhileRunning(self.out, self.arm_order)
+        self.pages.instance_finished(offsets)
 
     def record_unfinished(self) -> None:
         """Cells that started but never finished: recorded as ``interrupted`` (not final)."""
@@ -174,10 +209,22 @@ class SweepRecords:
         else:
             self.unwritten_files.pop(str(path), None)
 
+    def cells(self) -> list[CellRecord]:
+        """This sweep's rows as the summary reads them, decoded from their ledger lines (``results.records``)."""
+        decoder = msgspec.json.Decoder(CellRecord)
+        cells = []
+        for number, line in enumerate(self.writer.lines(), start=1):
+            try:
+                cells.append(decoder.decode(line))
+            except msgspec.ValidationError:  # a number the summary refuses: cell_record says so and why
+                cell = cell_record(json.loads(line), f"{self.writer.path} row {number} of run {self.run_id}")
+                if cell is not None:
+                    cells.append(cell)
+        return cells
+
     def summary(self) -> dict[str, Any]:
         """The summary of the rows so far (``final_summary`` once the end of the sweep wrote it)."""
-        return self.final_summary or summarize(cell_records(self.rows), self.arm_order, self.run_id, self.budget(),
-                                               self.sweep)
+        return self.final_summary or summarize(self.cells(), self.arm_order, self.run_id, self.budget(), self.sweep)
 
     def write_outputs(self, calibrate: bool) -> list[str]:
         """Predictions, summary and report, calibration: each written whatever became of the others.
@@ -186,13 +233,16 @@ class SweepRecords:
         """
         notes: list[str] = []
         self.written = [self.writer.path]
+        # The rows are read back from the ledger a line at a time: held whole, 10,000 rows would
+        # be the controller's peak memory.
         try:
-            self.written += write_predictions(self.rows, self.out)
+            self.written += write_predictions(self.writer.iter_rows(), self.out)
         except OSError as error:
             self.file_not_written(error)
         try:
-            self.final_summary, reports = write_reports(self.out, cell_records(self.rows), self.arm_order,
-                                                        self.run_id, self.budget(), self.sweep)
+            self.final_summary, reports = write_reports(self.out, self.cells(), self.arm_order,
+                                                        self.run_id, self.budget(), self.sweep,
+                                                        self.pages.finish() if self.pages is not None else None)
             self.written += reports
         except OSError as error:
             self.file_not_written(error)

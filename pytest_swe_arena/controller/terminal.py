@@ -6,7 +6,8 @@ with thousands of unresolved cells that scan is most of a sweep's exit (48 s of 
 6,000 cells). Before the summary, ``drop_silent_reports`` removes from that list the cells'
 reports the scan could never print (anything but a teardown report with a teardown section),
 so the summary prints exactly what it did, each failure at the cost of its own lines. It also
-frees those reports.
+frees those reports: the controller calls it every few hundred cells during the sweep, not only
+before the summary, since pytest keeps every report to the end of the session.
 """
 
 from __future__ import annotations

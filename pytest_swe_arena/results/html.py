@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
-from ..outcome import STATUS_TABLE, known_status
+from ..outcome import STATUS_TABLE
 from .records import CellRecord
 from .text import count, interval_text, p_value, percent, seconds, usd
 
@@ -189,14 +189,20 @@ def _text(text: str) -> str:
     return text if PLAIN.fullmatch(text) else escape(text, quote=True)
 
 
+#: Each status's class name, glyph and tooltip word, looked up once per cell of a 100,000-cell matrix.
+_MARK_PARTS = {status.value: (status.value, meaning.glyph, meaning.label) for status, meaning in STATUS_TABLE.items()}
+
+
 def _mark(cell: CellRecord) -> str:
     """One cell in the matrix: its status glyph (linking to the patch) with a tooltip, and its logs.
 
     The tooltip leaves out what the row and column already say (instance, arm).
     """
-    known = known_status(cell.status)
-    status = known.value if known is not None else _text(cell.status)
-    glyph, meaning = (known.meaning.glyph, known.meaning.label) if known is not None else ("?", status)
+    parts = _MARK_PARTS.get(cell.status)
+    if parts is None:
+        status = _text(cell.status)
+        parts = (status, "?", status)
+    status, glyph, meaning = parts
     tip = f"trial {cell.trial}: {meaning}" if cell.trial > 1 else meaning
     ran, cost, used = cell.spend()
     if ran:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..files import finite_json, read_json_object, write_atomic
 from ..naming import BUDGET_NAME, LEDGER_NAME, REPORT_NAME, SUMMARY_NAME, CellName, predictions_name
@@ -17,13 +17,18 @@ from .html import render_report
 from .records import CellRecord, read_sweep_record
 from .summary import summarize
 
+if TYPE_CHECKING:
+    from .viewer.build import Manifest
+
 
 def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
                   run_id: str | None = None, budget: Mapping[str, Any] | None = None,
-                  sweep: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[Path]]:
+                  sweep: Mapping[str, Any] | None = None, built: Manifest | None = None
+                  ) -> tuple[dict[str, Any], list[Path]]:
     """Write ``summary.json``, ``report.html`` and the viewer (each file atomically); return the summary and paths.
 
-    ``sweep`` is the run's line of ``sweeps.jsonl``, read from the out dir when not given.
+    ``sweep`` is the run's line of ``sweeps.jsonl``, read from the out dir when not given; ``built``
+    the viewer's pages the sweep built while it ran (``viewer.build.PagesWhileRunning``).
     """
     from .viewer import write_viewer
 
@@ -31,7 +36,7 @@ def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[st
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
     write_atomic(summary_path, finite_json(summary, summary_path, indent=2, sort_keys=True) + "\n")
     write_atomic(report_path, render_report(summary, cells))
-    return summary, [summary_path, report_path, write_viewer(out, summary)]
+    return summary, [summary_path, report_path, write_viewer(out, summary, built=built)]
 
 
 def _of_run(path: Path, run_id: str | None) -> dict[str, Any] | None:

@@ -140,6 +140,14 @@ def test_rows_from_before_the_chain_are_taken_in_and_cannot_change_afterwards(tm
         verify_ledger(later)
 
 
+def test_a_row_from_before_the_chain_with_a_nan_is_a_row_and_a_line_that_is_no_object_is_torn(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text(json.dumps(row(1)) + "\n" + json.dumps({**row(2), "seconds": float("nan")}) + "\n"
+                      + "[1, 2]\n" + '{"torn": ')
+    state = verify_ledger(ledger)
+    assert (state.unsealed_rows, state.torn_lines) == (2, (3, 4)), "json reads NaN, which msgspec refuses"
+
+
 def test_an_agent_that_edits_the_ledger_is_caught(tmp_path):
     """The agent of issue 13 that found the out dir and rewrote rows, run as a process against a real ledger."""
     ledger = tmp_path / "ledger.jsonl"

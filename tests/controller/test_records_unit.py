@@ -105,5 +105,27 @@ def test_once_written_a_cells_logs_and_patch_leave_the_report_pytest_keeps(tmp_p
     recorded = sweep.record(kept)
     assert recorded is not None and recorded.written
     assert (tmp_path / recorded.row["run_dir"] / "stderr.log").read_text() == "x" * 100_000
-    assert "logs" not in kept.arena and "patch_base64" not in kept.arena  # type: ignore[attr-defined]
-    assert kept.arena["status"] == "unresolved"  # type: ignore[attr-defined]  # the terminal still shows it
+    assert kept.arena == {"status": "unresolved"}, "the terminal still shows it; the row is on disk"  # type: ignore[attr-defined]
+
+
+def test_a_setup_reports_pending_row_is_kept_only_until_its_cell_finishes(tmp_path: Path) -> None:
+    sweep = records(tmp_path)
+    setup = report(1, when="setup", arena_pending=finished(1, status=CellStatus.INTERRUPTED))
+    assert sweep.record(setup) is None
+    assert not hasattr(setup, "arena_pending"), "pytest keeps the setup report to the end of the sweep"
+    assert NODE.format(1) in sweep.pending
+    sweep.record(report(1, arena=finished(1)))
+    assert sweep.pending == {}
+
+
+def test_an_instances_last_cell_queues_its_viewer_pages_with_its_rows(tmp_path: Path) -> None:
+    sweep = SweepRecords(tmp_path, "run-1", ["SOLO", "SUP4"], 1, BudgetLimits())
+    nodes = {arm: f"suite.jsonl::proj__x-1[{arm}]" for arm in ("SOLO", "SUP4")}
+    sweep.progress.collected_by_worker(list(nodes.values()))
+    sweep.record(report(1, arena={**finished(1), "nodeid": nodes["SOLO"]}, nodeid=nodes["SOLO"]))
+    assert sweep.pages is None and sweep.offsets_of == {"proj__x-1": [0]}, "one cell of two: not yet"
+    sweep.record(report(1, arena={**finished(1), "arm": "SUP4", "nodeid": nodes["SUP4"]}, nodeid=nodes["SUP4"]))
+    assert sweep.pages is not None and sweep.offsets_of == {}
+    built = sweep.pages.finish()
+    assert sorted(built.pages) == ["cells/proj__x-1/SOLO/1", "cells/proj__x-1/SUP4/1"]
+    assert (tmp_path / "viewer/data/cells/proj__x-1/SUP4/1.js").is_file()

@@ -13,7 +13,7 @@ import pytest
 from pytest_swe_arena.controller.ledger import append_sweep_record
 from pytest_swe_arena.results.records import cell_records, read_sweep_record
 from pytest_swe_arena.results.summary import summarize
-from pytest_swe_arena.results.viewer.build import MANIFEST, write_viewer
+from pytest_swe_arena.results.viewer.build import MANIFEST, PagesWhileRunning, write_viewer
 from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card
 from pytest_swe_arena.results.viewer.overview import overview_data
 from pytest_swe_arena.results.viewer.rows import read_run
@@ -46,7 +46,7 @@ def ten_instance_sweep() -> list[dict[str, Any]]:
 
 def out_dir(tmp_path: Path, rows: list[dict[str, Any]], cards: bool = True) -> tuple[Path, dict[str, Any]]:
     out = tmp_path / "out"
-    out.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     (out / "ledger.jsonl").write_text("".join(json.dumps(entry) + "\n" for entry in rows))
     for entry in rows:
         run_dir = out / entry["run_dir"]
@@ -421,3 +421,31 @@ def test_the_transcript_is_chosen_by_what_the_run_dir_holds(tmp_path):
     bare = agent_cell(tmp_path / "bare", "codex", {"stdout.log": None})
     assert bare["transcript"]["format"] == "output" and bare["transcript"]["file"] == "stdout.log"
     assert "events.jsonl" in bare["transcript_readers"] and "trajectory.json" in bare["transcript_readers"]
+
+
+def test_pages_built_while_the_sweep_runs_are_those_of_the_end_and_not_built_again(tmp_path):
+    rows = ten_instance_sweep()
+    out, summary = out_dir(tmp_path / "live", rows)
+    lines = (out / "ledger.jsonl").read_bytes().splitlines(keepends=True)
+    offsets = [sum(len(line) for line in lines[:number]) for number in range(len(lines))]
+    running = PagesWhileRunning(out, ["SOLO", "SUP4", "PRED"])
+    for n in range(1, 10):  # demo__calc-10 never finished: the end of the sweep builds it
+        running.instance_finished([offset for offset, entry in zip(offsets, rows, strict=True)
+                                   if entry["instance_id"] == f"demo__calc-{n}"])
+    built = running.finish()
+    assert len(built.pages) == 27 and len(built.cards) == 9
+    cells = out / "viewer/data/cells"
+    stamps = {page: page.stat().st_mtime_ns for page in cells.rglob("*.js")}
+    assert len(stamps) == 27 and not (cells / "demo__calc-10").exists()
+
+    write_viewer(out, summary, built=built)
+    assert {page: page.stat().st_mtime_ns for page in stamps} == stamps, "built while running: not built again"
+    assert sorted(path.relative_to(cells) for path in cells.rglob("*.js"))[:3] == [
+        Path("demo__calc-1/PRED/1.js"), Path("demo__calc-1/SOLO/1.js"), Path("demo__calc-1/SUP4/1.js")]
+    fresh, _ = out_dir(tmp_path / "fresh", rows)
+    write_viewer(fresh, summary)
+    for page in (fresh / "viewer/data/cells").rglob("*.js"):
+        assert (cells / page.relative_to(fresh / "viewer/data/cells")).read_text() == page.read_text(), \
+            "a page built while running is the page the end of the sweep would have built"
+    assert json.loads((out / "viewer" / MANIFEST).read_text())["pages"] == \
+        json.loads((fresh / "viewer" / MANIFEST).read_text())["pages"]

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import stat
 import tempfile
+import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from ...naming import INSTANCE_CARD_NAME, LEDGER_NAME, VIEWER_DIR
 from ..html import status_css
 from .cells import OutDir, cell_page, instance_card
 from .overview import overview_data
-from .rows import SAFE_NAME, ViewerRow, full_rows, read_run
+from .rows import SAFE_NAME, ViewerRow, full_rows, read_run, rows_at
 
 INDEX_PAGE = "index.html"
 #: Changes whenever the cell data's shape changes, so every cell page is built again.
@@ -158,20 +160,25 @@ def _fingerprint(cells: Sequence[ViewerRow]) -> str:
     return sha256(f"{CELL_FORMAT}\0{material}".encode()).hexdigest()[:24]
 
 
+def _in_page_order(cells: list[ViewerRow], arm_order: Sequence[str]) -> list[ViewerRow]:
+    rank = {name: index for index, name in enumerate(arm_order)}
+    cells.sort(key=lambda cell: (rank.get(cell.arm, len(rank)), cell.arm, cell.trial))
+    return cells
+
+
 def write_cell_pages(out: OutDir, viewer: Path, rows: Sequence[ViewerRow], arm_order: Sequence[str],
                      previous: Mapping[str, str]) -> dict[str, str]:
     """Build the data of every cell page whose inputs changed; delete those of cells no longer in the run.
 
     ``previous`` are the fingerprints of the last build; returns this build's.
     """
-    rank = {name: index for index, name in enumerate(arm_order)}
     by_instance: dict[str, list[ViewerRow]] = defaultdict(list)
     for row in rows:
         by_instance[row.instance_id].append(row)
     data = viewer / "data"
     pages: dict[str, str] = {}
     for iid, cells in sorted(by_instance.items()):
-        cells.sort(key=lambda cell: (rank.get(cell.arm, len(rank)), cell.arm, cell.trial))
+        _in_page_order(cells, arm_order)
         fingerprint = _fingerprint(cells)
         pages.update((cell.page, fingerprint) for cell in cells)
         # One page's data missing (deleted by hand) is enough to build the instance's again.
@@ -198,15 +205,66 @@ def write_instance_pages(out: OutDir, data: Path, instance_id: str, cells: Seque
         write_derived(data / f"{cell.page}.js", script_text("cell", content))
 
 
-def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False) -> Path:
+class PagesWhileRunning:
+    """Builds the cell pages of each instance whose cells have all finished, on a thread, while the sweep runs.
+
+    So the end of a sweep builds only the pages of instances that did not finish (and the
+    overview): ``finish`` returns what was built, as ``write_viewer``'s ``built``. The controller
+    calls ``instance_finished`` with the ledger offsets of the instance's rows, once they are
+    appended (their files are written before them). A page that could not be built here is
+    built at the end, as if this had never run.
+    """
+
+    def __init__(self, out: Path, arm_order: Sequence[str]):
+        self.out = out
+        self.arm_order = tuple(arm_order)
+        self.built = Manifest()
+        self._queue: queue.Queue[list[int] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def instance_finished(self, offsets: Sequence[int]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="arena-viewer-pages", daemon=True)
+            self._thread.start()
+        self._queue.put(list(offsets))
+
+    def finish(self) -> Manifest:
+        """Wait for the pages queued so far; what they were built from (pages and cards)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        return self.built
+
+    def _work(self) -> None:
+        reader = OutDir(self.out)
+        data = self.out / VIEWER_DIR / "data"
+        while (offsets := self._queue.get()) is not None:
+            try:
+                cells = _in_page_order(rows_at(self.out, offsets), self.arm_order)
+                iid = cells[0].instance_id
+                _, cards = instance_repos(reader, [iid], {})
+                write_instance_pages(reader, data, iid, cells)
+            except Exception:  # noqa: BLE001 - built again at the end of the sweep, where an error is shown
+                continue
+            fingerprint = _fingerprint(cells)
+            self.built.pages.update((cell.page, fingerprint) for cell in cells)
+            self.built.cards.update(cards)
+
+
+def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False, built: Manifest | None = None) -> Path:
     """Build (or bring up to date) ``<out>/viewer/`` for the summary's run; return its overview page.
 
     With the ledger and the summary as they were at the last build, only the assets are checked
-    (``rebuild`` checks every page too, e.g. after deleting some by hand).
+    (``rebuild`` checks every page too, e.g. after deleting some by hand). ``built``: the pages
+    built while the sweep ran (``PagesWhileRunning``), not built again.
     """
     viewer = out / VIEWER_DIR
     copy_assets(viewer)
     previous = Manifest.read(viewer / MANIFEST)
+    if built is not None:
+        previous.pages.update(built.pages)
+        previous.cards.update(built.cards)
     source = build_source(out, summary)
     if not rebuild and previous.source == source and (viewer / "data" / "overview.js").is_file():
         return viewer / INDEX_PAGE

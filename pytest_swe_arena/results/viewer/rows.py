@@ -91,6 +91,19 @@ def read_run(out: Path, run_id: str | None) -> list[ViewerRow]:
     return rows
 
 
+def rows_at(out: Path, offsets: Sequence[int]) -> list[ViewerRow]:
+    """The rows whose lines start at ``offsets`` in the out dir's ledger, as ``read_run`` reads them."""
+    decoder = msgspec.json.Decoder(ViewerRow)
+    rows = []
+    with open(out / LEDGER_NAME, "rb") as ledger:
+        for offset in offsets:
+            ledger.seek(offset)
+            row = decoder.decode(ledger.readline())
+            page = page_name(row.instance_id, row.arm, row.trial)
+            rows.append(msgspec.structs.replace(row, offset=offset, page=page))
+    return rows
+
+
 def full_rows(out: Path, rows: Sequence[ViewerRow]) -> Iterator[tuple[ViewerRow, dict[str, Any]]]:
     """Each of ``rows`` with its whole ledger row, read again from its line."""
     with open(out / LEDGER_NAME, "rb") as ledger:
