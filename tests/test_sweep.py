@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -235,7 +236,11 @@ def pytest_unconfigure(config):
 def test_the_cells_silent_reports_leave_the_controller_as_the_sweep_goes(suite, calc, xdist, monkeypatch):
     # pytest keeps every report to the end: a cell's passed setup and teardown would cost the
     # controller memory per cell for the whole sweep (DROP_SILENT_EVERY cells at a time here: 2).
-    monkeypatch.setattr("pytest_swe_arena.controller.recorder.DROP_SILENT_EVERY", 2)
+    # The module as sys.modules has it, which the in-process run imports: an earlier in-process run's module
+    # can be left as the package's attribute (pytester drops the modules a run imported), and a dotted
+    # monkeypatch target would patch that one.
+    recorder = importlib.import_module("pytest_swe_arena.controller.recorder")
+    monkeypatch.setattr(recorder, "DROP_SILENT_EVERY", 2)
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
     suite.pytester.makeconftest(QUIET_REPORTS_CONFTEST)
     result = suite.run("-p", "no:randomly", *xdist, subprocess=False)  # in process: the patched constant holds

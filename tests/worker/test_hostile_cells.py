@@ -242,10 +242,11 @@ def digests(root: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
 
 
 def outside_the_cells(suite) -> dict[str, str]:
-    """The suite's files but the sweep's outputs (out dirs, pytester's captured output, the cells' folder)."""
+    """The suite's files but the sweep's outputs (out dirs, pytester's captured output, the cells' folder, and
+    the bytecode of the suite's conftest.py, which the harness's own pytest writes where bytecode is on)."""
     outputs = tuple(path.name for path in suite.path.iterdir()
-                    if path.name in ("stdout", "stderr", "peak-kib.txt") or path.name.startswith(("arena-out",
-                                                                                                    "runpytest")))
+                    if path.name in ("stdout", "stderr", "peak-kib.txt", "__pycache__")
+                    or path.name.startswith(("arena-out", "runpytest")))
     return digests(suite.path, skip=outputs)
 
 
