@@ -252,25 +252,14 @@ def test_socket_gateways_run_the_sweep_on_their_hosts(pytester: pytest.Pytester,
 # -- the sweep's metering proxy, on every host ---------------------------------------------------
 
 #: A hostile agent that reports nothing and calls its model until it is refused; it says which proxy it calls.
-SPENDER = r'''
-import json, os, sys, urllib.error, urllib.request
-print(os.environ["OPENAI_BASE_URL"], file=sys.stderr, flush=True)
-while True:
-    body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "more"}]}).encode()
-    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        urllib.request.urlopen(request, timeout=120).read()
-    except urllib.error.HTTPError as error:
-        raise SystemExit(f"refused: {error.code}")
-'''
+SPENDER = Path(__file__).resolve().parent / "data" / "hostile" / "spender.py"
 #: Each call of the SPENDER: 9,000 tokens in, 1,000 out.
 CALL = {"prompt_tokens": 9000, "completion_tokens": 1000}
 CALL_TOKENS = 10_000
 
 
 def spender_suite(project: Path, upstream: str, **arm: Any) -> None:
-    (project / "spender.py").write_text(SPENDER)
+    (project / "spender.py").write_bytes(SPENDER.read_bytes())
     arms = arm_table("SPEND", "command", command=[PYTHON, str(project / "spender.py")], model=ASKED,
                      upstream=upstream, base_url_env=["OPENAI_BASE_URL"], **arm) + prices_table()
     (project / "pyproject.toml").write_text(SUITE_PYPROJECT + "\n" + arms)

@@ -163,24 +163,14 @@ def test_a_live_cap_stops_an_agent_that_reports_nothing(suite, calc):
     assert Path(suite.path / "arena-out" / row["run_dir"] / "meter-calls.jsonl").is_file()
 
 
-#: A hostile agent that reports nothing and calls its model until it is refused.
-SPENDER = r'''
-import json, os, urllib.error, urllib.request
-while True:
-    body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "more"}]}).encode()
-    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        urllib.request.urlopen(request, timeout=120).read()
-    except urllib.error.HTTPError as error:
-        raise SystemExit(f"refused: {error.code}")
-'''
+#: A hostile agent that reports nothing and calls its model until it is refused; it says which proxy it calls.
+SPENDER = Path(__file__).resolve().parents[1] / "data" / "hostile" / "spender.py"
 
 
 def test_the_sweep_budget_holds_for_agents_that_report_nothing(suite, calc):
     """Each call is 10,000 tokens: the first cell is refused once it reaches the 25,000 left; the rest never start."""
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
-    (suite.path / "spender.py").write_text(SPENDER)
+    (suite.path / "spender.py").write_bytes(SPENDER.read_bytes())
     script = {"fallback": {"content": "ok", "usage": {"prompt_tokens": 9000, "completion_tokens": 1000}}}
     with ScriptedModel(script) as model:
         suite.arms_toml = arm_table("SPEND", "command", command=[sys.executable, str(suite.path / "spender.py")],
@@ -217,7 +207,7 @@ def test_the_sweep_budget_holds_across_workers_for_agents_that_report_nothing(su
     mark = uuid.uuid4().hex
     monkeypatch.setenv("ARENA_TEST_MARK", mark)  # inherited by the sweep's proxy too
     suite.instances([calc.row(f"demo__calc-{n}") for n in range(1, 9)])
-    (suite.path / "spender.py").write_text(SPENDER)
+    (suite.path / "spender.py").write_bytes(SPENDER.read_bytes())
     budget, options = ({"max_total_tokens": limit}, ()) if cap == "arm" else ({}, (f"--arena-max-tokens={limit}",))
     with ScriptedModel({"fallback": {"content": "ok", "usage": CALL}}) as model:
         suite.arms_toml = arm_table("SPEND", "command", command=[sys.executable, str(suite.path / "spender.py")],
