@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from .instances.loading import schema_checked_files
+from .instances.loading import SchemaMemo, schema_checked_files
 from .instances.specs import EnvSpecsError, load_env_specs
 from .naming import is_instance_file
 from .outcome import cell_key
@@ -217,7 +217,7 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
         return None
     workerinput["arena_budget_file"] = local
     if not state.schema_checked:
-        state.schema_checked = schema_checked_files(state.instance_files())
+        state.schema_checked = schema_checked_files(state.instance_files(), SchemaMemo(state.settings.cache))
     workerinput["arena_schema_checked"] = state.schema_checked
     workerinput["arena_reuse"] = state.reuse
     workerinput["arena_sweep_token"] = state.sweep_token

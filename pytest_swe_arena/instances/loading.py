@@ -32,6 +32,36 @@ def _validator() -> Any:
     return jsonschema.Draft202012Validator(schema)
 
 
+@lru_cache(maxsize=1)
+def _schema_key() -> str:
+    """The schema's content key: a file checked under one schema is not known to pass another."""
+    schema = resources.files("pytest_swe_arena").joinpath("schemas/instance.schema.json").read_bytes()
+    return hashlib.sha256(schema).hexdigest()[:16]
+
+
+class SchemaMemo:
+    """Instance files known to pass the schema, by content: one empty marker per file sha256 under the cache.
+
+    Validating is most of collecting a large instance file (jsonschema, about a millisecond a row), and a
+    sweep's files rarely change between runs (a resume, ``-k``, ``--collect-only``): a file whose bytes
+    passed once is not validated again, by any process on this cache, until its bytes or the schema change.
+    The checks beyond the schema (duplicates, test ids, sources) run every time.
+    """
+
+    def __init__(self, cache: Path):
+        self.folder = cache / "schema-checked" / _schema_key()
+
+    def known(self, digest: str | None) -> bool:
+        return digest is not None and (self.folder / digest).exists()
+
+    def remember(self, digest: str) -> None:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / digest).touch()
+        except OSError:
+            pass  # a read-only cache only costs the next collection its validation
+
+
 def instance_schema() -> dict[str, Any]:
     """The instance JSON Schema (``schemas/instance.schema.json``)."""
     schema: dict[str, Any] = _validator().schema
@@ -178,8 +208,24 @@ def _schema_error(path: Path, line: int, row: Any) -> InstanceFileError | None:
     return InstanceFileError(path, line, f"{message}{accepted}", field_path)
 
 
-def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None) -> Source:
-    """Turn the row's ``source`` (or its ``repo`` under ``repos_dir``) into an absolute location."""
+def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None,
+                   resolved: dict[tuple[str, str], Source] | None = None) -> Source:
+    """Turn the row's ``source`` (or its ``repo`` under ``repos_dir``) into an absolute location.
+
+    :param resolved: the sources already resolved for this file's rows, by (kind, location) or
+        ("repo", repo): rows of one file mostly share a source, and resolving a path is a walk of it.
+    """
+    source = row.get("source")
+    kind, location = next(iter(source.items())) if source else ("repo", str(row["repo"]))
+    if resolved is not None and (kind, location) in resolved:
+        return resolved[(kind, location)]
+    found = _resolve_source(path, line, row, repos_dir)
+    if resolved is not None:
+        resolved[(kind, location)] = found
+    return found
+
+
+def _resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None) -> Source:
     source = row.get("source")
     if source:
         kind, location = next(iter(source.items()))
@@ -215,7 +261,8 @@ def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pat
 
 
 def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
-                   runner_check: RunnerCheck | None = None, *, schema_checked: bool = False) -> Instance:
+                   runner_check: RunnerCheck | None = None, *, schema_checked: bool = False,
+                   resolved: dict[tuple[str, str], Source] | None = None) -> Instance:
     """Validate one row and build its ``Instance``; raise ``InstanceFileError`` if it is bad.
 
     :param runner_check: says whether the row has a runner of its repository's own, whose ids need not be
@@ -239,7 +286,7 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
         repo=row["repo"],
         base_commit=row["base_commit"],
         problem_statement=row["problem_statement"],
-        source=resolve_source(path, line, row, repos_dir),
+        source=resolve_source(path, line, row, repos_dir, resolved),
         patch=row.get("patch") or None,
         test_patch=row.get("test_patch") or None,
         verify=row.get("verify"),
@@ -258,9 +305,11 @@ def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | No
                    runner_check: RunnerCheck | None = None, *, schema_checked: bool = False) -> list[Instance]:
     """Validate rows from one file, reject duplicates, and return them sorted by id."""
     seen: dict[str, int] = {}
+    resolved: dict[tuple[str, str], Source] = {}
     instances = []
     for line, row in rows:
-        instance = build_instance(path, line, row, repos_dir, runner_check, schema_checked=schema_checked)
+        instance = build_instance(path, line, row, repos_dir, runner_check, schema_checked=schema_checked,
+                                  resolved=resolved)
         first = seen.setdefault(instance.instance_id, line)
         if first != line:
             raise InstanceFileError(
@@ -278,23 +327,29 @@ def file_digest(path: Path) -> str | None:
         return None
 
 
-def schema_checked_files(files: Iterable[Path]) -> dict[str, str]:
+def schema_checked_files(files: Iterable[Path], memo: SchemaMemo | None = None) -> dict[str, str]:
     """``str(path) -> sha256`` of each instance file whose every row passes the schema.
 
     The controller runs this once per sweep and hands the result to its workers, which then
     skip the schema for a file whose bytes still have that digest (validating was the largest
     part of every worker's collection). A file that does not pass, or changes while it is read,
-    is left out: each worker validates it and reports its error as before.
+    is left out: each worker validates it and reports its error as before. With a ``memo``,
+    a file whose bytes passed before is not validated again, and one that passes now is remembered.
     """
     checked: dict[str, str] = {}
     for path in files:
         before = file_digest(path)
+        if memo is not None and memo.known(before):
+            checked[str(path)] = str(before)
+            continue
         try:
             if before is None or any(not isinstance(row, dict) or _schema_error(path, line, row) is not None
                                      for line, row in read_rows(path)):
                 continue
         except InstanceFileError:
             continue
-        if file_digest(path) == before:
+        if before is not None and file_digest(path) == before:
             checked[str(path)] = before
+            if memo is not None:
+                memo.remember(before)
     return checked

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from ..files import timestamp
 from ..grading.runners import has_repo_runner
-from ..instances.loading import file_digest, load_instances, read_rows
+from ..instances.loading import SchemaMemo, file_digest, load_instances, read_rows
 from ..instances.model import InstanceFileError
 from ..instances.specs import with_env_spec, with_shipped_spec
 from ..instances.swebench_specs import load_shipped_specs
@@ -54,13 +54,17 @@ class InstanceFile(pytest.File):
         state = self.config.stash[STATE_KEY]
         try:
             rows = self.ihook.pytest_arena_load_instances(path=self.path, config=self.config)
-            checked = False
+            checked, digest, memo = False, None, SchemaMemo(state.settings.cache)
             if rows is None:
-                # The controller validated the file once for every worker; its digest says it is that file.
-                digest = state.schema_checked.get(str(self.path))
-                checked = digest is not None and file_digest(self.path) == digest
+                # The controller validated the file once for every worker, or an earlier run these very
+                # bytes: the digest says it is that file.
+                digest = file_digest(self.path)
+                checked = digest is not None and (state.schema_checked.get(str(self.path)) == digest
+                                                  or memo.known(digest))
                 rows = list(read_rows(self.path))
             instances = load_instances(self.path, rows, state.settings.repos, has_repo_runner, schema_checked=checked)
+            if digest is not None and not checked and file_digest(self.path) == digest:
+                memo.remember(digest)  # every row passed, and the bytes are those that were read
             if state.env_specs:
                 instances = [with_env_spec(instance, state.env_specs) for instance in instances]
             if any(instance.env is None and "version" in instance.row for instance in instances):

@@ -50,3 +50,44 @@ def test_a_file_edited_after_the_controller_checked_it_is_validated_by_the_worke
     result = suite.run("--arena-arms=GOLD", *xdist)
     result.stdout.fnmatch_lines(["*invalid instance file*demo.jsonl*1*instance_id*"])
     assert not (suite.path / "arena-out/ledger.jsonl").exists()
+
+
+def test_a_file_whose_bytes_passed_once_is_not_validated_again_until_they_change(tmp_path: Path, monkeypatch) -> None:
+    from pytest_swe_arena.instances import loading
+
+    memo = loading.SchemaMemo(tmp_path / "cache")
+    good = write(tmp_path / "good.jsonl", ROW)
+    assert schema_checked_files([good], memo) == {str(good): file_digest(good)}
+    assert memo.known(file_digest(good))
+
+    def no_schema(path: Path, line: int, row: object) -> None:
+        raise AssertionError(f"{path}:{line} validated again")
+
+    monkeypatch.setattr(loading, "_schema_error", no_schema)
+    assert schema_checked_files([good], memo) == {str(good): file_digest(good)}
+    # Other bytes (one row changed) are not known: they are validated, and a bad row still fails.
+    monkeypatch.undo()
+    write(good, {**ROW, "instance_id": "../escape"})
+    assert not memo.known(file_digest(good))
+    assert schema_checked_files([good], memo) == {}
+    assert not memo.known(file_digest(good))
+
+
+def test_a_file_checked_under_another_schema_is_validated_again(tmp_path: Path, monkeypatch) -> None:
+    from pytest_swe_arena.instances import loading
+
+    good = write(tmp_path / "good.jsonl", ROW)
+    loading.SchemaMemo(tmp_path / "cache").remember(str(file_digest(good)))
+    monkeypatch.setattr(loading, "_schema_key", lambda: "another-schema")
+    assert not loading.SchemaMemo(tmp_path / "cache").known(file_digest(good))
+
+
+def test_one_process_collects_a_checked_file_without_the_schema_and_still_rejects_a_bad_one(suite, calc) -> None:
+    instances = suite.instances([calc.row("demo__calc-1")])
+    first = suite.run("--collect-only", "-p", "no:xdist")
+    first.stdout.fnmatch_lines(["*collected*"])
+    markers = list(suite.cache.glob("schema-checked/*/*"))
+    assert [marker.name for marker in markers] == [file_digest(instances)], markers
+    write(instances, {**calc.row("demo__calc-1"), "instance_id": "../escape"})
+    result = suite.run("--collect-only", "-p", "no:xdist")
+    result.stdout.fnmatch_lines(["*invalid instance file*demo.jsonl*1*instance_id*"])
