@@ -1,5 +1,9 @@
 """Where a ledger row is built: one JSON row per finished cell, appended and fsynced (its files are not).
 
+A row is written before the writer goes on (a killed controller loses none) and fsynced by the
+ledger's ``files.GroupSync`` thread a moment later; ``LedgerWriter.flush`` waits for the disk
+before the files made from the rows (predictions, summary, report) are written.
+
 Only the controller writes to the out dir. Every row is built here: ``ledger_row`` for a
 cell's outcome (finished on a worker, or made on the controller for a crashed worker or an
 interrupted cell, see ``outcome``), ``reused_row`` for the row a resumed sweep records again.
@@ -22,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from ..files import append_line, finite_json, read_json_lines, write_atomic
+from ..files import GroupSync, append_line, finite_json, read_json_lines, write_atomic
 from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
 from .chain import CHAIN_KEY, seal, verify_ledger, without_seal
@@ -79,6 +83,8 @@ class LedgerWriter:
         self.cards_written: set[str] = set()
         #: The chain's head the next row is sealed to; read (and the chain verified) before the first row.
         self.head: str | None = None
+        #: fsyncs the rows off the controller's thread (``flush`` waits for it).
+        self.sync = GroupSync(self.path)
 
     def record(self, outcome: CellOutcome) -> dict[str, Any]:
         """Write the cell's files, then append its row; return the row.
@@ -113,7 +119,7 @@ class LedgerWriter:
         return row
 
     def append(self, row: Mapping[str, Any]) -> None:
-        """Append one row and fsync it: the line is whole or absent (``files.append_line``).
+        """Append one row, fsynced by ``self.sync``: the line is whole or absent (``files.append_line``).
 
         When the write fails (a full disk) ``RowNotWritten`` is raised and the ledger is as it
         was. The caller defers Ctrl-C around this and its own bookkeeping
@@ -122,11 +128,15 @@ class LedgerWriter:
         try:
             head = self.head if self.head is not None else verify_ledger(self.path).head
             sealed, new_head = seal(finite_json(row, self.path, sort_keys=True, ensure_ascii=False), head)
-            offset = append_line(self.path, (sealed + "\n").encode())
+            offset = append_line(self.path, (sealed + "\n").encode(), self.sync)
         except OSError as error:
             raise RowNotWritten(row, error) from None
         self.head = new_head
         self.offsets.append(offset)
+
+    def flush(self) -> None:
+        """Wait until every row appended so far is on disk; an ``OSError`` says an fsync failed."""
+        self.sync.flush()
 
     def lines(self) -> Iterator[bytes]:
         """The ledger lines of the rows this writer appended, read back one at a time."""

@@ -233,6 +233,10 @@ class SweepRecords:
         """
         notes: list[str] = []
         self.written = [self.writer.path]
+        try:
+            self.writer.flush()  # the rows on disk before anything made from them
+        except OSError as error:
+            self.file_not_written(error)
         # The rows are read back from the ledger a line at a time: held whole, 10,000 rows would
         # be the controller's peak memory.
         try:
