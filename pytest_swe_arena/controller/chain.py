@@ -95,28 +95,48 @@ def without_seal(row: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in row.items() if key != CHAIN_KEY}
 
 
-def verify_chain(lines: Iterable[bytes], where: str) -> ChainState:
-    """Check every line of a ledger (bytes, as read); the state to continue from, or ``ChainBroken``."""
-    head, rows, unsealed, torn = GENESIS, 0, 0, []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+class ChainCheck:
+    """Checks a ledger's lines one at a time, in order, as a reader reads them (so a ledger is read once).
+
+    ``check`` raises ``ChainBroken`` at the first line that does not verify; ``state`` is what was found so far.
+    """
+
+    def __init__(self, where: str):
+        self.where = where
+        self.head = GENESIS
+        self.rows = 0
+        self.unsealed = 0
+        self.torn: list[int] = []
+
+    def check(self, number: int, line: bytes) -> None:
+        """Check line ``number`` (bytes as read, newline or not); a blank line is passed over, a torn one noted."""
         line = line.rstrip(b"\r\n")
         sealed = _SEAL.fullmatch(line, len(line) - _SEAL_LENGTH) if len(line) > _SEAL_LENGTH else None
-        if sealed is None:
-            if not _is_object(line):
-                torn.append(number)
-                continue
-            if rows:
-                raise ChainBroken(where, number, "a row without a chain hash after the chain began")
-            head, unsealed = chain_hash(head, line), unsealed + 1
-            continue
-        content = line[:sealed.start()] + b"}"
-        digest = sealed.group(1).decode()
-        if chain_hash(head, content) != digest:
-            raise ChainBroken(where, number, "its chain hash does not match its content and the rows before it")
-        head, rows = digest, rows + 1
-    return ChainState(head, rows, unsealed, tuple(torn))
+        if sealed is not None:
+            digest = sealed.group(1).decode()
+            if chain_hash(self.head, line[:sealed.start()] + b"}") != digest:
+                raise ChainBroken(self.where, number, "its chain hash does not match its content and the rows before it")
+            self.head, self.rows = digest, self.rows + 1
+        elif not line.strip():
+            pass
+        elif not _is_object(line):
+            self.torn.append(number)
+        elif self.rows:
+            raise ChainBroken(self.where, number, "a row without a chain hash after the chain began")
+        else:
+            self.head, self.unsealed = chain_hash(self.head, line), self.unsealed + 1
+
+    @property
+    def state(self) -> ChainState:
+        return ChainState(self.head, self.rows, self.unsealed, tuple(self.torn))
+
+
+def verify_chain(lines: Iterable[bytes], where: str) -> ChainState:
+    """Check every line of a ledger (bytes, as read); the state to continue from, or ``ChainBroken``."""
+    chain = ChainCheck(where)
+    for number, line in enumerate(lines, start=1):
+        chain.check(number, line)
+    return chain.state
 
 
 def verify_ledger(path: Path) -> ChainState:
