@@ -115,7 +115,8 @@ class ChainCheck:
         if sealed is not None:
             digest = sealed.group(1).decode()
             if chain_hash(self.head, line[:sealed.start()] + b"}") != digest:
-                raise ChainBroken(self.where, number, "its chain hash does not match its content and the rows before it")
+                raise ChainBroken(self.where, number,
+                                  "its chain hash does not match its content and the rows before it")
             self.head, self.rows = digest, self.rows + 1
         elif not line.strip():
             pass

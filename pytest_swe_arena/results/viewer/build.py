@@ -279,7 +279,8 @@ def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False, b
     viewer = out / VIEWER_DIR
     copy_assets(viewer)
     source = build_source(out, summary)
-    if not rebuild and Manifest.read_source(viewer / MANIFEST) == source and (viewer / "data" / "overview.js").is_file():
+    up_to_date = Manifest.read_source(viewer / MANIFEST) == source and (viewer / "data" / "overview.js").is_file()
+    if not rebuild and up_to_date:
         return viewer / INDEX_PAGE
     previous = Manifest.read(viewer / MANIFEST)
     if built is not None:
