@@ -21,7 +21,7 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from ..controller.chain import ChainCheck
+from ..controller.chain import ChainCheck, verify_ledger_beside
 from ..files import read_json_lines
 from ..naming import LEDGER_NAME, SWEEPS_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
@@ -254,13 +254,16 @@ def cell_records(rows: Iterable[Mapping[str, Any]], where: str = LEDGER_NAME) ->
     return [cell for cell in cells if cell is not None]
 
 
-def read_cells(path: Path) -> Iterator[CellRecord]:
+def read_cells(path: Path, *, check_chain: bool = True) -> Iterator[CellRecord]:
     """Stream a ledger's cells; a torn, corrupt or malformed line is skipped with a warning naming it.
 
     Lines are decoded straight into ``CellRecord`` (fast); one that does not fit (a NaN literal,
     which Python's json reads and msgspec does not, a string cost...) goes through ``cell_record``.
+
+    :param check_chain: check the ledger's chain line by line as it is read (an edited or inserted
+        row: ``ChainBroken``, naming the first bad line); False where the caller checks it otherwise.
     """
-    chain = ChainCheck(str(path))  # an edited or inserted row: ChainBroken, naming the first bad line
+    chain = ChainCheck(str(path)) if check_chain else None
     decoder = msgspec.json.Decoder(CellRecord)
 
     def decode(line: bytes) -> Any:
@@ -269,18 +272,23 @@ def read_cells(path: Path) -> Iterator[CellRecord]:
         except msgspec.DecodeError:
             return json.loads(line)  # not JSON at all: a torn line, which read_json_lines skips
 
-    for number, value in read_json_lines(path, decode, what="ledger line", check=chain.check):
+    for number, value in read_json_lines(path, decode, what="ledger line", check=chain.check if chain else None):
         cell = value if isinstance(value, CellRecord) else cell_record(value, f"{path}:{number}")
         if cell is not None:
             yield cell
 
 
 def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
-    """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming."""
-    records = read_cells(path)
-    if run_id is None:
-        return latest_run(records, lambda cell: cell.run_id)
-    return [cell for cell in records if cell.run_id == run_id]
+    """The cells of ``run_id`` in the ledger at ``path`` (of its last run when None), reduced while streaming.
+
+    The chain is checked by another process while the rows are decoded here: ``ChainBroken`` when it does not verify.
+    """
+    chain = verify_ledger_beside(path)
+    records = read_cells(path, check_chain=False)
+    cells = (latest_run(records, lambda cell: cell.run_id) if run_id is None
+             else [cell for cell in records if cell.run_id == run_id])
+    chain()
+    return cells
 
 
 #: What a cell spent, as a summary counts it: (whether it ran, USD, tokens); 0 for a cell that never

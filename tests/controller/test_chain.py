@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 from helpers.arena import swe_arena
 
+from pytest_swe_arena.controller import chain
 from pytest_swe_arena.controller.chain import (
     CHAIN_KEY,
     GENESIS,
@@ -21,6 +23,7 @@ from pytest_swe_arena.controller.chain import (
     seal,
     verify_chain,
     verify_ledger,
+    verify_ledger_beside,
     without_seal,
 )
 from pytest_swe_arena.files import finite_json
@@ -161,8 +164,8 @@ def test_an_agent_that_edits_the_ledger_is_caught(tmp_path):
 
 
 @pytest.mark.parametrize("edited", [1, 3, 5], ids=["first-row", "middle-row", "last-row"])
-def test_swe_arena_report_reads_the_ledger_once_and_refuses_a_row_edited_anywhere(tmp_path, edited):
-    """The report checks the chain as it decodes the rows (one read): an edit at the end is caught too."""
+def test_swe_arena_report_refuses_a_row_edited_anywhere(tmp_path, edited):
+    """The report checks the chain in another process while it decodes the rows: an edit at the end is caught too."""
     ledger = tmp_path / "ledger.jsonl"
     append(ledger, [row(number) for number in range(1, 6)])
     content = lines(ledger)
@@ -188,6 +191,24 @@ def test_swe_arena_report_on_a_ledger_cut_mid_line_reports_the_whole_rows_and_na
     assert reported.returncode == 0, reported.stderr
     assert f"swe-arena: warning: {ledger}:3: skipping a torn or corrupt ledger line" in reported.stderr
     assert json.loads((tmp_path / "summary.json").read_text())["rows"] == 2
+
+
+def test_the_check_beside_a_reader_gives_the_chains_verdict_and_when_its_process_dies_the_reader_checks(
+        tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger.jsonl"
+    append(ledger, [row(1), row(2), row(3)])
+    assert verify_ledger_beside(ledger)() == verify_ledger(ledger)
+    content = lines(ledger)
+    content[1] = content[1].replace(b'"status": "unresolved"', b'"status": "resolved"')
+    write_lines(ledger, content)
+    with pytest.raises(ChainBroken) as refused:
+        verify_ledger_beside(ledger)()
+    assert refused.value.line == 2 and refused.value.where == str(ledger), "the checker's error, as it raised it"
+
+    monkeypatch.setattr(chain, "_verify_into", lambda path, sending: os._exit(9))  # killed before it could say
+    with pytest.raises(ChainBroken) as refused:
+        verify_ledger_beside(ledger)()
+    assert refused.value.line == 2
 
 
 def test_seal_takes_only_a_serialized_object():
