@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..controller.chain import checked_names
 from ..controller.ledger import read_ledger
+from ..controller.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
 from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
 from ..results.records import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
@@ -32,13 +33,6 @@ def _ledger(out: Path) -> Path:
 
 def _refuse_a_live_sweep(out: Path, command: str) -> None:
     """``report`` and ``export`` write into the out dir: not while a live sweep owns it."""
-    from ..controller.lock import (  # it needs pytest: only here
-        CorruptLock,
-        lock_written_ago,
-        read_lock,
-        stale_reason,
-    )
-
     try:
         owner = read_lock(out)
     except CorruptLock:

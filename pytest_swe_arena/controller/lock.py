@@ -24,8 +24,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import pytest
-
 from ..files import timestamp, write_atomic
 from ..interrupts import reap_sweep
 from ..naming import LOCK_GUARD_NAME, LOCK_NAME
@@ -168,6 +166,7 @@ class SweepLock:
 
         Returns the warning to show when a stale (or corrupt and old) lock was taken over.
         """
+        import pytest  # the sweep's error; ``swe-arena report`` reads the lock without importing pytest
         from filelock import FileLock
 
         self.out.mkdir(parents=True, exist_ok=True)

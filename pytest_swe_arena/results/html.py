@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from html import escape
 from operator import attrgetter
@@ -19,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
-from ..outcome import STATUS_TABLE
+from ..outcome import STATUS_TABLE, CellStatus
 from .records import CellRecord
 from .text import count, interval_text, p_value, percent, seconds, usd
 
@@ -220,14 +219,24 @@ def _mark(cell: CellRecord) -> str:
     return mark
 
 
+#: Each status's verdict for the matrix's "verdicts differ" filter: resolved or not; None when not counted.
+_VERDICT = {status.value: status == CellStatus.RESOLVED if meaning.counted else None
+            for status, meaning in STATUS_TABLE.items()}
+
+
 def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> Iterator[str]:
     """Rows are instances, columns arms; each trial is a mark coloured by status linking to its patch and logs.
 
     Yields the table a row at a time, so a 100,000-cell sweep is never one giant string.
     """
-    grid: dict[str, dict[str, list[CellRecord]]] = defaultdict(lambda: defaultdict(list))
+    column = {name: index for index, name in enumerate(arm_names)}
+    others = len(arm_names)  # the cells of an arm not in the table: not shown, but their verdicts count
+    grid: dict[str, list[list[CellRecord]]] = {}
     for cell in cells:
-        grid[cell.instance_id][cell.arm].append(cell)
+        row = grid.get(cell.instance_id)
+        if row is None:
+            row = grid[cell.instance_id] = [[] for _ in range(others + 1)]
+        row[column.get(cell.arm, others)].append(cell)
     head = "".join(f"<th>{escape(name)}</th>" for name in arm_names)
     legend = "".join(f'<span class="st st-{status}">{meaning.glyph}</span> {escape(meaning.label)}'
                      for status, meaning in STATUS_TABLE.items())
@@ -235,13 +244,12 @@ def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> It
            '<label for="only-differ">only instances where the verdicts differ</label>'
            f'<table class="matrix" id="matrix"><thead><tr><th>instance</th>{head}</tr></thead><tbody>')
     for instance_id in sorted(grid):
-        by_arm = grid[instance_id]
-        verdicts = {cell.resolved for marks in by_arm.values() for cell in marks if cell.counts}
+        row = grid[instance_id]
+        verdicts = {_VERDICT.get(cell.status) for marks in row for cell in marks}
+        verdicts.discard(None)
         row_class = "agree" if len(verdicts) <= 1 else "differ"
-        tds = "".join(
-            "<td>" + "".join(map(_mark, sorted(marks, key=TRIAL) if len(marks := by_arm.get(name, [])) > 1 else marks))
-            + "</td>" for name in arm_names
-        )
+        tds = "".join(["<td>" + "".join(map(_mark, sorted(marks, key=TRIAL) if len(marks) > 1 else marks)) + "</td>"
+                       for marks in row[:others]])
         yield f'<tr class="{row_class}"><th>{escape(instance_id)}</th>{tds}</tr>\n'
     yield "</tbody></table>"
 

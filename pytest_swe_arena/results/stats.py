@@ -105,7 +105,10 @@ def quantile(values: Sequence[float], q: float) -> float | None:
         raise ValueError(f"q must be between 0 and 1, got {q}")
     if not values:
         return None
-    ordered = sorted(values)
+    return _quantile_of_sorted(sorted(values), q)
+
+
+def _quantile_of_sorted(ordered: Sequence[float], q: float) -> float:
     position = q * (len(ordered) - 1)
     below = math.floor(position)
     above = min(below + 1, len(ordered) - 1)
@@ -117,9 +120,8 @@ def five_numbers(values: Sequence[float]) -> dict[str, float] | None:
     if not values:
         return None
     ordered = sorted(values)
-    numbers = {name: quantile(ordered, q) for name, q in
-               (("min", 0.0), ("q1", 0.25), ("median", 0.5), ("q3", 0.75), ("max", 1.0))}
-    return {name: float(value) for name, value in numbers.items() if value is not None}
+    return {name: float(_quantile_of_sorted(ordered, q)) for name, q in
+            (("min", 0.0), ("q1", 0.25), ("median", 0.5), ("q3", 0.75), ("max", 1.0))}
 
 
 #: Replicates of the paired bootstrap: enough for a stable 95% percentile interval.

@@ -36,7 +36,8 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         by_arm[cell.arm].append(cell)
     rank = {name: index for index, name in enumerate(arm_order)}
     names = sorted(by_arm, key=lambda name: (rank.get(name, len(rank)), name))
-    gathered = {name: ArmCells.gather(by_arm[name]) for name in names}
+    same_keys: dict[tuple[str, int], tuple[str, int]] = {}
+    gathered = {name: ArmCells.gather(by_arm[name], same_keys) for name in names}
     trials = max((cell.trial for cell in cells), default=0)
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -82,7 +83,9 @@ class ArmCells:
     resolved_keys: set[tuple[str, int]] = field(default_factory=set)
 
     @classmethod
-    def gather(cls, cells: Sequence[CellRecord]) -> ArmCells:
+    def gather(cls, cells: Sequence[CellRecord], same_keys: dict[tuple[str, int], tuple[str, int]]) -> ArmCells:
+        """Sort out one arm's cells; ``same_keys`` (shared by the arms of a summary) gives every arm the same
+        key object for an (instance, trial), so pairing the arms' sets compares keys by identity, not by value."""
         arm = cls()
         by_status, counted, keys, resolved_keys = arm.by_status, arm.counted, arm.keys, arm.resolved_keys
         costs, tokens, walls = arm.costs, arm.tokens, arm.walls
@@ -94,6 +97,7 @@ class ArmCells:
             if cell.status in COUNTED_STATUSES:
                 counted.append(cell)
                 key = (cell.instance_id, cell.trial)
+                key = same_keys.setdefault(key, key)
                 keys.add(key)
                 if cell.status == CellStatus.RESOLVED:
                     arm.resolved += 1

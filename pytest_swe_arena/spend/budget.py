@@ -34,8 +34,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-import pytest
-
 from ..files import read_json_object
 from ..naming import BUDGET_NAME
 from ..outcome import AgentOutcome, ArmStatus
@@ -222,6 +220,8 @@ ARM_BUDGET_FIELDS = ("max_total_usd", "max_total_tokens")
 
 def arm_limit(origin: str, settings: Mapping[str, Any]) -> Limit:
     """An arm table's ``max_total_usd`` / ``max_total_tokens``; a bad value is a usage error naming ``origin``."""
+    import pytest  # only where a suite's arm tables are read: ``swe-arena report`` never imports pytest
+
     values: dict[str, Any] = {}
     for key in ARM_BUDGET_FIELDS:
         value = settings.get(key)

@@ -11,8 +11,6 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 if TYPE_CHECKING:
     from .usage import Usage
 
@@ -25,6 +23,8 @@ PRICE_FIELDS = ("input", "output", "cache_read", "cache_write")
 
 def read_prices(where: str, prices: Any) -> dict[str, dict[str, float]]:
     """The ``[tool.swe_arena.prices]`` table of ``where``; a ``pytest.UsageError`` names what is wrong."""
+    import pytest  # only where a suite's prices are read: ``swe-arena report`` never imports pytest
+
     if not isinstance(prices, dict):
         raise pytest.UsageError(f"{where}: [tool.swe_arena.prices] must be a table of model tables")
     result = {}

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.arena import swe_arena
 
+from pytest_swe_arena.controller import chain
 from pytest_swe_arena.controller.chain import (
     CHAIN_KEY,
     GENESIS,
@@ -20,6 +23,7 @@ from pytest_swe_arena.controller.chain import (
     seal,
     verify_chain,
     verify_ledger,
+    verify_ledger_beside,
     without_seal,
 )
 from pytest_swe_arena.files import finite_json
@@ -157,6 +161,54 @@ def test_an_agent_that_edits_the_ledger_is_caught(tmp_path):
     with pytest.raises(ChainBroken) as refused:
         verify_ledger(ledger)
     assert refused.value.line == 1
+
+
+@pytest.mark.parametrize("edited", [1, 3, 5], ids=["first-row", "middle-row", "last-row"])
+def test_swe_arena_report_refuses_a_row_edited_anywhere(tmp_path, edited):
+    """The report checks the chain in another process while it decodes the rows: an edit at the end is caught too."""
+    ledger = tmp_path / "ledger.jsonl"
+    append(ledger, [row(number) for number in range(1, 6)])
+    content = lines(ledger)
+    content[edited - 1] = content[edited - 1].replace(b'"status": "unresolved"', b'"status": "resolved"')
+    write_lines(ledger, content)
+
+    refused = swe_arena("report", tmp_path)
+
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"swe-arena: {ledger}:{edited}: its chain hash does not match its content")
+    assert "it is refused" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "summary.json").exists() and not (tmp_path / "report.html").exists()
+
+
+def test_swe_arena_report_on_a_ledger_cut_mid_line_reports_the_whole_rows_and_names_the_torn_one(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    append(ledger, [row(1), row(2), row(3)])
+    whole = lines(ledger)
+    write_lines(ledger, [*whole[:2], whole[2][:40]])  # killed in the middle of the third append
+
+    reported = swe_arena("report", tmp_path)
+
+    assert reported.returncode == 0, reported.stderr
+    assert f"swe-arena: warning: {ledger}:3: skipping a torn or corrupt ledger line" in reported.stderr
+    assert json.loads((tmp_path / "summary.json").read_text())["rows"] == 2
+
+
+def test_the_check_beside_a_reader_gives_the_chains_verdict_and_when_its_process_dies_the_reader_checks(
+        tmp_path, monkeypatch):
+    ledger = tmp_path / "ledger.jsonl"
+    append(ledger, [row(1), row(2), row(3)])
+    assert verify_ledger_beside(ledger)() == verify_ledger(ledger)
+    content = lines(ledger)
+    content[1] = content[1].replace(b'"status": "unresolved"', b'"status": "resolved"')
+    write_lines(ledger, content)
+    with pytest.raises(ChainBroken) as refused:
+        verify_ledger_beside(ledger)()
+    assert refused.value.line == 2 and refused.value.where == str(ledger), "the checker's error, as it raised it"
+
+    monkeypatch.setattr(chain, "_verify_into", lambda path, sending: os._exit(9))  # killed before it could say
+    with pytest.raises(ChainBroken) as refused:
+        verify_ledger_beside(ledger)()
+    assert refused.value.line == 2
 
 
 def test_seal_takes_only_a_serialized_object():

@@ -25,6 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ... import __version__
 from ...files import write_atomic
 from ...naming import INSTANCE_CARD_NAME, LEDGER_NAME, VIEWER_DIR
@@ -86,6 +88,10 @@ def copy_assets(viewer: Path) -> None:
         write_derived(statuses, status_css())
 
 
+class _ManifestSource(msgspec.Struct):
+    source: str = ""
+
+
 @dataclass
 class Manifest:
     """What the viewer's data was built from (``data/cells.manifest.json``), so a rebuild redoes only what changed.
@@ -110,6 +116,17 @@ class Manifest:
         return cls(str(data.get("source", "")), {str(k): str(v) for k, v in data["pages"].items()},
                    {str(k): v for k, v in (cards if isinstance(cards, dict) else {}).items()
                     if isinstance(v, list) and len(v) == 3})
+
+    @staticmethod
+    def read_source(path: Path) -> str:
+        """Only the ``source`` of the manifest at ``path`` ("" when unreadable): all an up-to-date viewer needs.
+
+        A 100,000-cell run's manifest is megabytes of page fingerprints, which ``read`` parses.
+        """
+        try:
+            return msgspec.json.decode(path.read_bytes(), type=_ManifestSource).source
+        except (OSError, msgspec.DecodeError):  # DecodeError covers a wrong shape (ValidationError) too
+            return ""
 
     def write(self, path: Path) -> None:
         write_atomic(path, json.dumps({"format": CELL_FORMAT, "source": self.source, "pages": self.pages,
@@ -261,13 +278,14 @@ def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False, b
     """
     viewer = out / VIEWER_DIR
     copy_assets(viewer)
+    source = build_source(out, summary)
+    up_to_date = Manifest.read_source(viewer / MANIFEST) == source and (viewer / "data" / "overview.js").is_file()
+    if not rebuild and up_to_date:
+        return viewer / INDEX_PAGE
     previous = Manifest.read(viewer / MANIFEST)
     if built is not None:
         previous.pages.update(built.pages)
         previous.cards.update(built.cards)
-    source = build_source(out, summary)
-    if not rebuild and previous.source == source and (viewer / "data" / "overview.js").is_file():
-        return viewer / INDEX_PAGE
     rows = read_run(out, summary["run_id"])
     reader = OutDir(out)
     repos, cards = instance_repos(reader, sorted({row.instance_id for row in rows}), previous.cards)
