@@ -1,0 +1,242 @@
+"""The zygote: one process that has imported what every xdist worker imports, and forks the workers.
+
+Run by the controller as ``python zygote.py`` (by path: importing ``pytest_swe_arena`` before
+pytest's assertion-rewriting hook would make every worker warn that it cannot be rewritten), in a
+session of its own (the terminal's Ctrl-C reaches the workers through their launchers, once), with
+the controller's environment. Its stdin's first line is JSON: the socket to listen on, the rootdir
+and ini file the workers get, and the controller's ``sys.path``. It warms up as a worker starts
+(``warm_up``), listens, prints ``ready``, and serves launchers (``launcher.py``) until its stdin closes: for each, it forks a
+worker that takes the launcher's stdio, directory and environment and runs execnet's bootstrap
+(``run_worker``), sends the launcher the worker's pid and, when it ends, its wait status. It kills
+the worker of a launcher whose connection closes first. The zygote itself runs no thread: a fork
+copies only the thread that calls it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import gc
+import importlib
+import io
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+import types
+from typing import NoReturn
+
+#: What the arena's cell plugin imports in a worker (``plugin.pytest_configure``), and what
+#: pytest-xdist runs there; imported through pytest's assertion-rewriting hook, as in a worker.
+WORKER_MODULES = ("xdist.remote", "pytest_swe_arena.state", "pytest_swe_arena.arms.kinds",
+                  "pytest_swe_arena.worker.fixtures", "pytest_swe_arena.worker.session")
+#: Bytes of a launcher's request header (its length) and the most a request may hold.
+LENGTH = struct.Struct("!I")
+MAX_REQUEST = 16 * 1024 * 1024
+
+
+def warm_up(rootdir: str, inifile: str | None) -> None:
+    """Import pytest, the default and entry-point plugins, and the worker modules, as a worker would.
+
+    pytest marks the modules of every ``pytest11`` distribution for assertion rewriting and warns
+    about those imported before its hook: so they are imported here by a pytest config's own
+    parse (with the rootdir and ini file the workers get, no conftest, no capture), through the
+    hook it installs. A worker's own config installs its own hook, which accepts modules an
+    earlier hook loaded. The hook is taken out again: the workers' configs own theirs.
+    """
+    from _pytest.config import get_config
+
+    arguments = ["--noconftest", "--capture=no", f"--rootdir={rootdir}", *([f"--config-file={inifile}"] if inifile else [])]
+    config = get_config(arguments)
+    before = list(sys.meta_path)
+    config.parse(arguments, addopts=False)
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
+    sys.meta_path[:] = [finder for finder in sys.meta_path if finder in before]
+
+
+def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
+    """In the forked child: become the worker the launcher asked for, run execnet's bootstrap, exit."""
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(str(request["cwd"]))
+        environment = request["environment"]
+        assert isinstance(environment, dict)
+        os.environ.clear()
+        os.environ.update(environment)
+        arguments = list(request["arguments"])  # type: ignore[call-overload]
+        sys.dont_write_bytecode = "-B" in arguments
+        sys.argv = ["-c"]
+        # As ``python -u``: unbuffered stdout and stderr.
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin, never closed
+        sys.stdout = io.TextIOWrapper(open(1, "wb", 0, closefd=False), write_through=True)  # noqa: SIM115
+        sys.stderr = io.TextIOWrapper(open(2, "wb", 0, closefd=False), write_through=True,  # noqa: SIM115
+                                      errors="backslashreplace")
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = builtins
+        sys.modules["__main__"] = main
+        exec(arguments[arguments.index("-c") + 1], main.__dict__)  # noqa: S102 - execnet's bootstrap line
+        code = 0
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the worker's last word, as the interpreter would print it
+        traceback.print_exc()
+    finally:
+        # As the interpreter would end, without tearing down every module the zygote imported.
+        try:
+            threading._shutdown()  # type: ignore[attr-defined]
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+class Zygote:
+    """The serving loop: launchers in, workers forked, statuses back."""
+
+    def __init__(self, listener: socket.socket):
+        self.listener = listener
+        self.selector = selectors.DefaultSelector()
+        #: Each live worker's launcher connection, by the worker's pid.
+        self.launchers: dict[int, socket.socket] = {}
+        self.stopping = False
+        wakeup_read, wakeup_write = os.pipe()
+        os.set_blocking(wakeup_write, False)
+        self.wakeup = wakeup_read
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        signal.set_wakeup_fd(wakeup_write)
+        self.selector.register(listener, selectors.EVENT_READ, "accept")
+        self.selector.register(0, selectors.EVENT_READ, "control")
+        self.selector.register(wakeup_read, selectors.EVENT_READ, "child")
+
+    def serve(self) -> None:
+        while not (self.stopping and not self.launchers):
+            for key, _ in self.selector.select():
+                if key.data == "accept":
+                    self.accept()
+                elif key.data == "control":
+                    self.stop()
+                elif key.data == "child":
+                    os.read(self.wakeup, 4096)
+                    self.reap()
+                else:
+                    self.launcher_gone(key.data)
+
+    def accept(self) -> None:
+        connection, _ = self.listener.accept()
+        try:
+            connection.settimeout(10)
+            request, fds = self.receive(connection)
+        except (OSError, ValueError) as error:
+            sys.stderr.write(f"swe-arena fork server: a launcher's request was refused: {error}\n")
+            connection.close()
+            return
+        pid = os.fork()
+        if pid == 0:
+            self.listener.close()
+            connection.close()
+            for launcher in self.launchers.values():
+                launcher.close()
+            run_worker(request, fds)
+        for fd in fds:
+            os.close(fd)
+        self.launchers[pid] = connection
+        self.selector.register(connection, selectors.EVENT_READ, pid)
+        try:
+            connection.sendall(f"{pid}\n".encode())
+        except OSError:
+            self.launcher_gone(pid)
+
+    @staticmethod
+    def receive(connection: socket.socket) -> tuple[dict[str, object], list[int]]:
+        header, fds, _, _ = socket.recv_fds(connection, LENGTH.size, 3)
+        if len(fds) != 3 or len(header) != LENGTH.size:
+            for fd in fds:
+                os.close(fd)
+            raise ValueError("expected a length and three file descriptors (stdin, stdout, stderr)")
+        (length,) = LENGTH.unpack(header)
+        if length > MAX_REQUEST:
+            raise ValueError(f"a request of {length} bytes")
+        payload = b""
+        while len(payload) < length:
+            chunk = connection.recv(length - len(payload))
+            if not chunk:
+                raise ValueError("the launcher closed the connection mid-request")
+            payload += chunk
+        return json.loads(payload), fds
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            connection = self.launchers.pop(pid, None)
+            if connection is not None:
+                self.selector.unregister(connection)
+                try:
+                    connection.sendall(f"{status}\n".encode())
+                except OSError:
+                    pass
+                connection.close()
+
+    def launcher_gone(self, pid: int) -> None:
+        """The launcher closed its connection (it died) while its worker runs: the worker goes too."""
+        connection = self.launchers.pop(pid, None)
+        if connection is None:
+            return
+        self.selector.unregister(connection)
+        connection.close()
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        """The controller is done (or gone): no new workers; the live ones are asked to end (SIGTERM)."""
+        self.stopping = True
+        self.selector.unregister(0)
+        self.selector.unregister(self.listener)
+        self.listener.close()
+        for pid in self.launchers:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def main() -> None:
+    setup = json.loads(sys.stdin.buffer.readline())
+    sys.path[:] = setup["sys_path"]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's; the workers get it from their launchers
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(setup["socket"])
+    listener.listen(256)
+    warm_up(setup["rootdir"], setup["inifile"])
+    if threading.active_count() != 1:
+        raise SystemExit(f"swe-arena fork server: {threading.active_count() - 1} threads were started while "
+                         "importing the plugins; forking would copy none of them")
+    gc.collect()
+    gc.freeze()  # what the zygote holds stays shared with the workers, untouched by their collections
+    print("ready", flush=True)
+    Zygote(listener).serve()
+
+
+if __name__ == "__main__":
+    main()
