@@ -87,11 +87,11 @@ class ForkServer:
             selector.register(self.process.stdout, EVENT_READ)
             if not selector.select(READY_TIMEOUT):
                 return f"not ready after {READY_TIMEOUT:g} s"
-        line = self.process.stdout.readline()
-        if line == b"ready\n":
+        line = self.process.stdout.readline().decode(errors="replace").strip()
+        if line == "ready":
             return None
         status = self.process.wait()
-        return f"it exited with status {status} (its error is above)"
+        return line.removeprefix("failed: ") or f"it exited with status {status}"
 
     def stop(self) -> None:
         """Close the zygote's stdin (it stops, once its workers are gone) and remove its socket's directory."""

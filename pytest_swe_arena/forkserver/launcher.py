@@ -75,6 +75,11 @@ def main() -> None:
         connection.close()
         fall_back(note_path, "it closed the connection", arguments)
     worker = int(pid_line)
+    # The worker holds execnet's pipes now: the controller sees them close when the worker ends.
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
 
     def forward(signum: int, frame: object) -> None:
         try:
@@ -90,8 +95,7 @@ def main() -> None:
             os.kill(worker, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        sys.stderr.write("swe-arena: the worker fork server died; its worker was killed\n")
-        os._exit(1)
+        os._exit(1)  # xdist says the worker went down; the next launcher says why
     exit_like(int(status_line))
 
 

@@ -225,13 +225,17 @@ def main() -> None:
     setup = json.loads(sys.stdin.buffer.readline())
     sys.path[:] = setup["sys_path"]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's; the workers get it from their launchers
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(setup["socket"])
-    listener.listen(256)
-    warm_up(setup["rootdir"], setup["inifile"])
-    if threading.active_count() != 1:
-        raise SystemExit(f"swe-arena fork server: {threading.active_count() - 1} threads were started while "
-                         "importing the plugins; forking would copy none of them")
+    try:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(setup["socket"])
+        listener.listen(256)
+        warm_up(setup["rootdir"], setup["inifile"])
+        if threading.active_count() != 1:
+            raise RuntimeError(f"{threading.active_count() - 1} thread(s) started while the plugins were imported, "
+                               "and a fork copies none of them")
+    except BaseException as error:  # noqa: BLE001 - whatever it was, the controller says it in one line
+        print(f"failed: {type(error).__name__}: {error}".replace("\n", " "), flush=True)
+        raise SystemExit(1) from None
     gc.collect()
     gc.freeze()  # what the zygote holds stays shared with the workers, untouched by their collections
     print("ready", flush=True)
