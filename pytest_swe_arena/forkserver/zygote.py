@@ -5,11 +5,11 @@ pytest's assertion-rewriting hook would make every worker warn that it cannot be
 session of its own (the terminal's Ctrl-C reaches the workers through their launchers, once), with
 the controller's environment. Its stdin's first line is JSON: the socket to listen on, the rootdir
 and ini file the workers get, and the controller's ``sys.path``. It warms up as a worker starts
-(``warm_up``), listens, prints ``ready``, and serves launchers (``launcher.py``) until its stdin closes: for each, it forks a
-worker that takes the launcher's stdio, directory and environment and runs execnet's bootstrap
-(``run_worker``), sends the launcher the worker's pid and, when it ends, its wait status. It kills
-the worker of a launcher whose connection closes first. The zygote itself runs no thread: a fork
-copies only the thread that calls it.
+(``warm_up``), listens, prints ``ready`` (or ``failed: WHY``), and serves launchers (``launcher.py``)
+until its stdin closes: for each, it forks a worker that takes the launcher's stdio, directory and
+environment and runs execnet's bootstrap (``run_worker``), and sends the launcher the worker's pid
+and, when it ends, its wait status. It kills the worker of a launcher whose connection closes first.
+The zygote itself runs no thread: a fork copies only the thread that calls it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ def warm_up(rootdir: str, inifile: str | None) -> None:
     """
     from _pytest.config import get_config
 
-    arguments = ["--noconftest", "--capture=no", f"--rootdir={rootdir}", *([f"--config-file={inifile}"] if inifile else [])]
+    arguments = ["--noconftest", "--capture=no", f"--rootdir={rootdir}"]
+    if inifile:
+        arguments.append(f"--config-file={inifile}")
     config = get_config(arguments)
     before = list(sys.meta_path)
     config.parse(arguments, addopts=False)
@@ -79,18 +81,18 @@ def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
         sys.dont_write_bytecode = "-B" in arguments
         sys.argv = ["-c"]
         # As ``python -u``: unbuffered stdout and stderr.
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin, never closed
-        sys.stdout = io.TextIOWrapper(open(1, "wb", 0, closefd=False), write_through=True)  # noqa: SIM115
-        sys.stderr = io.TextIOWrapper(open(2, "wb", 0, closefd=False), write_through=True,  # noqa: SIM115
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = io.TextIOWrapper(open(1, "wb", 0, closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(open(2, "wb", 0, closefd=False), write_through=True,
                                       errors="backslashreplace")
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = main
-        exec(arguments[arguments.index("-c") + 1], main.__dict__)  # noqa: S102 - execnet's bootstrap line
+        exec(arguments[arguments.index("-c") + 1], main.__dict__)  # execnet's bootstrap line, as ``python -c``
         code = 0
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
-    except BaseException:  # noqa: BLE001 - the worker's last word, as the interpreter would print it
+    except BaseException:
         traceback.print_exc()
     finally:
         # As the interpreter would end, without tearing down every module the zygote imported.
@@ -233,7 +235,7 @@ def main() -> None:
         if threading.active_count() != 1:
             raise RuntimeError(f"{threading.active_count() - 1} thread(s) started while the plugins were imported, "
                                "and a fork copies none of them")
-    except BaseException as error:  # noqa: BLE001 - whatever it was, the controller says it in one line
+    except BaseException as error:
         print(f"failed: {type(error).__name__}: {error}".replace("\n", " "), flush=True)
         raise SystemExit(1) from None
     gc.collect()
