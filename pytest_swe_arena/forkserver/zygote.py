@@ -34,6 +34,9 @@ from typing import NoReturn
 #: pytest-xdist runs there; imported through pytest's assertion-rewriting hook, as in a worker.
 WORKER_MODULES = ("xdist.remote", "pytest_swe_arena.state", "pytest_swe_arena.arms.kinds",
                   "pytest_swe_arena.worker.fixtures", "pytest_swe_arena.worker.session")
+#: execnet's popen bootstrap (the line ``python -c`` runs, and the module source it reads first), compiled
+#: once here rather than in every worker: set by ``warm_up``.
+BOOTSTRAP: tuple[str, str, types.CodeType] | None = None
 #: Bytes of a launcher's request header (its length) and the most a request may hold.
 LENGTH = struct.Struct("!I")
 MAX_REQUEST = 16 * 1024 * 1024
@@ -59,6 +62,30 @@ def warm_up(rootdir: str, inifile: str | None) -> None:
     for name in WORKER_MODULES:
         importlib.import_module(name)
     sys.meta_path[:] = [finder for finder in sys.meta_path if finder in before]
+    global BOOTSTRAP
+    import inspect
+
+    from execnet import gateway_base, gateway_io
+
+    source = inspect.getsource(gateway_base) + "\n"
+    BOOTSTRAP = (gateway_io.popen_bootstrapline, source, compile(source, "<string>", "exec"))
+
+
+def bootstrap(command: str, namespace: dict[str, object]) -> None:
+    """Run ``python -c command`` here; execnet's bootstrap with its module source compiled by the zygote.
+
+    The line reads one line from stdin, the source of ``execnet.gateway_base`` and a few lines that
+    start the gateway, and runs it: the source part is run from the zygote's compiled code.
+    """
+    if BOOTSTRAP is None or command != BOOTSTRAP[0]:
+        exec(command, namespace)
+        return
+    _, gateway_source, gateway_code = BOOTSTRAP
+    source = eval(sys.stdin.readline())  # what the bootstrap line does: a repr'd string
+    if isinstance(source, str) and source.startswith(gateway_source):
+        exec(gateway_code, namespace)
+        source = source[len(gateway_source):]
+    exec(source, namespace)
 
 
 def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
@@ -88,7 +115,7 @@ def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = main
-        exec(arguments[arguments.index("-c") + 1], main.__dict__)  # execnet's bootstrap line, as ``python -c``
+        bootstrap(arguments[arguments.index("-c") + 1], main.__dict__)
         code = 0
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
