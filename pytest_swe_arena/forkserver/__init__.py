@@ -55,7 +55,10 @@ class ForkServer:
             return None
         directory = Path(tempfile.mkdtemp(prefix="swe-arena-fork-"))
         socket_path = directory / "zygote.sock"
-        setup = {"socket": str(socket_path), "rootdir": str(config.rootpath),
+        # The controller's -p choices (its command line's and addopts'), so the zygote imports no plugin
+        # the workers block, and those they are told to load.
+        plugins = [f"-p{name}" for name in config.known_args_namespace.plugins or ()]
+        setup = {"socket": str(socket_path), "rootdir": str(config.rootpath), "plugins": plugins,
                  "inifile": str(config.inipath) if config.inipath else None, "sys_path": sys.path}
         try:
             process = subprocess.Popen([sys.executable, str(HERE / "zygote.py")], stdin=subprocess.PIPE,

@@ -42,10 +42,11 @@ LENGTH = struct.Struct("!I")
 MAX_REQUEST = 16 * 1024 * 1024
 
 
-def warm_up(rootdir: str, inifile: str | None) -> None:
+def warm_up(rootdir: str, inifile: str | None, plugins: list[str]) -> None:
     """Import pytest, the default and entry-point plugins, and the worker modules, as a worker would.
 
-    pytest marks the modules of every ``pytest11`` distribution for assertion rewriting and warns
+    ``plugins`` are the controller's ``-p`` options (``-pNAME``, ``-pno:NAME``). pytest marks the
+    modules of every ``pytest11`` distribution for assertion rewriting and warns
     about those imported before its hook: so they are imported here by a pytest config's own
     parse (with the rootdir and ini file the workers get, no conftest, no capture), through the
     hook it installs. A worker's own config installs its own hook, which accepts modules an
@@ -53,7 +54,7 @@ def warm_up(rootdir: str, inifile: str | None) -> None:
     """
     from _pytest.config import get_config
 
-    arguments = ["--noconftest", "--capture=no", f"--rootdir={rootdir}"]
+    arguments = ["--noconftest", "--capture=no", f"--rootdir={rootdir}", *plugins]
     if inifile:
         arguments.append(f"--config-file={inifile}")
     config = get_config(arguments)
@@ -258,7 +259,7 @@ def main() -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(setup["socket"])
         listener.listen(256)
-        warm_up(setup["rootdir"], setup["inifile"])
+        warm_up(setup["rootdir"], setup["inifile"], setup["plugins"])
         if threading.active_count() != 1:
             raise RuntimeError(f"{threading.active_count() - 1} thread(s) started while the plugins were imported, "
                                "and a fork copies none of them")
