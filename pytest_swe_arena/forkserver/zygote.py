@@ -34,9 +34,6 @@ from typing import NoReturn
 #: pytest-xdist runs there; imported through pytest's assertion-rewriting hook, as in a worker.
 WORKER_MODULES = ("xdist.remote", "pytest_swe_arena.state", "pytest_swe_arena.arms.kinds",
                   "pytest_swe_arena.worker.fixtures", "pytest_swe_arena.worker.session")
-#: execnet's popen bootstrap (the line ``python -c`` runs, and the module source it reads first), compiled
-#: once here rather than in every worker: set by ``warm_up``.
-BOOTSTRAP: tuple[str, str, types.CodeType] | None = None
 #: Bytes of a launcher's request header (its length) and the most a request may hold.
 LENGTH = struct.Struct("!I")
 MAX_REQUEST = 16 * 1024 * 1024
@@ -63,33 +60,37 @@ def warm_up(rootdir: str, inifile: str | None, plugins: list[str]) -> None:
     for name in WORKER_MODULES:
         importlib.import_module(name)
     sys.meta_path[:] = [finder for finder in sys.meta_path if finder in before]
-    global BOOTSTRAP
-    import inspect
-
-    from execnet import gateway_base, gateway_io
-
-    source = inspect.getsource(gateway_base) + "\n"
-    BOOTSTRAP = (gateway_io.popen_bootstrapline, source, compile(source, "<string>", "exec"))
 
 
-def bootstrap(command: str, namespace: dict[str, object]) -> None:
-    """Run ``python -c command`` here; execnet's bootstrap with its module source compiled by the zygote.
+class Bootstrap:
+    """execnet's popen bootstrap: the line ``python -c`` runs, and the module source it reads first.
 
-    The line reads one line from stdin, the source of ``execnet.gateway_base`` and a few lines that
-    start the gateway, and runs it: the source part is run from the zygote's compiled code.
+    The line reads one line from stdin (the source of ``execnet.gateway_base`` and a few lines that
+    start the gateway) and runs it; the source part is compiled once, in the zygote, not in every worker.
     """
-    if BOOTSTRAP is None or command != BOOTSTRAP[0]:
-        exec(command, namespace)
-        return
-    _, gateway_source, gateway_code = BOOTSTRAP
-    source = eval(sys.stdin.readline())  # what the bootstrap line does: a repr'd string
-    if isinstance(source, str) and source.startswith(gateway_source):
-        exec(gateway_code, namespace)
-        source = source[len(gateway_source):]
-    exec(source, namespace)
+
+    def __init__(self) -> None:
+        import inspect
+
+        from execnet import gateway_base, gateway_io
+
+        self.line = gateway_io.popen_bootstrapline
+        self.source = inspect.getsource(gateway_base) + "\n"
+        self.code = compile(self.source, "<string>", "exec")
+
+    def run(self, command: str, namespace: dict[str, object]) -> None:
+        """Run ``python -c command`` in ``namespace``."""
+        if command != self.line:
+            exec(command, namespace)
+            return
+        source = eval(sys.stdin.readline())  # what the bootstrap line does: a repr'd string
+        if isinstance(source, str) and source.startswith(self.source):
+            exec(self.code, namespace)
+            source = source[len(self.source):]
+        exec(source, namespace)
 
 
-def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
+def run_worker(request: dict[str, object], fds: list[int], bootstrap: Bootstrap) -> NoReturn:
     """In the forked child: become the worker the launcher asked for, run execnet's bootstrap, exit."""
     code = 1
     try:
@@ -116,7 +117,7 @@ def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = builtins
         sys.modules["__main__"] = main
-        bootstrap(arguments[arguments.index("-c") + 1], main.__dict__)
+        bootstrap.run(arguments[arguments.index("-c") + 1], main.__dict__)
         code = 0
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
@@ -138,8 +139,9 @@ def run_worker(request: dict[str, object], fds: list[int]) -> NoReturn:
 class Zygote:
     """The serving loop: launchers in, workers forked, statuses back."""
 
-    def __init__(self, listener: socket.socket):
+    def __init__(self, listener: socket.socket, bootstrap: Bootstrap):
         self.listener = listener
+        self.bootstrap = bootstrap
         self.selector = selectors.DefaultSelector()
         #: Each live worker's launcher connection, by the worker's pid.
         self.launchers: dict[int, socket.socket] = {}
@@ -181,7 +183,7 @@ class Zygote:
             connection.close()
             for launcher in self.launchers.values():
                 launcher.close()
-            run_worker(request, fds)
+            run_worker(request, fds, self.bootstrap)
         for fd in fds:
             os.close(fd)
         self.launchers[pid] = connection
@@ -260,6 +262,7 @@ def main() -> None:
         listener.bind(setup["socket"])
         listener.listen(256)
         warm_up(setup["rootdir"], setup["inifile"], setup["plugins"])
+        bootstrap = Bootstrap()
         if threading.active_count() != 1:
             raise RuntimeError(f"{threading.active_count() - 1} thread(s) started while the plugins were imported, "
                                "and a fork copies none of them")
@@ -269,7 +272,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()  # what the zygote holds stays shared with the workers, untouched by their collections
     print("ready", flush=True)
-    Zygote(listener).serve()
+    Zygote(listener, bootstrap).serve()
 
 
 if __name__ == "__main__":
