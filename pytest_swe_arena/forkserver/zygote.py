@@ -30,10 +30,13 @@ import traceback
 import types
 from typing import NoReturn
 
-#: What the arena's cell plugin imports in a worker (``plugin.pytest_configure``), and what
-#: pytest-xdist runs there; imported through pytest's assertion-rewriting hook, as in a worker.
+#: What the arena's cell plugin imports in a worker (``plugin.pytest_configure``), what pytest-xdist
+#: runs there, and what a worker imported later, by the end of its first cell, when measured (pdb by
+#: pytest's debugging plugin, filelock by the workspace and environment locks); imported through
+#: pytest's assertion-rewriting hook, as in a worker.
 WORKER_MODULES = ("xdist.remote", "pytest_swe_arena.state", "pytest_swe_arena.arms.kinds",
-                  "pytest_swe_arena.worker.fixtures", "pytest_swe_arena.worker.session")
+                  "pytest_swe_arena.worker.fixtures", "pytest_swe_arena.worker.session",
+                  "pdb", "filelock", "secrets")
 #: Bytes of a launcher's request header (its length) and the most a request may hold.
 LENGTH = struct.Struct("!I")
 MAX_REQUEST = 16 * 1024 * 1024
