@@ -21,6 +21,7 @@ import io
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -276,6 +277,8 @@ def main() -> None:
     gc.freeze()  # what the zygote holds stays shared with the workers, untouched by their collections
     print("ready", flush=True)
     Zygote(listener, bootstrap).serve()
+    # The socket's directory is the controller's, but a controller killed with SIGKILL cannot remove it.
+    shutil.rmtree(os.path.dirname(setup["socket"]), ignore_errors=True)
 
 
 if __name__ == "__main__":
