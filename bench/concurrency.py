@@ -16,6 +16,16 @@ unset for the sweeps, and a warm-up run writes the caches, as any first run
 would): with it set, every worker compiles every module of every pytest plugin
 again, the arena's and the plain baseline's alike.
 
+Local workers are forked from the arena's fork server (``--arena-worker-start=fork``, the default);
+each case also runs the same sweep with ``--arena-worker-start=popen`` (every worker a new
+interpreter, as plain pytest-xdist starts them) and compares their launch to the first cell.
+
+The figures in bench/README.md come from a virtual environment holding only the package and its
+test dependencies (``python3 -m venv V && V/bin/pip install -e '.[test]'``, as on a fresh machine):
+every pytest plugin installed beside the arena (hypothesis, pytest-benchmark, ...) is imported by
+every xdist worker and the controller, and on 2 CPUs such plugins alone cost more start-up than the
+whole harness, for the arena and the plain baseline alike.
+
 The scheduling part runs the first case's number of cells with uneven sleeps (a
 few long agents among short ones, as real agents are) under each ``--dist``
 mode worth comparing, against the same ideal (the longest worker's share of the
@@ -60,6 +70,13 @@ def first_start(folder: Path) -> float:
     return min(float(path.read_text()) for path in folder.iterdir())
 
 
+def cell_span(out: Path) -> tuple[float, float]:
+    """When the first cell of an out dir's ledger started, and when its last one ended."""
+    ledger = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    return (min(datetime.fromisoformat(row["started_at"]).timestamp() for row in ledger),
+            max(datetime.fromisoformat(row["ended_at"]).timestamp() for row in ledger))
+
+
 def sleep_case(root: Path, cells: int, seconds: float, workers: int) -> tuple[list[Figure], list[str]]:
     """One case: the arena sweep and plain pytest-xdist on the same sleeps."""
     name = f"{cells}x{seconds:g}x{workers}"
@@ -74,9 +91,11 @@ def sleep_case(root: Path, cells: int, seconds: float, workers: int) -> tuple[li
     wall, completed = benchlib.run_pytest(suite, "-n", str(workers), f"--arena-out={root / f'out-{name}'}")
     if f"{cells} failed" not in completed.stdout:  # the sleep arm changes nothing: unresolved
         raise SystemExit(f"bench: expected {cells} unresolved cells:\n{completed.stdout[-3000:]}")
-    ledger = [json.loads(line) for line in (root / f"out-{name}/ledger.jsonl").read_text().splitlines()]
-    first = min(datetime.fromisoformat(row["started_at"]).timestamp() for row in ledger)
-    last = max(datetime.fromisoformat(row["ended_at"]).timestamp() for row in ledger)
+    first, last = cell_span(root / f"out-{name}")
+    popen_launched = time.time()
+    benchlib.run_pytest(suite, "-n", str(workers), f"--arena-out={root / f'popen-{name}'}",
+                        "--arena-worker-start=popen")
+    popen_first, _ = cell_span(root / f"popen-{name}")
 
     plain = root / f"plain-{name}"
     starts = plain / "starts"
@@ -101,12 +120,21 @@ def sleep_case(root: Path, cells: int, seconds: float, workers: int) -> tuple[li
         Figure(f"the arena sweep, {name}", wall, "s", "plain pytest-xdist, same sleeps", plain_wall),
         Figure(f"launch to the first cell, -n {workers}", first - launched, "s",
                "plain pytest-xdist: launch to its first test", plain_first),
+        Figure(f"launch to the first cell, -n {workers}, forked workers", first - launched, "s",
+               "the same sweep, workers started as new interpreters", popen_first - popen_launched),
         Figure(f"cells only (first start to last end), {name}", last - first, "s",
                "ideal (cells x seconds / workers)", ideal),
     ]
     notes = [f"{label}: {first - launched:.2f} s from launch to the first cell, {last - first:.2f} s of cells, "
              f"{launched + wall - last:.2f} s to exit"]
     return figures, notes
+
+
+def installed_plugins() -> list[str]:
+    """The pytest11 entry points of this environment (every worker imports them): the venv is part of the figure."""
+    from importlib.metadata import entry_points
+
+    return sorted({entry.name for entry in entry_points(group="pytest11")})
 
 
 def main() -> None:
@@ -121,7 +149,8 @@ def main() -> None:
 
     figures: list[Figure] = []
     notes = [f"{len(os.sched_getaffinity(0))} CPUs; each case's mirror and bytecode caches were warmed by a "
-             "one-cell sweep first; PYTHONDONTWRITEBYTECODE unset"]
+             "one-cell sweep first; PYTHONDONTWRITEBYTECODE unset; local workers forked (--arena-worker-start=fork) "
+             f"unless said; pytest plugins installed: {', '.join(installed_plugins())}"]
     with benchlib.scratch(args, "bench-concurrency-") as root:
         for cells, seconds, workers in args.cases:
             case_figures, case_notes = sleep_case(root, cells, seconds, workers)

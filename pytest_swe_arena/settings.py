@@ -27,6 +27,8 @@ VERIFY_MODES = ("patch", "workspace")
 ENGINES = ("docker", "podman")
 #: Values of --arena-sandbox (``worker.sandbox`` resolves them).
 SANDBOX_MODES = ("auto", "bwrap", "none")
+#: Values of --arena-worker-start (``forkserver`` is the fork's home).
+WORKER_STARTS = ("fork", "popen")
 MiB = 1024 * 1024
 
 
@@ -351,6 +353,13 @@ OPTIONS: tuple[ArenaOption, ...] = (
         "lock-stale", "seconds after which a lock without heartbeat is taken over",
         _positive_number, default="90", metavar="SECONDS",
     ),
+    ArenaOption(
+        "worker-start",
+        "how local xdist workers (-n N, --tx popen) start: 'fork' (each a fork of one process that has already "
+        "imported pytest and its plugins, so start-up does not grow with -n) or 'popen' (each a new "
+        "interpreter, as plain pytest-xdist starts them); workers on other hosts always start as their spec says",
+        _choice(*WORKER_STARTS), default="fork", metavar="MODE",
+    ),
 )
 
 
@@ -484,6 +493,8 @@ class Settings:
     env_specs: Path | None
     engine: str
     sandbox: str
+    #: --arena-worker-start: 'fork' (local workers forked from the controller's fork server) or 'popen'.
+    worker_start: str
     #: --arena-run-dir-max-bytes, -files, -file-bytes and --arena-patch-max-bytes.
     caps: CollectionCaps
     calibrate: bool
@@ -638,6 +649,7 @@ def load_settings(config: pytest.Config) -> Settings:
         env_specs=path_or_none("env-specs"),
         engine=single("engine"),
         sandbox=single("sandbox"),
+        worker_start=single("worker-start"),
         caps=CollectionCaps(max_total_bytes=single("run-dir-max-bytes"), max_files=single("run-dir-max-files"),
                             max_file_bytes=single("run-dir-max-file-bytes"), max_patch_bytes=single("patch-max-bytes")),
         calibrate=single("calibrate"),

@@ -29,7 +29,7 @@ def test_every_option_has_one_flag_one_ini_name_and_a_help_text() -> None:
     ("repeat", "3", 3), ("max-usd", "0", 0.0), ("max-tokens", " 12 ", 12), ("verify-timeout", "1.5", 1.5),
     ("arms", "A, B", ("A", "B")), ("run-dir-max-bytes", "4096", 4096), ("run-dir-max-bytes", "64K", 65536),
     ("patch-max-bytes", "2 MiB", 2 * 1024 * 1024), ("run-dir-max-file-bytes", "1g", 1024 ** 3),
-    ("run-dir-max-files", "10", 10),
+    ("run-dir-max-files", "10", 10), ("worker-start", "popen", "popen"), ("worker-start", "fork", "fork"),
 ])
 def test_a_good_value_parses(noun: str, value: str, expected: object) -> None:
     assert OPTION[noun].parse(value, "option") == expected
@@ -41,7 +41,7 @@ def test_a_good_value_parses(noun: str, value: str, expected: object) -> None:
     ("arms", " , ", "comma-separated"), ("arms", "A,A", "listed twice"),
     ("run-dir-max-bytes", "0", "size in bytes: a whole number of at least 1, optionally followed by K, M or G"),
     ("run-dir-max-bytes", "1.5M", "size in bytes"), ("patch-max-bytes", "4T", "size in bytes"),
-    ("run-dir-max-files", "0", "at least 1"),
+    ("run-dir-max-files", "0", "at least 1"), ("worker-start", "spawn", "'spawn' is not one of fork, popen"),
 ])
 def test_a_bad_value_is_a_usage_error_naming_its_source_and_what_is_accepted(noun: str, value: str,
                                                                              accepted: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ..forkserver import ForkServer
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
 from ..naming import LEDGER_NAME, new_run_id
 from ..results import calibration
@@ -67,6 +68,7 @@ class ControllerPlugin:
                                     sweep_limits(settings, state.suite), reusable, self.deferred)
         self.lock: SweepLock | None = None
         self.interrupted = False
+        self.fork_server: ForkServer | None = None
         self.notes: list[str] = []
         #: Tests whose reports have all been logged (``pytest_runtest_logfinish``).
         self.logged = 0
@@ -81,6 +83,8 @@ class ControllerPlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: Sequence[Any]) -> None:
         pin_worker_rootdir(config, specs)
+        if self.state.settings.worker_start == "fork":
+            self.fork_server = ForkServer.start(config, specs, self.note)
         if self.state.sweep_run:
             LostHosts.watch(config, self.note)
 
@@ -157,6 +161,8 @@ class ControllerPlugin:
                 for report in late_reports(session):
                     self.pytest_runtest_logreport(report)
                 self.records.record_unfinished()
+            if self.fork_server is not None:
+                self.fork_server.stop()  # the workers are down: the zygote is no process left behind
             if self.state.sweep_token:
                 interrupts = self.state.interrupts
                 leftovers = reap_sweep(self.state.sweep_token,
