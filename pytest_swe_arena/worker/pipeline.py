@@ -19,8 +19,23 @@ import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.rules import RULE_SETS
-from ..grading.tree import PatchRejected, TestPatchRejected, fresh_tree_grading, grade_on_fresh_tree, integrity_details
-from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, repo_runner, run_verify
+from ..grading.shared import SharedGrade, grade_key, grade_once
+from ..grading.tree import (
+    IntegrityFlag,
+    PatchRejected,
+    TestPatchRejected,
+    fresh_tree_grading,
+    grade_on_fresh_tree,
+    integrity_details,
+)
+from ..grading.verify import (
+    ContainerHost,
+    VerifyInfrastructureError,
+    VerifyResult,
+    graded_status,
+    repo_runner,
+    run_verify,
+)
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
@@ -195,10 +210,24 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     clock = time.monotonic()
     try:
         if fresh_tree_grading(case.verify_on, workspace) and workspace.objects is not None:
-            verdict, flags = grade_on_fresh_tree(
-                case.instance, patch, objects=workspace.objects, base_commit=original_base, root=harness / "grading",
-                run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                template=template, rules=RULE_SETS[case.grading_rules])
+            objects = workspace.objects
+
+            def grading_run() -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+                return grade_on_fresh_tree(
+                    case.instance, patch, objects=objects, base_commit=original_base, root=harness / "grading",
+                    run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
+                    template=template, rules=RULE_SETS[case.grading_rules])
+
+            if case.sweep_cache is None or case.grade_every_cell:
+                verdict, flags = grading_run()
+            else:
+                key = grade_key(case.instance, patch, rules=case.grading_rules, sandbox=case.sandbox,
+                                timeout=case.verify_timeout, template=template.key if template else None)
+                shared = grade_once(case.sweep_cache / "grades", key, case.key, grading_run)
+                verdict, flags = shared.verdict, shared.flags
+                if shared.shared_with is not None:
+                    outcome = outcome.replace(verify_shared_with=shared.shared_with)
+                    note_shared_grade(cell.run_dir / "verify.log", shared)
             if flags or nested:
                 outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, flags)})
         else:
@@ -224,6 +253,13 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def note_shared_grade(log: Path, shared: SharedGrade) -> None:
+    """The verify.log of a cell that took another cell's grade: whose, and where its log is."""
+    log.write_text(f"# verify: this cell's patch is byte-identical to cell {shared.shared_with}'s, whose grading run "
+                   f"on a fresh tree gave this cell's verdict (waited {shared.waited:.2f}s for it; its verify.log "
+                   "is in that cell's run dir; --arena-grade-every-cell grades every cell on its own)\n")
 
 
 def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,

@@ -336,7 +336,10 @@ def _copy_paths(paths: tuple[str, ...], source: Path, dest: Path) -> None:
 
 
 def _cp(args: list[str], cwd: Path, dest: Path) -> None:
-    completed = subprocess.run(["cp", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    try:
+        completed = subprocess.run(["cp", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError as error:  # the template is gone (removed from the cache under the cell): the harness's failure
+        raise EnvBuildError(f"environment copy into {dest} failed: {error}") from None
     if completed.returncode != 0:
         raise EnvBuildError(f"environment copy into {dest} failed: {completed.stderr.strip()[:500]}")
 
