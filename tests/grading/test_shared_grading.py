@@ -50,6 +50,7 @@ def test_cells_with_the_same_patch_share_one_grading_run_and_different_patches_g
     gold = next(row for row in rows if row["arm"] == "GOLD" and row["verify_shared_with"] is None)
     empty = next(row for row in rows if row["arm"] == "EMPTY" and row["verify_shared_with"] is None)
     assert gold["patch_sha256"] != empty["patch_sha256"]
+    assert list((suite.cache / "sweeps").iterdir()) == []  # kept for the sweep only
 
 
 def test_grade_every_cell_gives_every_cell_a_grading_run_of_its_own(suite, calc, tmp_path):

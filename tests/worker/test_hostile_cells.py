@@ -405,12 +405,11 @@ def test_an_arm_cannot_plant_a_verdict_for_the_patch_it_is_about_to_produce(suit
     assert first["patch_sha256"] == second["patch_sha256"]
     assert first["verify_shared_with"] is None and second["verify_shared_with"] == first["cell_key"]
     assert first["status"] == "unresolved", (first["error"], result.stdout.str()[-3000:])
-    [kept] = (suite.cache / "sweeps").glob("*/grades/*.json")
     if sandbox == "none":
-        assert planted[1]["planted"] == [str(kept)]
+        [kept] = planted[1]["planted"]
+        assert kept.startswith(f"{suite.cache}/sweeps/") and planted[0]["planted"] == []
         assert second["status"] == "resolved"  # what the sandbox closes: the forged verdict was taken
         return
     assert [(attempt["planted"], attempt["sweeps_seen"]) for attempt in planted] == [([], False), ([], False)]
     assert second["status"] == "unresolved", second["error"]
     assert second["verify"] == first["verify"] and first["verify"]["passed"] is False
-    assert json.loads(kept.read_text())["verdict"]["passed"] is False
