@@ -36,6 +36,7 @@ from ..grading.verify import (
     repo_runner,
     run_verify,
 )
+from ..naming import CellName
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
@@ -321,7 +322,9 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
     else:
         template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
                                      objects=workspace.objects, cell_env=cell.env(), log=log,
-                                     timeout=case.verify_timeout, check=check)
+                                     timeout=case.verify_timeout, check=check,
+                                     failures=case.sweep_cache / "failed-templates" if case.sweep_cache else None,
+                                     cell=CellName(case.instance.instance_id, case.arm.spec.name, case.trial).shown)
         # Linked only where every process that may write it runs sandboxed: the arm, and a fresh tree's grading
         # (in workspace mode, the tests the arm changed run unsandboxed in the cell's venv).
         linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)
