@@ -89,3 +89,13 @@ def test_a_grading_run_that_failed_for_the_harness_is_not_shared_the_next_cell_g
     assert second["status"] == "unresolved", second["error"]
     assert second["verify_shared_with"] is None
     assert runs(counter) == 1  # the first cell's grading never reached its verify command
+
+
+def test_grading_in_the_workspace_is_never_shared(suite, calc, tmp_path):
+    """With ``--arena-verify-on=workspace`` each cell's tree is its own workspace as its arm left it: no sharing."""
+    counter = tmp_path / "grading-runs"
+    suite.instances([counting_row(calc, counter)])
+    suite.run("--arena-repeat=2", "--arena-verify-on=workspace", "--arena-sandbox=none", "-n", "2")
+    rows = suite.ledger()
+    assert len(rows) == 4 and runs(counter) == 4
+    assert [row["verify_shared_with"] for row in rows] == [None] * 4
