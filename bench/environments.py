@@ -20,6 +20,9 @@ Figures:
 
 Each sweep has a fresh arena cache (mirrors, snapshots, templates) whose uv package cache is one
 shared, warm directory (``--uv-cache``), so the figures compare what the harness does, not PyPI.
+``--repos`` must hold pvlib's blobs: the fetched pvlib mirror is a partial clone (a promisor pack) that
+lacks some (``6f73de33...``), and a checkout of base from it fails (pvlib's cells are harness errors in
+both sweeps); on the shared machine ``/work/h19repos`` is ``/work/repos`` with them added.
 ``--tiny`` runs a generated project instead (no baseline, no network beyond what uv has cached):
 what tests/test_bench.py runs.
 """
