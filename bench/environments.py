@@ -20,6 +20,9 @@ Figures:
 
 Each sweep has a fresh arena cache (mirrors, snapshots, templates) whose uv package cache is one
 shared, warm directory (``--uv-cache``), so the figures compare what the harness does, not PyPI.
+``--repos`` must hold pvlib's blobs: the fetched pvlib mirror is a partial clone (a promisor pack) that
+lacks some (``6f73de33...``), and a checkout of base from it fails (pvlib's cells are harness errors in
+both sweeps); on the shared machine ``/work/h19repos`` is ``/work/repos`` with them added.
 ``--tiny`` runs a generated project instead (no baseline, no network beyond what uv has cached):
 what tests/test_bench.py runs.
 """
@@ -176,6 +179,26 @@ def env_figures(cells: list[dict[str, Any]], logs: dict[str, str]) -> tuple[list
     return figures, notes
 
 
+def where_the_time_goes(who: str, cells: list[dict[str, Any]]) -> list[str]:
+    """Per repository: the cells' phases summed (cell-seconds, over both workers), and the grading runs."""
+    notes = []
+    by_repo: dict[str, list[dict[str, Any]]] = {}
+    for cell in cells:
+        by_repo.setdefault(cell["instance_id"].rsplit("-", 1)[0], []).append(cell)
+    for repo, group in sorted(by_repo.items()):
+        phases: dict[str, float] = {}
+        for cell in group:
+            for phase, seconds in (cell.get("phases") or {}).items():
+                phases[phase] = phases.get(phase, 0.0) + (seconds or 0.0)
+        graded = [c for c in group if c.get("verify") is not None and not c.get("verify_shared_with")]
+        shared = [c for c in group if c.get("verify_shared_with")]
+        runs = sorted(round(c["verify"]["seconds"], 1) for c in graded)
+        notes.append(f"{who}, {repo}: cell-seconds {', '.join(f'{k} {v:.1f}' for k, v in sorted(phases.items()))}; "
+                     f"{len(graded)} grading runs (tests {runs} s), {len(shared)} cells shared one "
+                     f"(waited {sorted(round(c['phases'].get('verify', 0), 1) for c in shared)} s)")
+    return notes
+
+
 def statuses(cells: list[dict[str, Any]]) -> str:
     counted: dict[str, int] = {}
     for cell in cells:
@@ -208,9 +231,11 @@ def main() -> None:
                                      args.workers, pinned=not args.tiny)
         figures, notes = env_figures(cells, logs)
         notes.append(f"this checkout: {seconds:.1f} s for {len(cells)} cells ({statuses(cells)})")
+        notes += where_the_time_goes("this checkout", cells)
         if args.baseline_python:
             base_seconds, base_cells, _ = sweep(args.baseline_python, rows, repos, root / "baseline", args.uv_cache,
                                                 args.trials, args.workers, pinned=not args.tiny)
+            notes += where_the_time_goes("baseline", base_cells)
             figures.append(Figure(f"GOLD+EMPTY x {args.trials} sweep, {len(rows)} rows, -n {args.workers}", seconds,
                                   "s", "the same sweep by the baseline checkout", base_seconds, "<= 0.33"))
             notes.append(f"baseline ({args.baseline_python}): {base_seconds:.1f} s for {len(base_cells)} cells "

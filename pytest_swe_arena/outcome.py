@@ -253,6 +253,9 @@ class CellOutcome:
     model_mismatch: bool = False
     #: Run id of the earlier run whose row a resumed sweep reused.
     reused_from: str | None = None
+    #: The cell key of the cell whose grading run gave this cell's verdict (the same patch: ``grading.shared``);
+    #: None when the cell was graded by a run of its own, or not graded.
+    verify_shared_with: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
     host: str = ""

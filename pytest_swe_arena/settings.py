@@ -253,6 +253,13 @@ OPTIONS: tuple[ArenaOption, ...] = (
         metavar="RULES",
     ),
     ArenaOption(
+        "grade-every-cell",
+        "grade every cell's patch in a grading run of its own (default: cells of an instance whose patches are "
+        "byte-identical share one grading run on a fresh tree, as SWE-bench grades each prediction once); for "
+        "measuring how often a grading run flips",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
         "verify-timeout", "seconds a verify command may run", _positive_number,
         default="900", metavar="SECONDS",
     ),
@@ -474,6 +481,8 @@ class Settings:
     cache: Path
     verify_on: str
     grading_rules: str
+    #: --arena-grade-every-cell: no sharing of a grading run between cells with the same patch.
+    grade_every_cell: bool
     verify_timeout: float
     repeat: int
     max_usd: float | None
@@ -634,6 +643,7 @@ def load_settings(config: pytest.Config) -> Settings:
         cache=path_or_none("cache") or _default_cache(),
         verify_on=single("verify-on"),
         grading_rules=single("grading-rules"),
+        grade_every_cell=single("grade-every-cell"),
         verify_timeout=single("verify-timeout"),
         repeat=single("repeat"),
         max_usd=single("max-usd"),

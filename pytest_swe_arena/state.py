@@ -133,6 +133,11 @@ class Case:
     grading_rules: str = "swebench"
     #: What of the run dir reaches the out dir, and the largest patch kept (--arena-run-dir-max-bytes...).
     caps: CollectionCaps = CollectionCaps()
+    #: Where this sweep's harness keeps what its cells share on this host (``sweep_cache``): the grading runs
+    #: of identical patches (``grading.shared``), failed environment builds. None: nothing is shared.
+    sweep_cache: Path | None = None
+    #: --arena-grade-every-cell: every cell grades its patch in a run of its own, none shares another's.
+    grade_every_cell: bool = False
 
     @cached_property
     def key(self) -> str:
@@ -147,6 +152,11 @@ class Shortcut:
 
     reused: ReuseVerdict | None = None
     skipped: str | None = None
+
+
+def sweep_cache(state: ArenaState) -> Path | None:
+    """This sweep's folder in the shared cache, which no sandbox shows (None outside a sweep)."""
+    return state.settings.cache / "sweeps" / state.sweep_token if state.sweep_token else None
 
 
 STATE_KEY = pytest.StashKey[ArenaState]()

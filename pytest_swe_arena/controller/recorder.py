@@ -9,6 +9,7 @@ resumed sweep reuses to ``resume``, stopping to ``interrupts``, the text to ``re
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -29,7 +30,7 @@ from ..results.text import (
     written_lines,
 )
 from ..spend.budget import sweep_limits
-from ..state import CASE_KEY, ArenaState, hand_to_worker
+from ..state import CASE_KEY, ArenaState, hand_to_worker, sweep_cache
 from .chain import ChainBroken, verify_ledger
 from .forecasts import sweep_forecast
 from .ledger import read_ledger
@@ -169,6 +170,10 @@ class ControllerPlugin:
                                        hurry=interrupts.hurried if interrupts is not None else None)
                 if leftovers:
                     self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
+                shared = sweep_cache(self.state)
+                if shared is not None:
+                    # What this host's cells shared for the sweep (grades, failed builds): no later sweep's.
+                    shutil.rmtree(shared, ignore_errors=True)
             if self.records.recorded:
                 for note in self.records.write_outputs(self.state.settings.calibrate):
                     self.note(note)

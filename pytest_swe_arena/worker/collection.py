@@ -24,7 +24,7 @@ from ..instances.specs import with_env_spec, with_shipped_spec
 from ..instances.swebench_specs import load_shipped_specs
 from ..naming import CellName, file_node_path
 from ..outcome import CellStatus
-from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut
+from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut, sweep_cache
 
 
 def parametrization(params: tuple[str, ...]) -> Any:
@@ -116,6 +116,7 @@ class InstanceFile(pytest.File):
                         cache=state.settings.cache, engine=state.settings.engine, sandbox=state.sandbox,
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
                         grading_rules=state.settings.grading_rules, caps=state.settings.caps,
+                        sweep_cache=sweep_cache(state), grade_every_cell=state.settings.grade_every_cell,
                     )
                     for mark in marks:
                         item.add_marker(decorators[mark])

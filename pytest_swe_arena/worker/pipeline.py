@@ -19,8 +19,24 @@ import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.rules import RULE_SETS
-from ..grading.tree import PatchRejected, TestPatchRejected, fresh_tree_grading, grade_on_fresh_tree, integrity_details
-from ..grading.verify import ContainerHost, VerifyInfrastructureError, graded_status, repo_runner, run_verify
+from ..grading.shared import SharedGrade, grade_key, grade_once
+from ..grading.tree import (
+    IntegrityFlag,
+    PatchRejected,
+    TestPatchRejected,
+    fresh_tree_grading,
+    grade_on_fresh_tree,
+    integrity_details,
+)
+from ..grading.verify import (
+    ContainerHost,
+    VerifyInfrastructureError,
+    VerifyResult,
+    graded_status,
+    repo_runner,
+    run_verify,
+)
+from ..naming import CellName
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
 from ..spend.prices import same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
@@ -195,10 +211,24 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     clock = time.monotonic()
     try:
         if fresh_tree_grading(case.verify_on, workspace) and workspace.objects is not None:
-            verdict, flags = grade_on_fresh_tree(
-                case.instance, patch, objects=workspace.objects, base_commit=original_base, root=harness / "grading",
-                run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                template=template, rules=RULE_SETS[case.grading_rules])
+            objects = workspace.objects
+
+            def grading_run() -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+                return grade_on_fresh_tree(
+                    case.instance, patch, objects=objects, base_commit=original_base, root=harness / "grading",
+                    run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
+                    template=template, rules=RULE_SETS[case.grading_rules])
+
+            if case.sweep_cache is None or case.grade_every_cell:
+                verdict, flags = grading_run()
+            else:
+                key = grade_key(case.instance, patch, rules=case.grading_rules, sandbox=case.sandbox,
+                                timeout=case.verify_timeout, template=template.key if template else None)
+                shared = grade_once(case.sweep_cache / "grades", key, case.key, grading_run)
+                verdict, flags = shared.verdict, shared.flags
+                if shared.shared_with is not None:
+                    outcome = outcome.replace(verify_shared_with=shared.shared_with)
+                    note_shared_grade(cell.run_dir / "verify.log", shared)
             if flags or nested:
                 outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, flags)})
         else:
@@ -224,6 +254,13 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def note_shared_grade(log: Path, shared: SharedGrade) -> None:
+    """The verify.log of a cell that took another cell's grade: whose, and where its log is."""
+    log.write_text(f"# verify: this cell's patch is byte-identical to cell {shared.shared_with}'s, whose grading run "
+                   f"on a fresh tree gave this cell's verdict (waited {shared.waited:.2f}s for it; its verify.log "
+                   "is in that cell's run dir; --arena-grade-every-cell grades every cell on its own)\n")
 
 
 def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
@@ -285,7 +322,9 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
     else:
         template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
                                      objects=workspace.objects, cell_env=cell.env(), log=log,
-                                     timeout=case.verify_timeout, check=check)
+                                     timeout=case.verify_timeout, check=check,
+                                     failures=case.sweep_cache / "failed-templates" if case.sweep_cache else None,
+                                     cell=CellName(case.instance.instance_id, case.arm.spec.name, case.trial).shown)
         # Linked only where every process that may write it runs sandboxed: the arm, and a fresh tree's grading
         # (in workspace mode, the tests the arm changed run unsandboxed in the cell's venv).
         linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)

@@ -81,6 +81,7 @@ class CellPlugin:
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         deselect_uncalibrated(config, self.state, items)
+        interleave_instances(items)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -115,6 +116,34 @@ def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def interleave_instances(items: list[pytest.Item]) -> None:
+    """Run order: every instance's first cell before any instance's second, then round by round.
+
+    Cells are ordered by trial, then arm (in ``--arena-arms`` order), then instance (in collection
+    order): ``A[GOLD-r1], B[GOLD-r1], A[EMPTY-r1], B[EMPTY-r1], A[GOLD-r2], ...``. So the first cells
+    xdist hands out are of different instances: each worker builds a different instance's environment
+    template instead of waiting on the lock of the one another worker is building, and the cells with
+    the same patch (GOLD's trials) are apart, not waiting on each other's grading run. Deterministic
+    (the same on every worker, as xdist checks); other items keep their places.
+    """
+    places = [index for index, item in enumerate(items) if CASE_KEY in item.stash]
+    if not places:
+        return
+    instances: dict[str, int] = {}
+    arms: dict[str, int] = {}
+    for index in places:
+        case = items[index].stash[CASE_KEY]
+        instances.setdefault(case.instance.instance_id, len(instances))
+        arms.setdefault(case.arm.spec.name, len(arms))
+
+    def order(item: pytest.Item) -> tuple[int, int, int]:
+        case = item.stash[CASE_KEY]
+        return case.trial, arms[case.arm.spec.name], instances[case.instance.instance_id]
+
+    for index, item in zip(places, sorted((items[index] for index in places), key=order), strict=True):
+        items[index] = item
 
 
 def attach_outcome(item: pytest.Item, case: Case, when: str, report: pytest.TestReport, repeat: int) -> None:

@@ -27,7 +27,9 @@ cache, which no sandbox shows.
 A template is named by a content key (``template_key``): the spec as resolved (Python version,
 requirements, date, steps, variables), the repository and base, the harness version and
 ``TEMPLATE_FORMAT``. Changing any of them builds a new one; a template whose build failed or was
-interrupted is not kept (the next cell builds again and says why).
+interrupted is not kept. A build that failed (``EnvBuildError``: an install step, the health check) is
+remembered for the sweep (``failures``): every later cell of that template is a harness error naming the
+first failure, without building again; an interrupted build is built again by the next cell.
 """
 
 from __future__ import annotations
@@ -137,12 +139,17 @@ class EnvironmentTemplate:
 
 def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base_commit: str, objects: Path,
                       cell_env: Mapping[str, str], log: Path, timeout: float,
-                      check: HealthCheck | None = None) -> EnvironmentTemplate:
+                      check: HealthCheck | None = None, failures: Path | None = None,
+                      cell: str = "") -> EnvironmentTemplate:
     """The template of ``spec`` at ``base_commit``: found in the store, or built now (once, under its lock).
 
     :param objects: the base snapshot's object store, which the template's checkout borrows.
     :param check: the health check, run once on the built template (its success is kept with it).
     :param log: the cell's env.log; a cell that builds writes the build there, one that reuses a line.
+    :param failures: where the sweep remembers the builds that failed (``EnvBuildError``): a template whose
+        build failed is not built again in that sweep, every later cell gets the first failure. None: each
+        cell asking builds again.
+    :param cell: the cell asking (its node id), named in the failure kept for the others.
     """
     from filelock import FileLock
 
@@ -153,6 +160,8 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
     if found is not None:
         _log(log, f"# environment template {root.name}: reused")
         return found
+    failed = None if failures is None else failures / f"{root.name}.json"
+    _raise_if_failed(failed, root.name, log)
     root.parent.mkdir(parents=True, exist_ok=True)
     clock = time.monotonic()
     with FileLock(str(root) + ".lock"):
@@ -161,12 +170,19 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
             _log(log, f"# environment template {root.name}: reused (waited {time.monotonic() - clock:.2f}s "
                       "while another cell built it)")
             return found
+        _raise_if_failed(failed, root.name, log)
         shutil.rmtree(root, ignore_errors=True)  # a build that failed or was interrupted
         _log(log, f"# environment template {root.name}: building")
         start = log.stat().st_size if log.is_file() else 0
         try:
             template = _build(store, spec, root, base_commit, objects, cell_env, log, timeout, check)
-        except BaseException:
+        except EnvBuildError as error:
+            shutil.rmtree(root, ignore_errors=True)
+            if failed is not None:
+                failed.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(failed, json.dumps({"cell": cell, "error": str(error)}).encode(), durable=False)
+            raise
+        except BaseException:  # interrupted, or the harness's own failure: the next cell builds again
             shutil.rmtree(root, ignore_errors=True)
             raise
         with open(log, "rb") as handle:  # the build's log, kept with the template
@@ -182,6 +198,17 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
             builds.write(f"{time.time():.3f} {root.name} pid={os.getpid()} built in {seconds:.2f}s\n")
         _log(log, f"# environment template {root.name}: built in {seconds:.2f}s")
         return template
+
+
+def _raise_if_failed(failed: Path | None, key: str, log: Path) -> None:
+    """Raise the first failure of this template's build in the sweep, if there was one (not built again)."""
+    if failed is None or not failed.is_file():
+        return
+    first = json.loads(failed.read_text())
+    message = (f"environment template {key}: its build failed earlier in this sweep, in cell {first['cell']} "
+               f"(not tried again until the next sweep): {first['error']}")
+    _log(log, f"# {message}")
+    raise EnvBuildError(message)
 
 
 def _build(store: EnvironmentStore, spec: EnvSpec, root: Path, base_commit: str, objects: Path,
@@ -336,7 +363,10 @@ def _copy_paths(paths: tuple[str, ...], source: Path, dest: Path) -> None:
 
 
 def _cp(args: list[str], cwd: Path, dest: Path) -> None:
-    completed = subprocess.run(["cp", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    try:
+        completed = subprocess.run(["cp", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError as error:  # the template is gone (removed from the cache under the cell): the harness's failure
+        raise EnvBuildError(f"environment copy into {dest} failed: {error}") from None
     if completed.returncode != 0:
         raise EnvBuildError(f"environment copy into {dest} failed: {completed.stderr.strip()[:500]}")
 

@@ -9,16 +9,28 @@ from helpers.arena import XDIST
 from helpers.gitrepos import bundle, read_ledger, write_jsonl
 
 
-def test_node_ids_carry_instance_and_arm_in_sorted_order(suite, calc):
+def test_node_ids_carry_instance_and_arm_and_every_instances_first_cell_comes_first(suite, calc):
+    """Cells run round by round (trial, then arm, then instance): instances sorted by id within a round."""
     suite.instances([calc.row("demo__calc-2"), calc.row("demo__calc-1")])
     result = suite.run("--collect-only", "-q")
     result.stdout.fnmatch_lines([
         "instances/demo.jsonl::demo__calc-1[[]GOLD[]]",
-        "instances/demo.jsonl::demo__calc-1[[]EMPTY[]]",
         "instances/demo.jsonl::demo__calc-2[[]GOLD[]]",
+        "instances/demo.jsonl::demo__calc-1[[]EMPTY[]]",
         "instances/demo.jsonl::demo__calc-2[[]EMPTY[]]",
         "4 tests collected*",
     ])
+
+
+def test_with_repeats_and_several_files_each_round_visits_every_instance(suite, calc):
+    suite.instances([calc.row("demo__calc-2"), calc.row("demo__calc-1")])
+    suite.instances([calc.row("other__calc-9")], name="instances/other.jsonl")
+    result = suite.run("--collect-only", "-q", "--arena-repeat=2")
+    cells = [line for line in result.stdout.lines if "::" in line]
+    rounds = [[f"{name}[{arm}-r{trial}]" for name in ("demo.jsonl::demo__calc-1", "demo.jsonl::demo__calc-2",
+                                                     "other.jsonl::other__calc-9")]
+              for trial in (1, 2) for arm in ("GOLD", "EMPTY")]
+    assert cells == [f"instances/{cell}" for cells_of_round in rounds for cell in cells_of_round]
 
 
 def test_keyword_file_and_repo_mark_selection(suite, calc):

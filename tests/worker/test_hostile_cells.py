@@ -384,3 +384,32 @@ def test_an_arm_cannot_truncate_its_base_snapshot_so_a_later_sweep_of_that_base_
     [gold] = suite.ledger("again")
     assert gold["status"] == "resolved", (gold["error"], result.stdout.str()[-3000:])
     assert digests(snapshots) == packs
+
+
+@needs_bwrap
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_an_arm_cannot_plant_a_verdict_for_the_patch_it_is_about_to_produce(suite, calc, sandbox):
+    """Two trials of an arm whose README-only patch is the same bytes each time: the second shares the first's
+    grading run (each distinct patch is graded once per sweep). Each trial rewrites every grade it finds in the
+    sweep's shared cache as passed before it ends, so that its own patch would take a forged verdict. In its
+    sandbox it sees no grade, and the second trial takes the first's real one; unsandboxed the forgery works."""
+    suite.instances([calc.row()])
+    plan = suite.path / "plan.json"
+    plan.write_text(json.dumps({"cache": str(suite.cache)}))
+    suite.arms_toml = arm_table("PLANTER", "command", command=[sys.executable, str(HOSTILE / "verdict_planter.py"),
+                                                               str(plan), "{run_dir}/results.json"])
+    result = suite.run("--arena-arms=PLANTER", "--arena-repeat=2", f"--arena-sandbox={sandbox}", "-p", "no:xdist")
+    first, second = sorted(suite.ledger(), key=lambda row: row["trial"])
+    out = suite.path / "arena-out"
+    planted = [json.loads((out / row["run_dir"] / "results.json").read_text()) for row in (first, second)]
+    assert first["patch_sha256"] == second["patch_sha256"]
+    assert first["verify_shared_with"] is None and second["verify_shared_with"] == first["cell_key"]
+    assert first["status"] == "unresolved", (first["error"], result.stdout.str()[-3000:])
+    if sandbox == "none":
+        [kept] = planted[1]["planted"]
+        assert kept.startswith(f"{suite.cache}/sweeps/") and planted[0]["planted"] == []
+        assert second["status"] == "resolved"  # what the sandbox closes: the forged verdict was taken
+        return
+    assert [(attempt["planted"], attempt["sweeps_seen"]) for attempt in planted] == [([], False), ([], False)]
+    assert second["status"] == "unresolved", second["error"]
+    assert second["verify"] == first["verify"] and first["verify"]["passed"] is False

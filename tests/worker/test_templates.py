@@ -89,6 +89,46 @@ def test_a_failed_build_leaves_no_template_and_the_next_cell_builds_again(projec
     assert project.installs == 0
 
 
+def test_a_failed_build_remembered_for_the_sweep_is_not_tried_again_and_names_the_first_failure(project, tmp_path):
+    failures = tmp_path / "sweep" / "failed-templates"
+    broken = project.spec(pre_install=(f"echo tried >> {tmp_path / 'tries'}; exit 7",))
+    with pytest.raises(EnvBuildError, match="exited 7"):
+        instance_template(project.store, broken, repo="acme/shapes", base_commit=project.base, objects=project.objects,
+                          cell_env=dict(os.environ), log=project.log, timeout=300, failures=failures,
+                          cell="shapes-1[GOLD]")
+    for cell in ("shapes-1[EMPTY]", "shapes-1[GOLD-r2]"):
+        with pytest.raises(EnvBuildError, match=r"its build failed earlier in this sweep, in cell shapes-1\[GOLD\] "
+                                                r"\(not tried again until the next sweep\): .*exited 7"):
+            instance_template(project.store, broken, repo="acme/shapes", base_commit=project.base,
+                              objects=project.objects, cell_env=dict(os.environ), log=project.log, timeout=300,
+                              failures=failures, cell=cell)
+    assert (tmp_path / "tries").read_text() == "tried\n"
+    # Another sweep (another folder of failures) builds again.
+    with pytest.raises(EnvBuildError, match="exited 7"):
+        instance_template(project.store, broken, repo="acme/shapes", base_commit=project.base, objects=project.objects,
+                          cell_env=dict(os.environ), log=project.log, timeout=300, failures=tmp_path / "next",
+                          cell="shapes-1[GOLD]")
+    assert (tmp_path / "tries").read_text() == "tried\ntried\n"
+
+
+def test_a_sweeps_cells_of_an_instance_whose_template_failed_do_not_build_it_again(suite, calc, tmp_path):
+    """GOLD and EMPTY x 2 trials on 2 workers, an environment whose pre_install step fails: one build, and
+    every cell a harness error, those after the first naming the cell whose build failed."""
+    tries = tmp_path / "tries"
+    suite.instances([calc.row(env={"python": HERE, "pre_install": [f"echo tried >> {tries}; exit 7"]})])
+    result = suite.run("--arena-repeat=2", "--arena-sandbox=none", "-n", "2")
+    rows = suite.ledger()
+    assert len(rows) == 4, result.stdout.str()[-3000:]
+    assert tries.read_text() == "tried\n"
+    assert {row["status"] for row in rows} == {"harness_error"}
+    first = [row for row in rows if "earlier in this sweep" not in row["error"]]
+    assert len(first) == 1 and "exited 7" in first[0]["error"]
+    name = f"demo__calc-1[{first[0]['arm']}-r{first[0]['trial']}]".replace("-r1]", "]")
+    for row in rows:
+        if row is not first[0]:
+            assert f"in cell {name} (not tried again" in row["error"] and "exited 7" in row["error"], row["error"]
+
+
 @pytest.mark.parametrize("install_options", ["", "--config-settings editable_mode=compat"],
                          ids=["pep660-finder", "compat-pth"])
 def test_an_editable_install_in_a_copy_imports_the_cells_own_workspace(project, tmp_path, install_options):
