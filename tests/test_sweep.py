@@ -250,3 +250,33 @@ def test_the_cells_silent_reports_leave_the_controller_as_the_sweep_goes(suite, 
     lengths = json.loads((suite.path / "quiet-reports.json").read_text())
     assert len(lengths) == 6 and max(lengths) <= 4 + 2 * len(xdist), lengths  # 12 if kept to the end
     assert lengths[1] == lengths[3] == lengths[5] == 0 or xdist, lengths
+
+
+WORKER_REPORTS_CONFTEST = '''
+import json
+import os
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter, config):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:  # what the worker's own (unseen) summary was rendered from
+        kept = sum(1 for reports in terminalreporter.stats.values() for report in reports
+                   if "[" in str(getattr(report, "nodeid", "")))
+        with open(os.path.join(str(config.rootpath), "kept-" + workerinput["workerid"]), "w") as out:
+            out.write(json.dumps(kept))
+'''
+
+
+def test_a_workers_unseen_terminal_keeps_no_cell_report_to_summarize(suite, calc):
+    # Every report reaches the controller, which shows it; a worker's own terminal reporter writes
+    # nowhere, and summarizing what it kept costs O(failures x cells) at exit (5 s and an interrupt
+    # from execnet at 10,000 cells). The EMPTY cells fail, so there is a failure summary to render.
+    suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
+    suite.pytester.makeconftest(WORKER_REPORTS_CONFTEST)
+    result = suite.run("-n", "2")
+    result.assert_outcomes(passed=3, failed=3)
+    kept = {path.name: json.loads(path.read_text()) for path in suite.path.glob("kept-gw*")}
+    assert sorted(kept) == ["kept-gw0", "kept-gw1"] and set(kept.values()) == {0}, kept

@@ -8,7 +8,7 @@ outcome on the report that finishes it, as plain JSON: all the controller gets o
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +16,16 @@ import pytest
 
 from ..arms.kinds import arm_kinds, build_arms
 from ..interrupts import stop_signals
-from ..naming import CellName, is_instance_file
+from ..naming import CellName, is_instance_file, parse_node_id
 from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
 from ..results.records import user_properties
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile
 from .sandbox import SandboxError, probe_bwrap, resolve_sandbox
+
+#: How many cells a worker runs between two sweeps of its terminal reporter's kept reports.
+FORGET_EVERY = 256
 
 
 class CellPlugin:
@@ -32,6 +35,8 @@ class CellPlugin:
         self.config = config
         self.state = state
         config.addinivalue_line("markers", "arena: an arena cell (instance x arm x trial)")
+        #: Cells this process finished (counted on xdist workers, see ``forget_cell_reports``).
+        self.finished = 0
         workerinput = getattr(config, "workerinput", None)
         if workerinput is None and state.sweep_run:
             choose_sandbox(state)
@@ -57,14 +62,23 @@ class CellPlugin:
                                             sweep_limits(settings, self.state.suite), self.state.shared_meter)
 
     # A wrapper: the proxy stops after every other session finish, xdist's too, which waits
-    # for the workers whose cells the controller's proxy meters (also after a Ctrl-C).
+    # for the workers whose cells the controller's proxy meters (also after a Ctrl-C). A worker's
+    # terminal reporter is done with the cells' reports before it renders its (unseen) summary.
     @pytest.hookimpl(wrapper=True)
     def pytest_sessionfinish(self) -> Generator[None]:
+        if hasattr(self.config, "workerinput"):
+            forget_cell_reports(self.config)
         try:
             return (yield)
         finally:
             if self.state.meter is not None:
                 self.state.meter.stop()
+
+    def pytest_runtest_logfinish(self) -> None:
+        if hasattr(self.config, "workerinput"):
+            self.finished += 1
+            if self.finished % FORGET_EVERY == 0:
+                forget_cell_reports(self.config)
 
     def pytest_report_header(self) -> list[str]:
         return [self.state.sandbox_header] if self.state.sandbox_header else []
@@ -91,6 +105,20 @@ class CellPlugin:
         if case is not None and call.when != "teardown":
             attach_outcome(item, case, call.when, report, self.state.settings.repeat)
         return report
+
+
+def forget_cell_reports(config: pytest.Config) -> None:
+    """Drop the cells' reports an xdist worker's terminal reporter keeps: nobody ever sees that reporter.
+
+    A worker sends every report to the controller, which shows them; its own terminal reporter
+    writes nowhere, yet it keeps every report to the end and then renders a failure summary that
+    scans all of them for each failure: O(failures x cells) in every worker, which at 10,000 cells
+    kept the workers past execnet's 5 s grace at exit (it then interrupts them) and grew their memory.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    stats: MutableMapping[str, list[Any]] = getattr(reporter, "stats", {})
+    for reports in stats.values():
+        reports[:] = [report for report in reports if parse_node_id(str(getattr(report, "nodeid", ""))) is None]
 
 
 def choose_sandbox(state: ArenaState) -> None:
