@@ -4,6 +4,7 @@
   then ``os.replace``: a reader sees the old file or the new one, never half of one.
 - ``append_line``: one line appended with one write and fsynced; on failure the file is cut back.
   ``GroupSync`` fsyncs a file's appended lines on a thread of its own instead, in groups.
+- ``remove_detached``: a folder moved aside at once and removed by an ``rm`` nobody waits for.
 - ``LineFollower``: the lines agents append to their logs, read as they grow (live caps).
 - ``read_json_lines``: JSON Lines, streamed. The torn-line rule: a line that is not JSON (the
   last line of a writer killed mid-write, or a corrupt one) is handed to ``on_bad_line``, which by
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 import threading
 import warnings
@@ -164,6 +166,28 @@ class GroupSync:
             with self.condition:
                 self.synced = target
                 self.condition.notify_all()
+
+
+def remove_detached(path: Path, trash: Path) -> None:
+    """Remove the folder ``path`` without waiting for it: moved into ``trash`` at once, then ``rm -rf``.
+
+    The ``rm`` runs in a session of its own with a bare environment (no token of the process that
+    started it) and outlives it; a folder of thousands of small files (a sweep's shared grades) no
+    longer holds up the end of a sweep. Where it cannot be moved or ``rm`` cannot start, it is removed here.
+    """
+    doomed = trash / f".{path.name}.removing-{os.getpid()}"
+    try:
+        os.rename(path, doomed)
+    except FileNotFoundError:
+        return
+    except OSError:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        os.posix_spawnp("rm", ["rm", "-rf", "--", str(doomed)], {"PATH": os.environ.get("PATH", os.defpath)},
+                        setsid=True)
+    except OSError:
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def _cut_back(descriptor: int, size: int) -> None:

@@ -9,13 +9,13 @@ resumed sweep reuses to ``resume``, stopping to ``interrupts``, the text to ``re
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import pytest
 
+from ..files import remove_detached
 from ..forkserver import ForkServer
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
 from ..naming import LEDGER_NAME, new_run_id
@@ -173,7 +173,8 @@ class ControllerPlugin:
                 shared = sweep_cache(self.state)
                 if shared is not None:
                     # What this host's cells shared for the sweep (grades, failed builds): no later sweep's.
-                    shutil.rmtree(shared, ignore_errors=True)
+                    # A file or two per cell: removed beside the end of the sweep, not in it.
+                    remove_detached(shared, self.state.settings.cache)
             if self.records.recorded:
                 for note in self.records.write_outputs(self.state.settings.calibrate):
                     self.note(note)
