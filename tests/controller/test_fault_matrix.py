@@ -56,6 +56,15 @@ def children_of(pid: int) -> list[int]:
     return found
 
 
+def a_worker_of(controller: int) -> int:
+    """One xdist worker of the sweep: a fork of the controller's zygote (``--arena-worker-start=fork``,
+    where the controller's other children are the zygote and the launchers), or a new interpreter."""
+    children = children_of(controller)
+    zygotes = [pid for pid in children if b"forkserver/zygote.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    forks = [pid for zygote in zygotes for pid in children_of(zygote)]
+    return (forks or children)[0]
+
+
 def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -197,7 +206,7 @@ def test_sigkill_of_a_worker_is_one_harness_error_and_the_sweep_goes_on(matrix):
     run = matrix()
     run.start_and_wait_for_agents()
     assert run.sweep.process is not None
-    victim = children_of(run.sweep.process.pid)[0]
+    victim = a_worker_of(run.sweep.process.pid)
     killed = time.monotonic()
     os.kill(victim, signal.SIGKILL)
     wait_for(lambda: any(row["status"] == "harness_error" for row in rows_so_far(run.out)),

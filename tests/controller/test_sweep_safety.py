@@ -439,14 +439,14 @@ def test_the_heartbeat_refreshes_the_lock_with_progress(arena):
         def progress() -> dict:
             return json.loads(lock.read_text())["progress"] if lock.exists() else {}
 
-        # The GOLD cell is done and a SLOW cell (600 s) is running.
-        wait_for(lambda: progress().get("done") == 1 and progress().get("running") == 1, 180, "a finished cell")
+        # Cells run round by round: both GOLD cells are done and a SLOW cell (600 s) is running.
+        wait_for(lambda: progress().get("done") == 2 and progress().get("running") == 1, 180, "the GOLD cells")
         first = json.loads(lock.read_text())
         # heartbeat_at has whole seconds: a later one means the thread beat again while no cell finished.
         wait_for(lambda: json.loads(lock.read_text())["heartbeat_at"] > first["heartbeat_at"], 120,
                  "the heartbeat to refresh the lock")
         later = json.loads(lock.read_text())
-        assert later["progress"] == {"total": 4, "done": 1, "running": 1, "spent_usd": 0.0, "spent_tokens": 0,
+        assert later["progress"] == {"total": 4, "done": 2, "running": 1, "spent_usd": 0.0, "spent_tokens": 0,
                                      "unknown_usd_cells": 0, "unknown_token_cells": 0}
         assert (later["heartbeat_seconds"], later["stale_seconds"]) == (0.5, 90.0)
         assert lock.stat().st_mode & 0o777 == 0o600
