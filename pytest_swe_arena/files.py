@@ -116,7 +116,9 @@ class GroupSync:
     writer loses nothing); this thread makes it durable a moment later, so the writer's one thread
     never waits on the disk per line (an fsync per ledger row was most of the controller's time per
     cell at thousands of cells). ``flush`` waits for every line appended so far. An fsync that fails
-    is raised by the next ``append_line`` (through ``check``) or ``flush``, naming the file.
+    is raised by the next ``append_line`` (through ``check``) or ``flush``, naming the file. The
+    thread ends once it has caught up (after a sweep's last row, nothing idles); the next line starts
+    another.
     """
 
     def __init__(self, path: Path):
@@ -149,7 +151,9 @@ class GroupSync:
     def _run(self) -> None:
         while True:
             with self.condition:
-                self.condition.wait_for(lambda: self.requested > self.synced)
+                if self.requested == self.synced:
+                    self.thread = None
+                    return
                 target = self.requested
             try:
                 descriptor = os.open(self.path, os.O_RDONLY)
@@ -161,6 +165,7 @@ class GroupSync:
                 with self.condition:
                     self.error = _naming(self.path, error)
                     self.synced = target
+                    self.thread = None
                     self.condition.notify_all()
                 return
             with self.condition:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,18 @@ def test_a_line_without_a_group_sync_is_fsynced_before_append_line_returns(tmp_p
     append_line(path, b"{}\n")
     assert synced == [b"{}\n"]
 
+
+
+def test_the_fsync_thread_ends_once_it_has_caught_up_and_a_later_line_starts_another(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.jsonl"
+    sync = GroupSync(path)
+    append_line(path, b'{"row": 1}\n', sync)
+    sync.flush()
+    for thread in threading.enumerate():
+        if thread.name == "fsync ledger.jsonl":
+            thread.join(timeout=60)  # generous: a thread that idles until its process exits never ends
+            assert not thread.is_alive(), "the fsync thread idles after the flush"
+    assert sync.thread is None
+    append_line(path, b'{"row": 2}\n', sync)
+    sync.flush()
+    assert path.read_bytes() == b'{"row": 1}\n{"row": 2}\n'
