@@ -8,7 +8,7 @@ same tree. SWE-bench grades each prediction once; so does the harness by default
 cell grades, under a file lock named by the content key (``grade_key``); the others, on any xdist
 worker of the host, wait on that lock and take its verdict, recording the cell whose run they share
 (the row's ``verify_shared_with``). A patch the fresh tree refuses (``PatchRejected``: the arm's
-failure) is shared the same way. A grading run that failed for the harness (a verify infrastructure
+failure) is shared the same way, and names its cell the same way. A grading run that failed for the harness (a verify infrastructure
 error, a timeout, an interrupted run) is not kept: the next cell with that patch grades again.
 
 The verdicts are kept for the sweep in the shared cache (``<cache>/sweeps/<sweep token>/grades``),
@@ -19,6 +19,7 @@ measuring how often grading runs of one patch disagree.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import time
 from collections.abc import Callable
@@ -26,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files import write_atomic
 from ..instances.model import Instance
 from ..outcome import cell_key, patch_digest
 from .tree import IntegrityFlag, PatchRejected
@@ -61,35 +61,57 @@ def grade_key(instance: Instance, patch: bytes, *, rules: str, sandbox: str, tim
     return cell_key(instance.content_sha256, {"grade": graded}, "patch", 0)
 
 
+class SharedPatchRejected(PatchRejected):
+    """The patch was refused by another cell's grading run (``shared_with`` names that cell)."""
+
+    def __init__(self, message: str, shared_with: str):
+        super().__init__(message)
+        self.shared_with = shared_with
+
+
 def grade_once(directory: Path, key: str, cell: str, run: GradingRun) -> SharedGrade:
     """The grade of the patch ``key`` names: the one kept in ``directory``, or ``run()`` now (under its lock).
 
-    :param cell: the cell key of the cell asking, kept with a grade it runs.
-    :raises PatchRejected: the kept or the new run's, re-raised for every cell with that patch.
-    """
-    from filelock import FileLock
+    One file per patch, ``<key>.json``, is both the lock (``flock``, held through the grading run) and
+    the kept grade: empty until a run finishes, and left empty by a run that failed for the harness,
+    so the next cell grades again.
 
+    :param cell: the cell key of the cell asking, kept with a grade it runs.
+    :raises PatchRejected: the new run's; a kept rejection as ``SharedPatchRejected``, naming its cell.
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    kept = directory / f"{key}.json"
     clock = time.monotonic()
-    with FileLock(str(directory / f"{key}.lock")):
-        if kept.is_file():
-            return _reuse(json.loads(kept.read_text()), time.monotonic() - clock)
+    with open(directory / f"{key}.json", "a+b") as kept:
+        fcntl.flock(kept, fcntl.LOCK_EX)  # released when the file closes
+        kept.seek(0)
+        saved = _parsed(kept.read())
+        if saved is not None:
+            return _reuse(saved, time.monotonic() - clock)
+        kept.truncate(0)
         try:
             verdict, flags = run()
         except PatchRejected as error:
-            write_atomic(kept, json.dumps({"cell": cell, "rejected": str(error)}), durable=False)
+            kept.write(json.dumps({"cell": cell, "rejected": str(error)}).encode())
             raise
-        write_atomic(kept, json.dumps({
+        kept.write(json.dumps({
             "cell": cell, "flags": [flag.to_json() for flag in flags],
             "verdict": {**verdict.to_json(), "detail": verdict.detail},
-        }), durable=False)
+        }).encode())
         return SharedGrade(verdict, flags)
+
+
+def _parsed(saved: bytes) -> dict[str, Any] | None:
+    """A kept grade, or None for none (an empty file, or one cut short by a killed worker)."""
+    try:
+        return json.loads(saved) if saved else None
+    except ValueError:
+        return None
 
 
 def _reuse(kept: dict[str, Any], waited: float) -> SharedGrade:
     if "rejected" in kept:
-        raise PatchRejected(f"{kept['rejected']} (the grading run of cell {kept['cell']}, with the same patch)")
+        raise SharedPatchRejected(f"{kept['rejected']} (the grading run of cell {kept['cell']}, with the same patch)",
+                                  kept["cell"])
     saved = kept["verdict"]
     verdict = VerifyResult(passed=saved["passed"], returncode=saved["returncode"], timed_out=saved["timed_out"],
                            seconds=saved["seconds"], tests=saved["tests"], detail=saved["detail"])

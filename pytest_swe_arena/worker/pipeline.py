@@ -19,7 +19,7 @@ import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..grading.rules import RULE_SETS
-from ..grading.shared import SharedGrade, grade_key, grade_once
+from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
 from ..grading.tree import (
     IntegrityFlag,
     PatchRejected,
@@ -241,6 +241,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     except PatchRejected as error:
         # The arm's own patch cannot be graded on a fresh tree: its failure, counted in its rate.
         timings["verify"] = time.monotonic() - clock
+        if isinstance(error, SharedPatchRejected):
+            outcome = outcome.replace(verify_shared_with=error.shared_with)
         return finish(outcome, CellStatus.ARM_ERROR, f"verify: {error}")
     except (VerifyInfrastructureError, TestPatchRejected, WorkspaceError, EnvBuildError) as error:
         timings["verify"] = time.monotonic() - clock

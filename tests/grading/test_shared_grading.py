@@ -99,3 +99,20 @@ def test_grading_in_the_workspace_is_never_shared(suite, calc, tmp_path):
     rows = suite.ledger()
     assert len(rows) == 4 and runs(counter) == 4
     assert [row["verify_shared_with"] for row in rows] == [None] * 4
+
+
+def test_a_patch_the_fresh_tree_refuses_is_refused_once_and_the_other_cells_name_the_cell_that_tried(suite, calc, tmp_path):
+    """The arm adds a ``setup.cfg``: the grading tree runs the install again, which refuses it. The second
+    trial's cell, with the same patch, takes that refusal and names the first cell in ``verify_shared_with``,
+    as a shared verdict does."""
+    installs = tmp_path / "installs"
+    suite.instances([calc.row(env={"python": HERE, "install": f"echo install >> {installs} && test ! -e setup.cfg"})])
+    suite.arms_toml = arm_table("BUILDBREAKER", "command", shell=True, command="echo '[metadata]' > setup.cfg")
+    result = suite.run("--arena-arms=BUILDBREAKER", "--arena-repeat=2", "--arena-sandbox=none", "-p", "no:xdist")
+    first, second = sorted(suite.ledger(), key=lambda row: row["trial"])
+    for row in (first, second):
+        assert row["status"] == "arm_error", (row["error"], result.stdout.str()[-3000:])
+        assert "the environment's install step fails on the patched tree" in row["error"]
+    assert first["verify_shared_with"] is None
+    assert second["verify_shared_with"] == first["cell_key"]
+    assert f"the grading run of cell {first['cell_key']}" in second["error"]
