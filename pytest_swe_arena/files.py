@@ -230,20 +230,27 @@ def read_json_lines(path: Path, decode: Callable[[bytes], T] = json.loads, *, wh
         ``controller.chain.ChainCheck``, so the file is read once); what it raises ends the reading.
     """
     with open(path, "rb", buffering=READ_BUFFER) as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line or line.isspace():
-                continue
-            if check is not None:
-                check(number, line)
-            try:
-                value = decode(line)
-            except ValueError as error:
-                if on_bad_line is None:
-                    warnings.warn(f"{path}:{number}: skipping a torn or corrupt {what} ({error})", stacklevel=2)
-                else:
-                    on_bad_line(path, number, error)
-                continue
-            yield number, value
+        yield from decode_json_lines(path, lines, decode, what=what, on_bad_line=on_bad_line, check=check)
+
+
+def decode_json_lines(path: Path, lines: Iterable[bytes], decode: Callable[[bytes], T] = json.loads, *,
+                      what: str = "line", on_bad_line: BadLine | None = None,
+                      check: Callable[[int, bytes], object] | None = None) -> Iterator[tuple[int, T]]:
+    """``read_json_lines`` over lines already read (``path`` names them in warnings and errors)."""
+    for number, line in enumerate(lines, start=1):
+        if not line or line.isspace():
+            continue
+        if check is not None:
+            check(number, line)
+        try:
+            value = decode(line)
+        except ValueError as error:
+            if on_bad_line is None:
+                warnings.warn(f"{path}:{number}: skipping a torn or corrupt {what} ({error})", stacklevel=2)
+            else:
+                on_bad_line(path, number, error)
+            continue
+        yield number, value
 
 
 class LineFollower:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from .instances.loading import SchemaMemo, schema_checked_files
+from .instances.loading import SchemaMemo
 from .instances.specs import EnvSpecsError, load_env_specs
 from .naming import is_instance_file
 from .outcome import cell_key
@@ -83,9 +83,8 @@ class ArenaState:
     sandbox_header: str = ""
     #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
     named_files: frozenset[Path] = frozenset()
-    #: str(path) -> sha256 of the instance files the controller found valid (``loading.schema_checked_files``):
-    #: made once on the controller, sent to workers, which then skip the schema for those bytes.
-    schema_checked: dict[str, str] = field(default_factory=dict)
+    #: Whether the controller has checked the sweep's instance files against the schema (``SchemaMemo.check``).
+    schema_checked: bool = False
 
     def claim_instance_id(self, instance_id: str, where: str) -> str | None:
         """Record where an id is defined; return the earlier place if it was already taken."""
@@ -227,8 +226,10 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
         return None
     workerinput["arena_budget_file"] = local
     if not state.schema_checked:
-        state.schema_checked = schema_checked_files(state.instance_files(), SchemaMemo(state.settings.cache))
-    workerinput["arena_schema_checked"] = state.schema_checked
+        memo = SchemaMemo(state.settings.cache)
+        for path in state.instance_files():
+            memo.check(path)  # once, before the workers collect: those on this host find the files known
+        state.schema_checked = True
     workerinput["arena_reuse"] = state.reuse
     workerinput["arena_sweep_token"] = state.sweep_token
     workerinput["arena_calibration_failed"] = state.calibration_failed
@@ -257,7 +258,6 @@ def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> N
     if not workerinput.get("arena_budget_file"):
         # A budget.json on another host, if any, is not this sweep's.
         state.budget_gate = None
-    state.schema_checked = workerinput.get("arena_schema_checked", {})
     state.sweep_token = workerinput.get("arena_sweep_token", "")
     state.calibration_failed = workerinput.get("arena_calibration_failed", [])
     state.sandbox = workerinput.get("arena_sandbox", "none")

@@ -8,8 +8,9 @@ same tree. SWE-bench grades each prediction once; so does the harness by default
 cell grades, under a file lock named by the content key (``grade_key``); the others, on any xdist
 worker of the host, wait on that lock and take its verdict, recording the cell whose run they share
 (the row's ``verify_shared_with``). A patch the fresh tree refuses (``PatchRejected``: the arm's
-failure) is shared the same way, and names its cell the same way. A grading run that failed for the harness (a verify infrastructure
-error, a timeout, an interrupted run) is not kept: the next cell with that patch grades again.
+failure) is shared, and names its cell, the same way. A grading run that failed for the harness (a
+verify infrastructure error, a timeout, an interrupted run) is not kept: the next cell with that
+patch grades again.
 
 The verdicts are kept for the sweep in the shared cache (``<cache>/sweeps/<sweep token>/grades``),
 which no sandbox shows: an agent cannot plant a verdict for the patch it is about to produce.

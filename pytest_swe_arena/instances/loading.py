@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..files import read_json_lines
+from ..files import decode_json_lines
 from .model import Instance, InstanceFileError, Source
 
 
@@ -45,14 +45,16 @@ class SchemaMemo:
     Validating is most of collecting a large instance file (jsonschema, about a millisecond a row), and a
     sweep's files rarely change between runs (a resume, ``-k``, ``--collect-only``): a file whose bytes
     passed once is not validated again, by any process on this cache, until its bytes or the schema change.
-    The checks beyond the schema (duplicates, test ids, sources) run every time.
+    The checks beyond the schema (duplicates, test ids, sources) run every time. Before it starts its
+    workers, the controller checks the sweep's files (``check``), so the workers on its host, which share
+    its cache, find them known; a worker on another host checks them once in its own.
     """
 
     def __init__(self, cache: Path):
         self.folder = cache / "schema-checked" / _schema_key()
 
-    def known(self, digest: str | None) -> bool:
-        return digest is not None and (self.folder / digest).exists()
+    def known(self, digest: str) -> bool:
+        return (self.folder / digest).exists()
 
     def remember(self, digest: str) -> None:
         try:
@@ -61,6 +63,20 @@ class SchemaMemo:
         except OSError:
             pass  # a read-only cache only costs the next collection its validation
 
+    def check(self, path: Path) -> None:
+        """Validate ``path``'s rows against the schema unless its bytes are known, and remember them if all pass.
+
+        A file that cannot be read or parsed, or has a row that fails, is left unknown: whoever collects it
+        reports its error.
+        """
+        try:
+            digest, rows = read_instance_file(path)
+        except InstanceFileError:
+            return
+        if not self.known(digest) and all(isinstance(row, dict) and _schema_error(path, line, row) is None
+                                          for line, row in rows):
+            self.remember(digest)
+
 
 def instance_schema() -> dict[str, Any]:
     """The instance JSON Schema (``schemas/instance.schema.json``)."""
@@ -68,14 +84,27 @@ def instance_schema() -> dict[str, Any]:
     return schema
 
 
-def read_rows(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line, object)`` for each row of a JSONL file or a JSON array file."""
+def read_instance_file(path: Path) -> tuple[str, list[tuple[int, Any]]]:
+    """The sha256 of a JSONL or JSON array file's bytes and its ``(line, object)`` rows, from one read."""
     try:
-        if path.suffix == ".jsonl":
-            yield from read_json_lines(path, on_bad_line=_not_a_row)
-            return
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        data = path.read_bytes()
+    except OSError as error:
+        raise InstanceFileError(path, None, f"cannot read: {error}") from None
+    return hashlib.sha256(data).hexdigest(), list(_rows_of(path, data))
+
+
+def read_rows(path: Path) -> list[tuple[int, Any]]:
+    """``(line, object)`` for each row of a JSONL file or a JSON array file."""
+    return read_instance_file(path)[1]
+
+
+def _rows_of(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
+    if path.suffix == ".jsonl":
+        yield from decode_json_lines(path, data.split(b"\n"), on_bad_line=_not_a_row)
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
         raise InstanceFileError(path, None, f"cannot read: {error}") from None
     yield from _read_json_array(path, text)
 
@@ -317,39 +346,3 @@ def load_instances(path: Path, rows: list[tuple[int, Any]], repos_dir: Path | No
             )
         instances.append(instance)
     return sorted(instances, key=lambda i: i.instance_id)
-
-
-def file_digest(path: Path) -> str | None:
-    """The sha256 of an instance file's bytes (None when it cannot be read)."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def schema_checked_files(files: Iterable[Path], memo: SchemaMemo | None = None) -> dict[str, str]:
-    """``str(path) -> sha256`` of each instance file whose every row passes the schema.
-
-    The controller runs this once per sweep and hands the result to its workers, which then
-    skip the schema for a file whose bytes still have that digest (validating was the largest
-    part of every worker's collection). A file that does not pass, or changes while it is read,
-    is left out: each worker validates it and reports its error as before. With a ``memo``,
-    a file whose bytes passed before is not validated again, and one that passes now is remembered.
-    """
-    checked: dict[str, str] = {}
-    for path in files:
-        before = file_digest(path)
-        if memo is not None and memo.known(before):
-            checked[str(path)] = str(before)
-            continue
-        try:
-            if before is None or any(not isinstance(row, dict) or _schema_error(path, line, row) is not None
-                                     for line, row in read_rows(path)):
-                continue
-        except InstanceFileError:
-            continue
-        if before is not None and file_digest(path) == before:
-            checked[str(path)] = before
-            if memo is not None:
-                memo.remember(before)
-    return checked

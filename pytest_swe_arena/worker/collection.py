@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from ..files import timestamp
 from ..grading.runners import has_repo_runner
-from ..instances.loading import SchemaMemo, file_digest, load_instances, read_rows
+from ..instances.loading import SchemaMemo, load_instances, read_instance_file
 from ..instances.model import InstanceFileError
 from ..instances.specs import with_env_spec, with_shipped_spec
 from ..instances.swebench_specs import load_shipped_specs
@@ -56,15 +56,12 @@ class InstanceFile(pytest.File):
             rows = self.ihook.pytest_arena_load_instances(path=self.path, config=self.config)
             checked, digest, memo = False, None, SchemaMemo(state.settings.cache)
             if rows is None:
-                # The controller validated the file once for every worker, or an earlier run these very
-                # bytes: the digest says it is that file.
-                digest = file_digest(self.path)
-                checked = digest is not None and (state.schema_checked.get(str(self.path)) == digest
-                                                  or memo.known(digest))
-                rows = list(read_rows(self.path))
+                # These very bytes passed the schema before (checked by the controller, or an earlier run).
+                digest, rows = read_instance_file(self.path)
+                checked = memo.known(digest)
             instances = load_instances(self.path, rows, state.settings.repos, has_repo_runner, schema_checked=checked)
-            if digest is not None and not checked and file_digest(self.path) == digest:
-                memo.remember(digest)  # every row passed, and the bytes are those that were read
+            if digest is not None and not checked:
+                memo.remember(digest)  # every row of the bytes read passed
             if state.env_specs:
                 instances = [with_env_spec(instance, state.env_specs) for instance in instances]
             if any(instance.env is None and "version" in instance.row for instance in instances):

@@ -101,7 +101,7 @@ def test_grading_in_the_workspace_is_never_shared(suite, calc, tmp_path):
     assert [row["verify_shared_with"] for row in rows] == [None] * 4
 
 
-def test_a_patch_the_fresh_tree_refuses_is_refused_once_and_the_other_cells_name_the_cell_that_tried(suite, calc, tmp_path):
+def test_a_patch_refused_by_the_fresh_tree_is_refused_once_and_the_others_name_the_refusing_cell(suite, calc, tmp_path):
     """The arm adds a ``setup.cfg``: the grading tree runs the install again, which refuses it. The second
     trial's cell, with the same patch, takes that refusal and names the first cell in ``verify_shared_with``,
     as a shared verdict does."""

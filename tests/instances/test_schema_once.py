@@ -1,14 +1,15 @@
-"""The controller validates instance files once; a worker skips the schema only for the very bytes it checked."""
+"""Instance files validated once per content (``SchemaMemo``): skipped only for the very bytes that passed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 from helpers.arena import XDIST
 
-from pytest_swe_arena.instances.loading import file_digest, load_instances, read_rows, schema_checked_files
+from pytest_swe_arena.instances.loading import SchemaMemo, load_instances, read_rows
 from pytest_swe_arena.instances.model import InstanceFileError
 
 ROW = {"instance_id": "demo__calc-1", "repo": "demo/calc", "base_commit": "a" * 40, "problem_statement": "fix it",
@@ -20,12 +21,19 @@ def write(path: Path, *rows: dict[str, object]) -> Path:
     return path
 
 
-def test_only_files_whose_every_row_passes_the_schema_get_a_digest(tmp_path: Path) -> None:
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_only_files_whose_every_row_passes_the_schema_are_remembered(tmp_path: Path) -> None:
+    memo = SchemaMemo(tmp_path / "cache")
     good = write(tmp_path / "good.jsonl", ROW)
     bad = write(tmp_path / "bad.jsonl", ROW, {**ROW, "instance_id": "../escape"})
     torn = tmp_path / "torn.jsonl"
     torn.write_text('{"instance_id": \n')
-    assert schema_checked_files([good, bad, torn, tmp_path / "missing.jsonl"]) == {str(good): file_digest(good)}
+    for path in (good, bad, torn, tmp_path / "missing.jsonl"):
+        memo.check(path)
+    assert [marker.name for marker in memo.folder.iterdir()] == [file_digest(good)]
 
 
 def test_a_row_known_to_pass_still_gets_the_checks_beyond_the_schema(tmp_path: Path) -> None:
@@ -57,19 +65,19 @@ def test_a_file_whose_bytes_passed_once_is_not_validated_again_until_they_change
 
     memo = loading.SchemaMemo(tmp_path / "cache")
     good = write(tmp_path / "good.jsonl", ROW)
-    assert schema_checked_files([good], memo) == {str(good): file_digest(good)}
+    memo.check(good)
     assert memo.known(file_digest(good))
 
     def no_schema(path: Path, line: int, row: object) -> None:
         raise AssertionError(f"{path}:{line} validated again")
 
     monkeypatch.setattr(loading, "_schema_error", no_schema)
-    assert schema_checked_files([good], memo) == {str(good): file_digest(good)}
+    memo.check(good)
     # Other bytes (one row changed) are not known: they are validated, and a bad row still fails.
     monkeypatch.undo()
     write(good, {**ROW, "instance_id": "../escape"})
     assert not memo.known(file_digest(good))
-    assert schema_checked_files([good], memo) == {}
+    memo.check(good)
     assert not memo.known(file_digest(good))
 
 
@@ -77,7 +85,7 @@ def test_a_file_checked_under_another_schema_is_validated_again(tmp_path: Path, 
     from pytest_swe_arena.instances import loading
 
     good = write(tmp_path / "good.jsonl", ROW)
-    loading.SchemaMemo(tmp_path / "cache").remember(str(file_digest(good)))
+    loading.SchemaMemo(tmp_path / "cache").remember(file_digest(good))
     monkeypatch.setattr(loading, "_schema_key", lambda: "another-schema")
     assert not loading.SchemaMemo(tmp_path / "cache").known(file_digest(good))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers.arena import XDIST
@@ -365,17 +366,18 @@ def test_an_arm_kind_from_two_plugins_names_both(suite, calc):
 def test_collection_reads_each_instance_file_once_and_compiles_the_schema_once(suite, calc, monkeypatch):
     # Per-item work grows with instances x arms x trials: files and the schema must not be redone per item.
     from pytest_swe_arena.instances import loading
-    from pytest_swe_arena.worker import collection as collect
 
     suite.instances([calc.row(f"demo__calc-{n}") for n in (1, 2, 3)])
     suite.instances([calc.row("other__calc-9", repo="other/widgets")], name="instances/other.jsonl")
     reads: list[str] = []
+    read_bytes = Path.read_bytes
 
-    def counting_read_rows(path):
-        reads.append(path.name)
-        return loading.read_rows(path)
+    def counting_read_bytes(path):
+        if path.suffix == ".jsonl":
+            reads.append(path.name)
+        return read_bytes(path)
 
-    monkeypatch.setattr(collect, "read_rows", counting_read_rows)
+    monkeypatch.setattr(Path, "read_bytes", counting_read_bytes)
     loading._validator.cache_clear()
     result = suite.run("--collect-only", "-q", "--arena-repeat=3", subprocess=False)
     assert result.ret == pytest.ExitCode.OK
