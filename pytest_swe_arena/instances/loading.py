@@ -70,12 +70,15 @@ class SchemaMemo:
         reports its error.
         """
         try:
-            digest, rows = read_instance_file(path)
-        except InstanceFileError:
+            data = path.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()
+            if self.known(digest):
+                return
+            rows = _rows_of(path, data)
+            if all(isinstance(row, dict) and _schema_error(path, line, row) is None for line, row in rows):
+                self.remember(digest)
+        except (OSError, InstanceFileError):
             return
-        if not self.known(digest) and all(isinstance(row, dict) and _schema_error(path, line, row) is None
-                                          for line, row in rows):
-            self.remember(digest)
 
 
 def instance_schema() -> dict[str, Any]:
