@@ -8,6 +8,7 @@ an error here, never skipped.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -103,7 +104,7 @@ def read_rows(path: Path) -> list[tuple[int, Any]]:
 
 def _rows_of(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:
     if path.suffix == ".jsonl":
-        yield from decode_json_lines(path, data.split(b"\n"), on_bad_line=_not_a_row)
+        yield from decode_json_lines(path, io.BytesIO(data), on_bad_line=_not_a_row)  # a line at a time
         return
     try:
         text = data.decode("utf-8")
