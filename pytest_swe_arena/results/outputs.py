@@ -32,11 +32,23 @@ def write_reports(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[st
     """
     from .viewer import write_viewer
 
+    summary, written = write_summary_and_report(out, cells, arm_order, run_id, budget, sweep)
+    return summary, [*written, write_viewer(out, summary, built=built)]
+
+
+def write_summary_and_report(out: Path, cells: Sequence[CellRecord], arm_order: Sequence[str] = (),
+                             run_id: str | None = None, budget: Mapping[str, Any] | None = None,
+                             sweep: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[Path]]:
+    """``write_reports`` without the viewer: ``summary.json`` and ``report.html``, from ``cells``.
+
+    The viewer reads rows of its own (``viewer.write_viewer``): a caller that need not keep the cells
+    (the end of a sweep) frees them before it writes the viewer.
+    """
     summary = summarize(cells, arm_order, run_id, budget, sweep or read_sweep_record(out, run_id))
     summary_path, report_path = out / SUMMARY_NAME, out / REPORT_NAME
     write_atomic(summary_path, finite_json(summary, summary_path, indent=2, sort_keys=True) + "\n")
     write_atomic(report_path, render_report(summary, cells))
-    return summary, [summary_path, report_path, write_viewer(out, summary, built=built)]
+    return summary, [summary_path, report_path]
 
 
 def _of_run(path: Path, run_id: str | None) -> dict[str, Any] | None:
