@@ -218,7 +218,7 @@ class ControllerPlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Every worker sends its own copy of the same ids, and xdist's scheduler keeps each list to
-        # the end: interned, the lists share one set of strings (at 10,000 cells, ~1.5 MiB a worker).
+        # the end: interned, the lists share one set of strings (at 10,000 cells, about 1 MiB a worker).
         ids[:] = map(sys.intern, ids)
         self.records.progress.collected_by_worker(ids)
 

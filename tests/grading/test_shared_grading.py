@@ -116,3 +116,5 @@ def test_a_patch_refused_by_the_fresh_tree_is_refused_once_and_the_others_name_t
     assert first["verify_shared_with"] is None
     assert second["verify_shared_with"] == first["cell_key"]
     assert f"the grading run of cell {first['cell_key']}" in second["error"]
+    # The template's build on base, then the first cell's grading tree: the second cell ran no install.
+    assert installs.read_text().count("install") == 2
