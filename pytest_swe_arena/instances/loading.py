@@ -71,14 +71,11 @@ class SchemaMemo:
         reports its error.
         """
         try:
-            data = path.read_bytes()
-            digest = hashlib.sha256(data).hexdigest()
-            if self.known(digest):
-                return
-            rows = _rows_of(path, data)
-            if all(isinstance(row, dict) and _schema_error(path, line, row) is None for line, row in rows):
+            digest, rows = read_instance_file(path)
+            if not self.known(digest) and all(isinstance(row, dict) and _schema_error(path, line, row) is None
+                                              for line, row in rows):  # parsed only when not known
                 self.remember(digest)
-        except (OSError, InstanceFileError):
+        except InstanceFileError:
             return
 
 
@@ -88,18 +85,19 @@ def instance_schema() -> dict[str, Any]:
     return schema
 
 
-def read_instance_file(path: Path) -> tuple[str, list[tuple[int, Any]]]:
-    """The sha256 of a JSONL or JSON array file's bytes and its ``(line, object)`` rows, from one read."""
+def read_instance_file(path: Path) -> tuple[str, Iterator[tuple[int, Any]]]:
+    """The sha256 of a JSONL or JSON array file's bytes, and its ``(line, object)`` rows parsed from those
+    bytes as they are iterated (a row that is not JSON raises ``InstanceFileError`` then)."""
     try:
         data = path.read_bytes()
     except OSError as error:
         raise InstanceFileError(path, None, f"cannot read: {error}") from None
-    return hashlib.sha256(data).hexdigest(), list(_rows_of(path, data))
+    return hashlib.sha256(data).hexdigest(), _rows_of(path, data)
 
 
 def read_rows(path: Path) -> list[tuple[int, Any]]:
     """``(line, object)`` for each row of a JSONL file or a JSON array file."""
-    return read_instance_file(path)[1]
+    return list(read_instance_file(path)[1])
 
 
 def _rows_of(path: Path, data: bytes) -> Iterator[tuple[int, Any]]:

@@ -57,8 +57,8 @@ class InstanceFile(pytest.File):
             checked, digest, memo = False, None, SchemaMemo(state.settings.cache)
             if rows is None:
                 # These very bytes passed the schema before (checked by the controller, or an earlier run).
-                digest, rows = read_instance_file(self.path)
-                checked = memo.known(digest)
+                digest, parsed = read_instance_file(self.path)
+                rows, checked = list(parsed), memo.known(digest)
             instances = load_instances(self.path, rows, state.settings.repos, has_repo_runner, schema_checked=checked)
             if digest is not None and not checked:
                 memo.remember(digest)  # every row of the bytes read passed
