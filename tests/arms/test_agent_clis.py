@@ -313,14 +313,19 @@ def long_call_script(agent: str, repo: Path) -> dict[str, Any]:
 
 
 def long_command_pids(mark: str) -> list[int]:
-    """Live processes of the cell running LONG_COMMAND."""
+    """Live processes of the cell that are LONG_COMMAND's python itself.
+
+    Not the wrappers whose command lines quote it: codex's ``codex-linux-sandbox`` holds the command before it
+    has set up bwrap's ``--die-with-parent``, and a SIGTERM that lands then leaves the command running.
+    """
     found = []
     for pid in processes_with("ARENA_TEST_MARK", mark):
         try:
-            if b"time.sleep(600)" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(pid)
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:  # gone meanwhile
-            pass
+            continue
+        if Path(argv[0].decode()).name.startswith("python") and argv[1:3] == [b"-c", b"import time; time.sleep(600)"]:
+            found.append(pid)
     return found
 
 
