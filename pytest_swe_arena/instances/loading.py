@@ -298,8 +298,8 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
 
     :param runner_check: says whether the row has a runner of its repository's own, whose ids need not be
         pytest node ids (without it, only the harness's pytest runner is known).
-    :param schema_checked: the row is known to pass the schema (``file_digest`` matched what
-        the controller validated): only the checks beyond the schema run.
+    :param schema_checked: the row is known to pass the schema (its file's bytes are known to
+        ``SchemaMemo``): only the checks beyond the schema run.
     """
     if not isinstance(row, dict):
         raise InstanceFileError(path, line, f"expected a JSON object, got {type(row).__name__}")
