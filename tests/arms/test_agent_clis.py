@@ -315,8 +315,9 @@ def long_call_script(agent: str, repo: Path) -> dict[str, Any]:
 def long_command_pids(mark: str) -> list[int]:
     """Live processes of the cell that are LONG_COMMAND's python itself.
 
-    Not the wrappers whose command lines quote it: codex's ``codex-linux-sandbox`` holds the command before it
-    has set up bwrap's ``--die-with-parent``, and a SIGTERM that lands then leaves the command running.
+    Not the wrappers whose command lines quote it: codex's ``codex-linux-sandbox`` and its two bwraps quote the
+    command while the parent-death signals that tie it to codex are still being set, one per fork, and a
+    SIGTERM that lands then can leave it running (CI saw it under load).
     """
     found = []
     for pid in processes_with("ARENA_TEST_MARK", mark):
