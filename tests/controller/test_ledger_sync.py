@@ -57,7 +57,6 @@ def test_a_line_without_a_group_sync_is_fsynced_before_append_line_returns(tmp_p
     assert synced == [b"{}\n"]
 
 
-
 def test_the_fsync_thread_ends_once_it_has_caught_up_and_a_later_line_starts_another(tmp_path: Path) -> None:
     path = tmp_path / "ledger.jsonl"
     sync = GroupSync(path)
