@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
-from .instances.loading import SchemaMemo
 from .instances.specs import EnvSpecsError, load_env_specs
 from .naming import is_instance_file
 from .outcome import cell_key
@@ -83,8 +82,6 @@ class ArenaState:
     sandbox_header: str = ""
     #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
     named_files: frozenset[Path] = frozenset()
-    #: Whether the controller has checked the sweep's instance files against the schema (``SchemaMemo.check``).
-    schema_checked: bool = False
 
     def claim_instance_id(self, instance_id: str, where: str) -> str | None:
         """Record where an id is defined; return the earlier place if it was already taken."""
@@ -225,11 +222,6 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
     if not state.sweep_run:
         return None
     workerinput["arena_budget_file"] = local
-    if not state.schema_checked:
-        memo = SchemaMemo(state.settings.cache)
-        for path in state.instance_files():
-            memo.check(path)  # once, before the workers collect: those on this host find the files known
-        state.schema_checked = True
     workerinput["arena_reuse"] = state.reuse
     workerinput["arena_sweep_token"] = state.sweep_token
     workerinput["arena_calibration_failed"] = state.calibration_failed

@@ -18,6 +18,7 @@ import pytest
 
 from ..files import remove_detached
 from ..forkserver import ForkServer
+from ..instances.loading import SchemaMemo
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
 from ..naming import LEDGER_NAME, new_run_id
 from ..results import calibration
@@ -88,6 +89,9 @@ class ControllerPlugin:
         if self.state.settings.worker_start == "fork":
             self.fork_server = ForkServer.start(config, specs, self.note)
         if self.state.sweep_run:
+            memo = SchemaMemo(self.state.settings.cache)
+            for path in self.state.instance_files():
+                memo.check(path)  # once, before any worker collects: those on this host find the files known
             LostHosts.watch(config, self.note)
 
     @pytest.hookimpl(optionalhook=True)

@@ -60,6 +60,24 @@ def test_a_file_edited_after_the_controller_checked_it_is_validated_by_the_worke
     assert not (suite.path / "arena-out/ledger.jsonl").exists()
 
 
+def test_the_controller_checks_the_files_before_its_workers_start_and_they_collect_without_the_schema(suite, calc):
+    # A worker fails any row it is asked to validate: the sweep collects and runs only because the
+    # controller checked the file before the workers started, and they find its bytes known.
+    instances = suite.instances([calc.row("demo__calc-1")])
+    (suite.path / "conftest.py").write_text(
+        "def pytest_configure(config):\n"
+        "    if hasattr(config, 'workerinput'):\n"
+        "        from pytest_swe_arena.instances import loading\n"
+        "        def validated(path, line, row):\n"
+        "            raise AssertionError(f'{path}:{line} validated again on a worker')\n"
+        "        loading._schema_error = validated\n"
+    )
+    result = suite.run("--arena-arms=GOLD", "-n", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert [row["status"] for row in suite.ledger()] == ["resolved"]
+    assert [marker.name for marker in suite.cache.glob("schema-checked/*/*")] == [file_digest(instances)]
+
+
 def test_a_file_whose_bytes_passed_once_is_not_validated_again_until_they_change(tmp_path: Path, monkeypatch) -> None:
     from pytest_swe_arena.instances import loading
 
