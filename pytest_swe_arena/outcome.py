@@ -53,6 +53,7 @@ class CellStatus(StrEnum):
     TIMEOUT = "timeout"
     OVER_BUDGET = "over_budget"
     HARNESS_ERROR = "harness_error"
+    CONFIG_ERROR = "config_error"
     SKIPPED_BUDGET = "skipped_budget"
     INTERRUPTED = "interrupted"
 
@@ -122,6 +123,12 @@ STATUS_TABLE: dict[CellStatus, StatusMeaning] = {
         "The harness, not the arm, failed: workspace, environment build, grading infrastructure, an agent that "
         "could not be started, an arm that raised, a crashed xdist worker, a served-model mismatch under "
         "`--arena-strict-models`."),
+    CellStatus.CONFIG_ERROR: StatusMeaning(
+        "error", False, False, "C", "yellow", "⚙", "configuration error (not counted)", ("#fff8c5", "#7d4e00"),
+        "The arm's setup, not the agent, failed: its model calls were refused for credentials (401/403), its "
+        "endpoint was unreachable, a quota or budget answer (402) or rate limits outlasted its retries, or its "
+        "program could not start in its sandbox (126/127). The arm's remaining cells are not started; the "
+        "sweep says what to fix."),
     CellStatus.SKIPPED_BUDGET: StatusMeaning(
         "skipped", False, False, "s", "yellow", "–", "skipped: budget spent (not counted)", _NOT_COUNTED,
         "A sweep or arm budget was spent before the cell started; the reason is the row's `error`."),
