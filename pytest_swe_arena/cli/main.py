@@ -1,6 +1,7 @@
 """``swe-arena``'s command line: its parser, its warnings, its exit statuses.
 
-The commands themselves are ``commands``' (report, compare, status, export, view).
+The commands themselves are ``commands``' (report, compare, status, export, view); ``mock-model``
+is ``mockmodel``'s.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import TextIO
 
 from ..controller.chain import ChainBroken, UnsafeReference
+from ..mockmodel.server import add_arguments as add_mock_model_arguments
+from ..mockmodel.server import serve as serve_mock_model
 from ..results.gate import METRICS, Limit, LimitError
 from .commands import command_compare, command_export, command_report, command_status, command_view
 
@@ -90,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--port", type=_port, default=8000, help="the port on 127.0.0.1 (default 8000; 0: any free one)")
     view.add_argument("--build", action="store_true", help="rebuild the viewer from the ledger before serving")
     view.set_defaults(run=command_view)
+
+    mock = commands.add_parser(
+        "mock-model", help="serve a model with known answers and usage, to try an arm without a key",
+        description="Answers OpenAI Chat and Responses, Anthropic Messages and Gemini on one port, from a script "
+                    "of turns with known usage; stops on Ctrl-C or SIGTERM and prints what it served "
+                    "(docs/mock-model.md).",
+    )
+    add_mock_model_arguments(mock)
+    mock.set_defaults(run=serve_mock_model)
     return parser
 
 
