@@ -119,3 +119,22 @@ def test_plugin_only_wires() -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom, ast.Expr)):
             continue
         assert isinstance(node, ast.FunctionDef) and node.name.startswith("pytest_"), ast.dump(node)[:80]
+
+
+def test_the_mock_model_is_stdlib_only() -> None:
+    """``mockmodel`` (``swe-arena mock-model``, the suite's scripted model) imports nothing but the standard library
+    and itself, so the CLI and the tests' subprocesses start it without the rest of the package."""
+    own = [name for name in MODULES if name.startswith("pytest_swe_arena.mockmodel")]
+    assert own
+    for name in own:
+        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                tops = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            assert all(top in sys.stdlib_module_names or top == "__future__" for top in tops), (name, tops)
+        outside = [module for module in imported_modules(name) if not module.startswith("pytest_swe_arena.mockmodel")]
+        assert not outside, (name, outside)

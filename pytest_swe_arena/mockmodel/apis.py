@@ -126,6 +126,13 @@ def new_id(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:24]}"
 
 
+def reply_id(turn: dict[str, Any], prefix: str) -> str:
+    """The id a reply carries: the turn's ``response_id`` when the script fixes one (servers that repeat an id
+    on every call exist), else a fresh one."""
+    fixed = turn.get("response_id")
+    return str(fixed) if fixed else new_id(prefix)
+
+
 class ScriptedApi:
     """One model API: how to read its requests and how to encode a turn as its replies."""
 
@@ -222,12 +229,13 @@ class ChatCompletions(ScriptedApi):
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                 for c in turn["tool_calls"]
             ]
-        return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": int(time.time()), "model": model,
+        return {"id": reply_id(turn, "chatcmpl-"), "object": "chat.completion", "created": int(time.time()),
+                "model": model,
                 "choices": [{"index": 0, "message": message, "finish_reason": turn["finish_reason"]}],
                 "usage": self.usage(tokens)}
 
     def events(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> list[Event]:
-        cid, created = new_id("chatcmpl-"), int(time.time())
+        cid, created = reply_id(turn, "chatcmpl-"), int(time.time())
 
         def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> Event:
             choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
@@ -353,10 +361,10 @@ class Responses(ScriptedApi):
                 "output": output, "usage": usage, "error": None, "incomplete_details": None}
 
     def reply(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._response(new_id("resp_"), model, "completed", self._items(turn, body), self.usage(tokens))
+        return self._response(reply_id(turn, "resp_"), model, "completed", self._items(turn, body), self.usage(tokens))
 
     def events(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> list[Event]:
-        rid = new_id("resp_")
+        rid = reply_id(turn, "resp_")
         items = self._items(turn, body)
         events: list[Event] = []
 
@@ -466,21 +474,21 @@ class AnthropicMessages(ScriptedApi):
     def tool_id(call_id: str) -> str:
         return call_id if call_id.startswith("toolu_") else "toolu_" + re.sub(r"[^A-Za-z0-9_-]", "", call_id)
 
-    def _message(self, model: str, content: list[dict[str, Any]], stop: str | None,
+    def _message(self, turn: dict[str, Any], model: str, content: list[dict[str, Any]], stop: str | None,
                  usage: dict[str, Any]) -> dict[str, Any]:
-        return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": model, "content": content,
-                "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        return {"id": reply_id(turn, "msg_"), "type": "message", "role": "assistant", "model": model,
+                "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
 
     def reply(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> dict[str, Any]:
         stop = self.STOP_REASONS.get(turn["finish_reason"], turn["finish_reason"])
-        return self._message(model, self._blocks(turn), stop, self.usage(tokens))
+        return self._message(turn, model, self._blocks(turn), stop, self.usage(tokens))
 
     def events(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> list[Event]:
         usage = self.usage(tokens)
         start_usage = {**usage, "output_tokens": 1}
         start_usage.pop("output_tokens_details", None)
         events: list[Event] = [("message_start", {"type": "message_start",
-                                                  "message": self._message(model, [], None, start_usage)})]
+                                                  "message": self._message(turn, model, [], None, start_usage)})]
 
         def emit(kind: str, **data: Any) -> None:
             events.append((kind, {"type": kind, **data}))
@@ -599,10 +607,10 @@ class Gemini(ScriptedApi):
 
     def reply(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> dict[str, Any]:
         finish = self.FINISH_REASONS.get(turn["finish_reason"], "STOP")
-        return self._chunk(self._parts(turn), finish, self.usage(tokens), model, new_id(""))
+        return self._chunk(self._parts(turn), finish, self.usage(tokens), model, reply_id(turn, ""))
 
     def events(self, turn: dict[str, Any], tokens: Tokens, model: str, body: dict[str, Any]) -> list[Event]:
-        response_id = new_id("")
+        response_id = reply_id(turn, "")
         parts = self._parts(turn)
         first = {"promptTokenCount": tokens.prompt_tokens, "totalTokenCount": tokens.prompt_tokens}
         if tokens.cache_read_tokens:

@@ -50,7 +50,10 @@ A script is either a list of turns (the ``main`` conversation) or a dict::
                                               # system prompt contains TEXT (never
                                               # consumes a turn: an agent's side calls)
       "title": "Short title",               # reply to opencode's title requests
-      "fallback": turn                      # reply when a queue is empty
+      "fallback": turn,                     # reply when a queue is empty
+      "response_id": "ID"                   # every reply carries this id (as some
+                                              # OpenAI-compatible servers do), unless
+                                              # a turn gives its own
     }
 
 A turn is a dict, the same for every API:
@@ -70,6 +73,8 @@ A turn is a dict, the same for every API:
                    cached_tokens / reasoning_tokens may also be given in
                    OpenAI's nested form (prompt_tokens_details.cached_tokens,
                    completion_tokens_details.reasoning_tokens)
+    response_id    the id the reply carries (chat ``id``, Responses ``id``, Anthropic
+                   message ``id``, Gemini ``responseId``), default a fresh one per reply
     finish_reason  default "tool_calls" when tool_calls else "stop" (mapped per API)
     mode           "normal" (default) | "hang" (read the request, never answer)
                    | "stall" (send headers + first event, then never finish)
@@ -199,13 +204,21 @@ def normalize_script(script: Any) -> dict[str, Any]:
         script = {"turns": script}
     if not isinstance(script, dict):
         raise TypeError("a script is a list of turns or a dict")
+    fixed_id = script.get("response_id")
+
+    def turn_of(spec: Any) -> dict[str, Any]:
+        turn = normalize_turn(spec)
+        if fixed_id:
+            turn.setdefault("response_id", fixed_id)
+        return turn
+
     return {
-        "turns": [normalize_turn(t) for t in script.get("turns", [])],
-        "by_model": {k: [normalize_turn(t) for t in v] for k, v in (script.get("by_model") or {}).items()},
-        "by_marker": {k: [normalize_turn(t) for t in v] for k, v in (script.get("by_marker") or {}).items()},
-        "aux": {k: normalize_turn(v) for k, v in (script.get("aux") or {}).items()},
+        "turns": [turn_of(t) for t in script.get("turns", [])],
+        "by_model": {k: [turn_of(t) for t in v] for k, v in (script.get("by_model") or {}).items()},
+        "by_marker": {k: [turn_of(t) for t in v] for k, v in (script.get("by_marker") or {}).items()},
+        "aux": {k: turn_of(v) for k, v in (script.get("aux") or {}).items()},
         "title": script.get("title", "Scripted session"),
-        "fallback": normalize_turn(script.get("fallback") or DEFAULT_FALLBACK),
+        "fallback": turn_of(script.get("fallback") or DEFAULT_FALLBACK),
     }
 
 

@@ -6,8 +6,9 @@ leaves sub-agents out and is not used. While it runs, the stream's ``message_del
 events (the main agent) and the sub-agents' transcripts
 (``$CLAUDE_CONFIG_DIR/projects/<cwd>/<session>/subagents/*.jsonl``) are followed for the
 live cap. A run that never printed its result is read from all its transcripts, each
-message id once, at its last usage. Anthropic counts input without the cache, so the
-ledger's split is Anthropic's own; thinking tokens, when given, are taken out of output.
+call once (its message id between two requests: a server may repeat ids), at its last
+usage. Anthropic counts input without the cache, so the ledger's split is Anthropic's
+own; thinking tokens, when given, are taken out of output.
 """
 
 from __future__ import annotations
@@ -32,20 +33,37 @@ def anthropic_call(usage: Any, where: str, reader: FigureReader | None = None) -
                       cache_read, cache_write)
 
 
+class TranscriptCalls:
+    """The assistant messages of transcripts, one per model call.
+
+    Claude writes a call's content blocks as separate lines with the same message id; a
+    server may also give every call the same id. So a call is its id between two
+    boundaries: the ``api-request`` line before a request and the ``user`` line (tool
+    results) after a reply.
+    """
+
+    def __init__(self) -> None:
+        self.tally = CallTally()
+        self.boundaries: dict[Path, int] = {}
+
+    def add(self, path: Path, entry: Mapping[str, Any]) -> None:
+        if entry.get("type") in ("api-request", "user"):
+            self.boundaries[path] = self.boundaries.get(path, 0) + 1
+            return
+        message = json_table(entry.get("message"))
+        identifier, usage = json_text(message.get("id")), json_table(message.get("usage"))
+        if entry.get("type") == "assistant" and identifier and usage:
+            self.tally.add(f"{path}#{self.boundaries.get(path, 0)}#{identifier}",
+                           json_text(message.get("model")) or "unknown", anthropic_call(usage, identifier))
+
+
 def read_transcripts(paths: Iterable[Path]) -> CallTally:
-    """Every assistant message of the transcripts, each id once, with its final usage, by model."""
-    tally = CallTally()
+    """Every model call of the transcripts, once, with its final usage, by model."""
+    calls = TranscriptCalls()
     for path in paths:
         for entry in json_objects(path):
-            add_transcript_entry(tally, entry)
-    return tally
-
-
-def add_transcript_entry(tally: CallTally, entry: Mapping[str, Any]) -> None:
-    message = json_table(entry.get("message"))
-    identifier, usage = json_text(message.get("id")), json_table(message.get("usage"))
-    if entry.get("type") == "assistant" and identifier and usage:
-        tally.add(identifier, json_text(message.get("model")) or "unknown", anthropic_call(usage, identifier))
+            calls.add(path, entry)
+    return calls.tally
 
 
 def model_usage(report: Mapping[str, Any], reader: FigureReader) -> dict[str, Usage]:
@@ -71,7 +89,7 @@ class StreamAndSubagents:
         self.lines = LineFollower()
         self.main = CallTally()
         self.model = "unknown"
-        self.subagents = CallTally()
+        self.subagents = TranscriptCalls()
         self.subagent_lines = LineFollower()
 
     def poll(self) -> Mapping[str, Usage]:
@@ -84,9 +102,9 @@ class StreamAndSubagents:
             elif event.get("type") == "message_delta" and json_table(event.get("usage")):
                 self.main.add(f"call-{len(self.main.calls) + 1}", self.model,
                               anthropic_call(event["usage"], "message_delta"))
-        for _, entry in self.subagent_lines.objects((self.home / "projects").glob("*/*/subagents/*.jsonl")):
-            add_transcript_entry(self.subagents, entry)
-        return CallTally({**self.main.calls, **self.subagents.calls}).by_model()
+        for path, entry in self.subagent_lines.objects((self.home / "projects").glob("*/*/subagents/*.jsonl")):
+            self.subagents.add(path, entry)
+        return CallTally({**self.main.calls, **self.subagents.tally.calls}).by_model()
 
 
 def read_claude_spend(stream: Path, transcripts: Iterable[Path]) -> AgentSpend:

@@ -42,7 +42,7 @@ def rollout_model(entries: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 class Rollouts:
-    """The rollouts' ``token_usage_record`` lines under ``home/sessions``, one per response id."""
+    """The rollouts' ``token_usage_record`` lines under ``home/sessions``, one per model response."""
 
     def __init__(self, home: Path, model: str | None):
         self.home = home
@@ -56,7 +56,8 @@ class Rollouts:
             payload = json_table(entry.get("payload"))
             self.model = self.model or rollout_model([entry])
             if entry.get("type") == "token_usage_record" and json_table(payload.get("usage")):
-                key = json_text(payload.get("response_id")) or f"record-{len(self.tally.calls)}"
+                # Each record is a call, written once: a server may give every response the same id.
+                key = f"record-{len(self.tally.calls)}"
                 reader = FigureReader(f"rollout {key}")
                 self.tally.add(key, self.model or "unknown", codex_call(payload["usage"], key, reader))
                 self.problems += reader.problems

@@ -42,7 +42,8 @@ def read_trajectory(data: Mapping[str, Any], asked: str | None) -> AgentSpend:
             continue
         reader.where = f"trajectory message {index}"
         model = json_text(response.get("model")) or asked or "unknown"
-        tally.add(json_text(response.get("id")) or f"message-{index}", model,
+        # Each message is a call: a server may give every call the same response id.
+        tally.add(f"message-{index}", model,
                   chat_call(response["usage"], reader.where, reader.cost(extra, "cost"), reader))
     info = json_table(data.get("info"))
     reader.where = "trajectory info.model_stats"

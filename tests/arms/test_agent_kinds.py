@@ -327,6 +327,24 @@ def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, 
     assert "calc.mul(3, 4)" in cell_files(suite.path / "arena-out" / row["run_dir"])
 
 
+@pytest.mark.parametrize("kind", kind_params())
+def test_a_server_that_repeats_one_response_id_has_every_call_counted(suite, calc, kind):
+    """Some OpenAI-compatible servers give every call the same id: 4 calls of 1,234 + 56 tokens are 4 calls."""
+    script = {"response_id": "resp-always-the-same",
+              "turns": [*[turn(kind.shell(command), 1234, 56, kind=kind) for command in ("true", "true", FIX)],
+                        turn(kind.finish, 1234, 56, kind=kind)]}
+    suite.instances([calc.row()])
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        arm = set_up(suite, kind, model)
+        result = suite.run(f"--arena-arms={arm}")
+    (row,) = suite.ledger()
+    # The agent ran to its end (whether the fix resolves is another test's): its spend is what counts here.
+    assert row["status"] in ("resolved", "unresolved"), result.stdout.str()[-3000:]
+    assert len(model.served) == 4 and served(model) == Tokens(input_tokens=4 * 1234, output_tokens=4 * 56)
+    assert tokens_of(row) == served(model)
+    assert row["usage"]["steps"] == 4
+
+
 @pytest.mark.parametrize("xdist", [pytest.param((), id="no-xdist"), pytest.param(("-n", "2"), id="xdist")])
 @pytest.mark.parametrize("kind", kind_params())
 def test_ctrl_c_leaves_no_agent_and_keeps_the_spend_and_transcript(suite, calc, kind, xdist, monkeypatch):

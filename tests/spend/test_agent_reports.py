@@ -123,3 +123,38 @@ def test_the_follower_waits_for_a_whole_line(tmp_path):
     with open(path, "a") as handle:
         handle.write(' 2}\nnot json\n')
     assert [entry for _, entry in follower.objects([path])] == [{"b": 2}]
+
+
+def one_id(line: dict[str, object], key_path: tuple[str, ...], same: str) -> dict[str, object]:
+    """``line`` with the id at ``key_path`` (where it has one) replaced by ``same``: a server that repeats an id."""
+    table: object = line
+    for key in key_path[:-1]:
+        table = table.get(key) if isinstance(table, dict) else None
+    if isinstance(table, dict) and key_path[-1] in table:
+        table[key_path[-1]] = same
+    return line
+
+
+def with_one_id(source: Path, target: Path, key_path: tuple[str, ...], same: str) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json.dumps(one_id(line, key_path, same)) + "\n" for line in json_objects(source)))
+    return target
+
+
+def test_each_call_counts_once_when_the_server_repeats_one_id_on_every_call(tmp_path):
+    """Usage is the sum over calls, whatever ids the server gives: ids only join a call's repeated lines."""
+    transcript = with_one_id(SAMPLES / "claude" / "transcript.jsonl", tmp_path / "claude.jsonl",
+                             ("message", "id"), "msg_same")
+    assert tokens(read_transcripts([transcript]).by_model()) == served("claude")
+    both = [with_one_id(SAMPLES / "claude" / f"subagent-transcript-{who}.jsonl", tmp_path / f"{who}.jsonl",
+                        ("message", "id"), "msg_same") for who in ("main", "agent")]
+    assert tokens(read_transcripts(both).by_model()) == served("claude", "subagent-served.json")
+    with_one_id(SAMPLES / "codex" / "rollout.jsonl", tmp_path / "codex" / "sessions" / "2026" / "rollout-x.jsonl",
+                ("payload", "response_id"), "resp_same")
+    models = Rollouts(tmp_path / "codex", None).poll(final=True)
+    assert tokens(models) == served("codex") and models["gpt-5.5"].steps == 3
+    data = json.loads((SAMPLES / "mini" / "trajectory.json").read_text())
+    for message in data["messages"]:
+        one_id(message, ("extra", "response", "id"), "chatcmpl-same")
+    spend = read_trajectory(data, "openai/gpt-4o")
+    assert tokens(spend.models) == served("mini") and add_usages(spend.models.values()).steps == 3
