@@ -134,6 +134,8 @@ class Case:
     sweep_cache: Path | None = None
     #: --arena-grade-every-cell: every cell grades its patch in a run of its own, none shares another's.
     grade_every_cell: bool = False
+    #: The suite's price table (``[tool.swe_arena.prices]``): what an agent's reported cost is checked against.
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @cached_property
     def key(self) -> str:

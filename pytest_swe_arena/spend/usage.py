@@ -4,7 +4,9 @@ A value that is not known is None, never 0: an arm that cannot say what it
 spent must not look free. ``cost_source`` says where the dollars came from:
 ``reported`` by the agent, ``priced`` from the suite's price table, ``metered``
 when the harness's metering proxy counted every call itself (``spend.meter``),
-``unknown`` when none is possible, and ``none`` for arms that call no model.
+``implausible`` when the agent reported more than its tokens could cost (``spend.plausible``:
+the cost is then the plausible one), ``unknown`` when none is possible, and ``none`` for arms
+that call no model.
 
 A number an agent reports is used only when it is plausible: a count is a whole
 number from 0 to ``MAX_CELL_TOKENS``, a cost a finite number of USD from 0 to
@@ -22,7 +24,7 @@ from typing import Any, NamedTuple
 
 from .prices import price_tokens
 
-COST_SOURCES = ("reported", "priced", "metered", "unknown", "none")
+COST_SOURCES = ("reported", "priced", "metered", "implausible", "unknown", "none")
 #: the model of spend whose model nobody named
 UNKNOWN_MODEL = "unknown"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -225,7 +227,8 @@ def add_usages(usages: Iterable[Usage]) -> Usage:
     known_contexts = [c for c in contexts if c is not None]
     values["max_context_tokens"] = max(known_contexts) if len(known_contexts) == len(contexts) else None
     sources = {usage.cost_source for usage in items}
-    values["cost_source"] = next(s for s in ("unknown", "priced", "reported", "metered", "none") if s in sources)
+    values["cost_source"] = next(s for s in ("unknown", "implausible", "priced", "reported", "metered", "none")
+                                if s in sources)
     if values["cost_usd"] is None:
         values["cost_source"] = "unknown"
     return Usage(**values)

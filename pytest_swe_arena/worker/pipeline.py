@@ -38,7 +38,8 @@ from ..grading.verify import (
 )
 from ..naming import CellName
 from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
-from ..spend.prices import same_model
+from ..spend.plausible import checked_costs
+from ..spend.prices import price_for_served, same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
@@ -163,6 +164,12 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         if spent.over_budget_reason is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR):
             result = dataclasses.replace(result, status=ArmStatus.OVER_BUDGET,
                                          error=f"metering proxy: {spent.over_budget_reason}")
+    # Checked after the meter: a cost the meter could not price is the agent's, held to the metered tokens.
+    usage, models, implausible = checked_costs(
+        usage, models, lambda model: price_for_served(case.prices, model, result.asked_model), result.served_model)
+    spend_flags = (IntegrityFlag("implausible_cost", "", str(implausible["implausible_cost"])),) if implausible else ()
+    if spend_flags:
+        details = {**details, **implausible, "integrity": integrity_details((), spend_flags)}
     outcome = outcome.replace(
         usage=usage.to_json(),
         models={model: model_usage.to_json() for model, model_usage in models.items()},
@@ -198,7 +205,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                       f"{too_large}")
     outcome = outcome.replace(patch=patch)
     if nested:
-        outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested)})
+        outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, spend_flags)})
 
     if ended is not None:
         # Never scored from partial work: keep the patch for forensics, do not verify it.
@@ -230,7 +237,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                     outcome = outcome.replace(verify_shared_with=shared.shared_with)
                     note_shared_grade(cell.run_dir / "verify.log", shared)
             if flags or nested:
-                outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, flags)})
+                outcome = outcome.replace(details={**outcome.details,
+                                                   "integrity": integrity_details(nested, (*spend_flags, *flags))})
         else:
             verdict = run_verify(
                 workspace, case.instance, patch, verify_on=case.verify_on,

@@ -324,3 +324,61 @@ def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tm
     with pytest.warns(UserWarning, match="ledger.jsonl: details.score = inf: not a finite number"):
         writer.append({**good_row("SOLO", "a"), "details": {"score": math.inf}})
     assert strict_json((tmp_path / "ledger.jsonl").read_text())["details"] == {"score": None}  # type: ignore[index]
+
+
+# --- a reported cost its tokens cannot explain ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_hostile_agent_reporting_999999_usd_does_not_spend_the_sweep(suite, calc, xdist):
+    """A cell says it spent $999,999 on 6 tokens: it is recorded as implausible, counted at what 6 tokens can
+    cost ($0.006), flagged; --arena-max-usd=1 is not spent by it and every other cell runs."""
+    agent = suite.path / "agent.py"
+    agent.write_text(AGENT)
+    suite.instances([calc.row("demo__calc-1"), calc.row("demo__calc-2")])
+
+    def command(text: str) -> list[str]:
+        return [sys.executable, str(agent), text.replace("{", "{{").replace("}", "}}")]
+
+    suite.arms_toml = arm_table("HOSTILE", "command", command=command(
+        '{"input_tokens": 5, "output_tokens": 1, "cost_usd": 999999}'))
+    suite.arms_toml += arm_table("SANE", "command", command=command(
+        '{"input_tokens": 5, "output_tokens": 1, "cost_usd": 0.25}'))
+    result = suite.run("--arena-arms=HOSTILE,SANE", "--arena-max-usd=1", *xdist)
+    rows = suite.ledger()
+    assert sorted((row["instance_id"], row["arm"]) for row in rows if row["status"] != "skipped_budget") == [
+        ("demo__calc-1", "HOSTILE"), ("demo__calc-1", "SANE"), ("demo__calc-2", "HOSTILE"), ("demo__calc-2", "SANE")
+    ], result.stdout.str()[-3000:]
+    for row in rows:
+        usage = row["usage"]
+        if row["arm"] == "SANE":
+            assert (usage["cost_usd"], usage["cost_source"]) == (0.25, "reported")
+            assert "implausible_cost" not in row["details"]
+            continue
+        # 6 tokens at $1,000 per million (no price for the arm's model): $0.006, not $999,999.
+        assert (usage["cost_usd"], usage["cost_source"]) == (0.006, "implausible")
+        assert row["details"]["reported_cost_usd_refused"] == 999999
+        assert "reported cost $999,999.000000 is implausible for 6 tokens" in row["details"]["implausible_cost"]
+        assert [flag["kind"] for flag in row["details"]["integrity"]] == ["implausible_cost"]
+    budget = json.loads((suite.path / "arena-out" / "budget.json").read_text())
+    assert budget["spent"]["usd"] == pytest.approx(0.5 + 2 * 0.006) and budget["exhausted"] == {}
+
+
+def test_a_reported_cost_is_held_to_the_suites_price_when_there_is_one():
+    from pytest_swe_arena.spend.plausible import PRICE_TOLERANCE, checked_costs, plausible_cost
+    from pytest_swe_arena.spend.usage import Usage
+
+    price = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+    spent = Usage(1_000_000, 100_000, 0, 0, 0, 4, None, 4.5, "reported")  # $3 + $1.5 at the table's price
+    assert plausible_cost(spent, price) == (spent, None)
+    believable = Usage(1_000_000, 100_000, 0, 0, 0, 4, None, 4.5 * PRICE_TOLERANCE, "reported")
+    assert plausible_cost(believable, price)[1] is None  # agents price with their own tables
+    hostile = Usage(1_000_000, 100_000, 0, 0, 0, 4, None, 50.0, "reported")
+    fixed, reason = plausible_cost(hostile, price)
+    assert (fixed.cost_usd, fixed.cost_source) == (4.5, "implausible") and reason and "suite's price" in reason
+    # Priced or metered costs are the harness's own: never questioned here.
+    assert plausible_cost(Usage(1, 1, 0, 0, 0, 1, None, 50.0, "priced"), None)[1] is None
+    # A model's refused report makes the cell's total implausible too, counted at the models' plausible sum.
+    cell, models, details = checked_costs(hostile, {"m": hostile}, lambda model: price, "m")
+    assert cell.cost_source == models["m"].cost_source == "implausible" and cell.cost_usd == 4.5
+    assert details["reported_cost_usd_refused"] == 50.0
