@@ -3,7 +3,7 @@
     python bench/meter.py                        # 400 calls per latency sample set, 2,000 for throughput
     python bench/meter.py --calls 20 --throughput-calls 40 --streams 4   # smoke size
 
-The upstream is the scripted endpoint (tests/helpers/scripted_model.py) in its
+The upstream is the scripted endpoint (pytest_swe_arena/mockmodel, `swe-arena mock-model`) in its
 own process; the meter is the harness's own proxy process
 (``spend.meter.process.MeterProcess``, as a sweep's controller starts it), with a
 cell route open. Every figure is the same calls made directly to the endpoint

@@ -1,7 +1,7 @@
 """Harness overhead of an opencode (SOLO) cell, against the same opencode run made by hand.
 
 Baseline: ``opencode run`` started directly in a private HOME/XDG tree with a
-fresh database, the same config and the scripted model (tests/helpers/scripted_model.py)
+fresh database, the same config and the scripted model (pytest_swe_arena/mockmodel, `swe-arena mock-model`)
 answering one step. Arena: a one-cell sweep with a SOLO arm on the same
 endpoint (``-p no:xdist``); the ledger's ``phases.arm`` is the arm's time in
 the cell. The two alternate ``--cells`` times, so a change in the machine's
