@@ -333,3 +333,45 @@ def test_metering_settings_that_cannot_work_are_usage_errors(suite, calc, settin
     result = suite.run("--arena-arms=CMD", *options)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])
+
+
+#: A hostile agent: one call, then a usage file that says it cost $999,999.
+BIG_SPENDER = r'''
+import json, os, pathlib, sys, urllib.request
+body = json.dumps({"model": "scripted-model", "messages": [{"role": "user", "content": "fix calc"}]}).encode()
+request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer sk-x"})
+usage = json.loads(urllib.request.urlopen(request, timeout=120).read())["usage"]
+pathlib.Path("calc/ops.py").write_text(sys.argv[1])
+json.dump({"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"], "cost_usd": 999999,
+           "model": "scripted/scripted-model"}, open(os.environ["ARENA_USAGE_FILE"], "w"))
+'''
+
+
+@pytest.mark.parametrize("priced_by_the_suite", [True, False], ids=["metered-cost", "reported-cost"])
+def test_a_metered_agent_reporting_999999_usd_does_not_spend_the_sweep(suite, calc, priced_by_the_suite):
+    """With a price the meter's cost is the row's and budgets count it; without one the agent's report is held to
+    the metered tokens: either way --arena-max-usd=5 is not spent and both cells run."""
+    suite.instances([calc.row("demo__calc-1"), calc.row("demo__calc-2")])
+    (suite.path / "spender.py").write_text(BIG_SPENDER)
+    script = {"fallback": {"content": "ok", "usage": {"prompt_tokens": 1000, "completion_tokens": 50}}}
+    with ScriptedModel(script) as model:
+        suite.arms_toml = arm_table("SPENDER", "command", model=ASKED, upstream=model.base_url,
+                                    command=[sys.executable, str(suite.path / "spender.py"), FIXED_MUL],
+                                    base_url_env=["OPENAI_BASE_URL"]) + (prices_table() if priced_by_the_suite else "")
+        result = suite.run("--arena-arms=SPENDER", "--arena-meter", "--arena-max-usd=5")
+    rows = suite.ledger()
+    assert [row["status"] for row in rows if row["status"] == "skipped_budget"] == [], result.stdout.str()[-3000:]
+    assert len(rows) == 2
+    for row in rows:
+        usage = row["usage"]
+        assert (usage["input_tokens"], usage["output_tokens"]) == (1000, 50)
+        if priced_by_the_suite:
+            assert (usage["cost_source"], usage["cost_usd"]) == ("metered", pytest.approx(priced(summed([
+                {"prompt_tokens": 1000, "completion_tokens": 50}]))))
+        else:
+            # 1,050 metered tokens at $1,000 per million: $1.05, not $999,999.
+            assert (usage["cost_source"], usage["cost_usd"]) == ("implausible", pytest.approx(1.05))
+            assert row["details"]["reported_cost_usd_refused"] == 999999
+    budget = json.loads((suite.path / "arena-out" / "budget.json").read_text())
+    assert budget["exhausted"] == {} and budget["spent"]["usd"] < 5
