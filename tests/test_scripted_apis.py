@@ -213,3 +213,23 @@ def test_one_script_serves_every_api_in_turn_order() -> None:
     assert [(s["api"], s["queue"]) for s in model.served] == [
         ("chat", "turns#0"), ("responses", "turns#1"), ("anthropic", "turns#2"), ("gemini", "turns#3")]
     assert model.tokens_total == Tokens()
+
+
+def test_a_script_can_give_every_reply_of_every_api_the_same_id() -> None:
+    """``response_id``: some OpenAI-compatible servers repeat one id on every call; the mock model can too."""
+    script = {"response_id": "same-id", "fallback": {"content": "ok"}}
+    chat = {"model": "m", "stream": False, "messages": [{"role": "user", "content": "hi"}]}
+    with ScriptedModel(script) as model:
+        for _ in range(2):
+            assert json.loads(post(model.base_url + "/chat/completions", chat).read())["id"] == "same-id"
+            assert json.loads(post(model.base_url + "/responses", {**RESPONSES_BODY, "stream": False})
+                              .read())["id"] == "same-id"
+            assert json.loads(post(model.root_url + "/v1/messages", {**ANTHROPIC_BODY, "stream": False})
+                              .read())["id"] == "same-id"
+            gemini = model.root_url + "/v1beta/models/gemini-2.5-pro:generateContent"
+            assert json.loads(post(gemini, GEMINI_BODY).read())["responseId"] == "same-id"
+            streamed = sse(post(model.base_url + "/chat/completions", {**chat, "stream": True}))
+            assert {data["id"] for _, data in streamed if isinstance(data, dict)} == {"same-id"}
+    with ScriptedModel({"fallback": {"content": "ok"}}) as model:
+        ids = {json.loads(post(model.base_url + "/chat/completions", chat).read())["id"] for _ in range(2)}
+        assert len(ids) == 2  # by default each reply has its own
