@@ -173,3 +173,42 @@ def test_patches_depend_only_on_the_arms_changes_whatever_the_repositorys_git_qu
     for arm, seen in patches.items():
         assert len(seen) == 1, f"{arm}: its patch bytes differ between trials"
     assert patches["EMPTY"] == {b""}
+
+
+#: A large file's size for the extraction's own measure: its patch is far over the cap.
+LARGE_BYTES = 32 * 1024 * 1024
+#: The cap the large file's patch is read against.
+CAP = 1024 * 1024
+
+
+@pytest.mark.parametrize("how", ["harness git dir", "workspace git (an image's /testbed)"])
+def test_a_patch_over_the_cap_is_never_read_further_than_the_cap(calc, tmp_path, how):
+    """An incompressible untracked file 32 times the cap: extraction stops ``git diff --binary`` past the cap, names
+    it, and the harness's own allocations stay within a few caps (reading the patch whole took more than 40 MiB)."""
+    import tracemalloc
+
+    from pytest_swe_arena.instances.loading import build_instance
+    from pytest_swe_arena.worker.git import OutputOverCap
+    from pytest_swe_arena.worker.patches import extract, extract_patch
+    from pytest_swe_arena.worker.workspace import RepoStore, materialize
+
+    instance = build_instance(tmp_path / "i.jsonl", 1, calc.row(), None)
+    store = RepoStore(tmp_path / "cache")
+    workspace = materialize(instance, store, tmp_path / "cell" / "workspace")
+    with open(workspace.path / "large.bin", "wb") as out:
+        for _ in range(LARGE_BYTES // CAP):
+            out.write(os.urandom(CAP))
+    tracemalloc.start()
+    try:
+        with pytest.raises(OutputOverCap) as raised:
+            if how == "harness git dir":
+                assert workspace.objects is not None
+                extract(workspace.path, workspace.base_commit, workspace.objects, tmp_path / "extract.git", CAP)
+            else:
+                extract_patch(workspace, CAP)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(raised.value) == ("the patch is over the cap of 1,048,576 bytes (git diff was stopped after "
+                                 "1,048,577 bytes of it; the rest was not read)")
+    assert peak < 4 * CAP, f"the extraction allocated {peak:,} bytes at its peak"
