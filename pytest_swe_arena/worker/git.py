@@ -20,9 +20,11 @@ files' bytes as they are.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +54,13 @@ def run_git(*args: str, cwd: Path, input: bytes | None = None) -> subprocess.Com
     )
 
 
-def git_bytes(*args: str, cwd: Path, check: bool = True, input: bytes | None = None) -> bytes:
-    """Run git; its output as bytes, exactly (a patch); raise ``WorkspaceError`` when it fails and ``check``."""
-    completed = run_git(*args, cwd=cwd, input=input)
+def git_bytes(*args: str, cwd: Path, check: bool = True, input: bytes | None = None, cap: int | None = None) -> bytes:
+    """Run git; its output as bytes, exactly (a patch); raise ``WorkspaceError`` when it fails and ``check``.
+
+    :param cap: most bytes of output read, as ``read_capped`` reads them (``OutputOverCap`` beyond); None: all.
+    """
+    completed = (run_git(*args, cwd=cwd, input=input) if cap is None
+                 else read_capped(["git", *args], cwd=cwd, env={**os.environ, **_GIT_ENV}, cap=cap, input=input))
     if check and completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip() or completed.stdout.decode(errors="replace")
         raise WorkspaceError(f"git {' '.join(args[:3])} failed in {cwd}: {message[:800]}")
@@ -109,6 +115,52 @@ class ExtractionError(WorkspaceError):
     """The workspace the arm left cannot be read into a patch: after the arm started, the arm's failure."""
 
 
+class OutputOverCap(ExtractionError):
+    """A git command printed more than the harness reads (a patch over ``--arena-patch-max-bytes``): git was
+    stopped there, the rest never read."""
+
+    def __init__(self, command: str, cap: int):
+        self.cap = cap
+        super().__init__(f"the patch is over the cap of {cap:,} bytes ({command} was stopped after "
+                         f"{cap + 1:,} bytes of it; the rest was not read)")
+
+
+#: How much of a git command's output is read at a time by ``read_capped``.
+_CHUNK = 1 << 20
+
+
+def read_capped(argv: list[str], *, cwd: Path, env: Mapping[str, str], cap: int | None,
+                input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run ``argv`` and read its output as it comes, never more than ``cap`` bytes (None: no cap).
+
+    Raise ``OutputOverCap`` as soon as more arrives (git is killed: a patch of a large file the arm left is
+    never held whole in the harness's memory). Its stderr goes to a file, so neither pipe can block the other.
+    """
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE if input is not None
+                                   else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors, bufsize=0)
+        assert isinstance(process.stdout, io.FileIO)
+        try:
+            if input is not None and process.stdin is not None:
+                process.stdin.write(input)
+                process.stdin.close()
+            chunks: list[bytes] = []
+            read = 0
+            while chunk := process.stdout.read(_CHUNK):
+                read += len(chunk)
+                if cap is not None and read > cap:
+                    raise OutputOverCap(f"git {next((arg for arg in argv[1:] if not arg.startswith('-')), '')}", cap)
+                chunks.append(chunk)
+            returncode = process.wait()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdout.close()
+        errors.seek(0)
+        return subprocess.CompletedProcess(argv, returncode, b"".join(chunks), errors.read(1 << 16))
+
+
 def harness_git_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of the harness's git: ``base`` without any ``GIT_*`` variable, plus the harness's settings."""
     env = {name: value for name, value in (os.environ if base is None else base).items()
@@ -161,9 +213,20 @@ class HarnessGit:
         except OSError as error:  # the work tree is gone (an arm can delete its workspace)
             raise ExtractionError(f"git {' '.join(args[:2])} cannot run in {self.work_tree}: {error}") from None
 
-    def output(self, *args: str, input: bytes | None = None) -> bytes:
-        """Run git; its output as bytes; ``ExtractionError`` naming the command and git's words if it fails."""
-        completed = self.run(*args, input=input)
+    def output(self, *args: str, input: bytes | None = None, cap: int | None = None) -> bytes:
+        """Run git; its output as bytes; ``ExtractionError`` naming the command and git's words if it fails.
+
+        :param cap: most bytes of output read (``OutputOverCap`` beyond it); None: all of it, at once.
+        """
+        if cap is None:
+            completed = self.run(*args, input=input)
+        else:
+            where = [f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}"]
+            try:
+                completed = read_capped(["git", *where, *args], cwd=self.work_tree, env=harness_git_env(),
+                                        cap=cap, input=input)
+            except OSError as error:
+                raise ExtractionError(f"git {' '.join(args[:2])} cannot run in {self.work_tree}: {error}") from None
         if completed.returncode != 0:
             said = (completed.stderr or completed.stdout).decode(errors="replace").strip()
             raise ExtractionError(f"git {' '.join(args[:2])} on {self.work_tree} failed: {said[:800]}")

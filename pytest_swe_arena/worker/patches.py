@@ -57,15 +57,18 @@ PATCH_OPTIONS = ("--binary", "--no-color", "--no-ext-diff", "--no-textconv", "--
                   "--src-prefix=a/", "--dst-prefix=b/")
 
 
-def extract_patch(workspace: Workspace) -> bytes:
-    """Everything the arm changed since base (staged, unstaged, untracked, committed), minus excludes, as bytes."""
+def extract_patch(workspace: Workspace, max_bytes: int | None = None) -> bytes:
+    """Everything the arm changed since base (staged, unstaged, untracked, committed), minus excludes, as bytes.
+
+    :param max_bytes: the patch cap, checked while git prints it (``OutputOverCap`` beyond it).
+    """
     # An arm killed in the middle of a git command leaves the index locked; its
     # process tree is dead by now, so the lock is stale.
     (workspace.path / ".git" / "index.lock").unlink(missing_ok=True)
     git("add", "-A", cwd=workspace.path)
     excludes = [f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES]
     return git_bytes("diff", "--cached", *PATCH_OPTIONS, workspace.base_commit, "--", ".", *excludes,
-                     cwd=workspace.path)
+                     cwd=workspace.path, cap=max_bytes)
 
 
 def is_test_path(path: str) -> bool:
@@ -295,13 +298,15 @@ class Extraction:
     excluded: tuple[ExcludedFile, ...] = ()
 
 
-def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path) -> Extraction:
+def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path,
+            max_bytes: int | None = None) -> Extraction:
     """What the arm changed in ``workspace`` since ``base_commit``, with the harness's git dir ``git_dir``.
 
     ``git_dir`` lies outside the workspace (and outside anything the arm's sandbox can write). If it
     does not exist it is made, borrowing ``objects``, with base in its index; if it was seeded before
     the arm ran (``HarnessGit.seed_index``) only files whose stat changed are read again.
-    Raise ``ExtractionError`` when the files cannot be read (the arm's doing, once it has run).
+    Raise ``ExtractionError`` when the files cannot be read (the arm's doing, once it has run), and its
+    ``OutputOverCap`` as soon as git has printed more than ``max_bytes`` of the patch (the rest is never read).
     """
     if workspace.is_symlink() or not workspace.is_dir():
         # An arm can swap its workspace for a link to any folder the harness can read (~/.ssh...):
@@ -314,13 +319,13 @@ def extract(workspace: Path, base_commit: str, objects: Path, git_dir: Path) -> 
     (git_dir / "index.lock").unlink(missing_ok=True)
     pathspec = [".", *(f":(exclude,glob){pattern}" for pattern in PATCH_EXCLUDES)]
     harness.output("add", "--all", "--", *pathspec)
-    patch = harness.output("diff", "--cached", *PATCH_OPTIONS, base_commit, "--", *pathspec)
+    patch = harness.output("diff", "--cached", *PATCH_OPTIONS, base_commit, "--", *pathspec, cap=max_bytes)
     # A changed gitlink's diff always shows its mode: without that mode no nested repository changed, and
     # the index need not be listed again (one git process fewer per cell).
     nested = gitlinks_changed(harness, base_commit) if GITLINK_MODE in patch else []
     if nested:
         take_in_as_files(harness, nested)
-        patch = harness.output("diff", "--cached", *PATCH_OPTIONS, base_commit, "--", *pathspec)
+        patch = harness.output("diff", "--cached", *PATCH_OPTIONS, base_commit, "--", *pathspec, cap=max_bytes)
     return Extraction(patch, tuple(nested), tuple(excluded_from_harness(harness)))
 
 

@@ -43,7 +43,7 @@ from ..spend.prices import price_for_served, same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from .cell import CellEnvironment
-from .git import ExtractionError, HarnessGit, WorkspaceError
+from .git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from .health import check_health
 from .patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from .rundir import collect_run_dir, patch_over_cap
@@ -185,11 +185,16 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     nested: tuple[str, ...] = ()
     try:
         if extraction_base is None or workspace.objects is None:
-            patch = extract_patch(workspace)  # an image's /testbed: no snapshot to borrow
+            patch = extract_patch(workspace, case.caps.max_patch_bytes)  # an image's /testbed: no snapshot
             excluded = excluded_from_workspace(workspace)
         else:
-            extraction = extract(workspace.path, extraction_base, workspace.objects, harness / "extract.git")
+            extraction = extract(workspace.path, extraction_base, workspace.objects, harness / "extract.git",
+                                 case.caps.max_patch_bytes)
             patch, nested, excluded = extraction.patch, extraction.nested_repositories, list(extraction.excluded)
+    except OutputOverCap as error:
+        # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).
+        timings["patch"] = time.monotonic() - clock
+        return finish(outcome, ended or CellStatus.ARM_ERROR, f"{result.error + '; ' if result.error else ''}{error}")
     except WorkspaceError as error:
         if ended is not None:
             # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.

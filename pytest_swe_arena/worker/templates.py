@@ -55,7 +55,7 @@ from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, 
 from .workspace import check_out_base
 
 #: Bumped when the template's layout or what a copy does changes: older templates are not reused.
-TEMPLATE_FORMAT = 1
+TEMPLATE_FORMAT = 2  # 2: checkouts laid with the repository's attributes neutralised
 
 #: Files of a venv that hold absolute paths the install wrote (beside every file of ``bin/``).
 _PATH_FILES = ("*.pth", "__editable__*", "*.egg-link", "*.dist-info/direct_url.json")

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..instances.model import Instance, Source
-from .git import WorkspaceError, git, init_git_dir, run_git
+from .git import NEUTRAL_ATTRIBUTES, WorkspaceError, git, init_git_dir, run_git
 
 WORK_BRANCH = "arena-work"
 
@@ -289,6 +289,7 @@ _FRESH_WORKSPACE_CONFIG = """[core]
 \tfilemode = true
 \tbare = false
 \tlogallrefupdates = true
+\tautocrlf = false
 """ + _WORKSPACE_CONFIG
 
 
@@ -320,6 +321,12 @@ def _check_out(dest: Path, objects: Path, full: str) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     git_dir = dest / ".git"
     init_git_dir(git_dir, objects, _FRESH_WORKSPACE_CONFIG, head=WORK_BRANCH)
+    # Laid as the grading tree and the harness's extraction read it: each file is its blob's bytes. A
+    # `.gitattributes` (`text eol=crlf`, `ident`, `working-tree-encoding`, a filter) would otherwise rewrite
+    # files on checkout, and every later read of them (a racily clean entry, a file an agent or a tool
+    # rewrote unchanged, a template's copy) would put the rewrite into the patch.
+    (git_dir / "info").mkdir()
+    (git_dir / "info" / "attributes").write_text(NEUTRAL_ATTRIBUTES)
     copy_snapshot_refs(objects.parent, git_dir)
     # On the unborn work branch, this creates the branch at ``full`` and checks it out.
     git("reset", "--quiet", "--hard", full, cwd=dest)

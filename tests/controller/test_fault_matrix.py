@@ -287,3 +287,64 @@ def test_corrupt_side_files_are_named_and_the_sweep_runs(matrix):
     this_run = [row for row in latest if row["run_id"] == latest[-1]["run_id"]]
     assert all(row.get("reused_from") for row in this_run) and {cell(row) for row in this_run} == CELLS
     run.figures("corrupt side files", rows, [], seconds, lock, 0, seconds_meaning="whole sweep")
+
+
+#: The large file's size: big enough that reading its patch whole would show in the harness's memory, small
+#: enough to write and hash in a few seconds.
+LARGE_FILE_BYTES = 128 * 1024 * 1024
+#: An agent that leaves one incompressible file of LARGE_FILE_BYTES in its workspace, untracked.
+LARGE_FILE_AGENT = f'''
+import os
+with open("large.bin", "wb") as out:
+    for _ in range({LARGE_FILE_BYTES} >> 20):
+        out.write(os.urandom(1 << 20))
+'''
+#: A plugin (``-p arena_peak_memory``): each pytest process of the sweep (the controller, each worker) writes its
+#: peak resident memory at its end.
+PEAK_MEMORY_PLUGIN = '''
+import os
+from pathlib import Path
+
+
+def pytest_unconfigure(config):
+    status = Path("/proc/self/status").read_text()
+    peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+    Path(config.rootpath, f"peak-{os.getpid()}.kib").write_text(peak)
+'''
+
+
+def test_a_large_untracked_file_is_an_over_cap_patch_read_no_further_than_the_cap(suite, calc, tmp_path, monkeypatch):
+    """A 128 MiB incompressible file left untracked in the workspace: the cell is the arm's failure with today's
+    cap message, read no further than the cap (``git diff --binary`` is stopped there), and no pytest process of
+    the sweep holds the file's patch in memory (reading it whole took more than the file's size: its base85 text
+    is 5/4 of it). ``test_git_quirks`` measures the extraction's own allocations against the cap."""
+    import sys  # here, not at the top: rows are appended to this file by more than one branch
+
+    from helpers.agents import arm_table
+
+    # An environment of its own (pytest alone), so GOLD's grading does not import the harness under test.
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    suite.instances([calc.row("demo__calc-1", env={"python": here, "requirements": ["pytest"]})])
+    agent = suite.path / "large_file_agent.py"
+    agent.write_text(LARGE_FILE_AGENT)
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "arena_peak_memory.py").write_text(PEAK_MEMORY_PLUGIN)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path / "plugins"),
+                                                                   os.environ.get("PYTHONPATH")])))
+    suite.arms_toml = arm_table("AGENT", "command", command=[sys.executable, str(agent)])
+    started = time.monotonic()
+    result = suite.run("--arena-arms=GOLD,AGENT", "-n", str(WORKERS), "-p", "arena_peak_memory")
+    seconds = time.monotonic() - started
+    rows = {row["arm"]: row for row in suite.ledger()}
+    assert set(rows) == {"GOLD", "AGENT"}, result.stdout.str()[-3000:]
+    assert rows["GOLD"]["status"] == "resolved", rows["GOLD"]["error"]
+    error = rows["AGENT"]["error"]
+    assert rows["AGENT"]["status"] == "arm_error" and "the patch is over the cap of 4,194,304 bytes" in error, error
+    assert "git diff was stopped after 4,194,305 bytes" in error, error
+    peaks = [int(path.read_text()) * 1024 for path in suite.path.glob("peak-*.kib")]
+    assert len(peaks) == 1 + WORKERS, peaks  # the controller and each worker
+    assert max(peaks) < LARGE_FILE_BYTES, f"a pytest process of the sweep peaked at {max(peaks):,} bytes"
+    record({"fault": "large untracked file", "rows_kept": f"{len(rows)}/2", "file_bytes": LARGE_FILE_BYTES,
+            "harness_peak_bytes": max(peaks), "peak_to_file": round(max(peaks) / LARGE_FILE_BYTES, 3),
+            "seconds": round(seconds, 1), "seconds_meaning": "whole sweep",
+            "agent_cell_phases": rows["AGENT"].get("phases")})
