@@ -218,6 +218,7 @@ class ControllerPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.records.progress.collected(session.items)
+        self.refresh_lock()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -225,6 +226,7 @@ class ControllerPlugin:
         # the end: interned, the lists share one set of strings (at 10,000 cells, about 1 MiB a worker).
         ids[:] = map(sys.intern, ids)
         self.records.progress.collected_by_worker(ids)
+        self.refresh_lock()
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
@@ -246,7 +248,17 @@ class ControllerPlugin:
         if recorded is None:
             return
         if recorded.written:
+            self.refresh_lock()
             self.config.hook.pytest_arena_cell_finished(row=recorded.row, config=self.config)
+
+    def refresh_lock(self) -> None:
+        """The lock's progress after every cell and once the cells are known (``swe-arena status``), not
+        only at the next heartbeat; a failed write is the heartbeat's to report, and the next one retries."""
+        if self.lock is not None:
+            try:
+                self.lock.write()
+            except OSError:
+                pass
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         # pytest keeps every report to the end of the session: the cells' silent setup and teardown
