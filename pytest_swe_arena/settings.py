@@ -569,9 +569,15 @@ def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise pytest.UsageError(f"{path}: cannot read TOML: {error}") from None
-    table = data.get("tool", {}).get("swe_arena")
+    tool = data.get("tool")
+    table = tool.get("swe_arena") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise pytest.UsageError(f"{path}: [tool.swe_arena] must be a table")
+    if table is None and "arms" in data:
+        # A file of bare [arms.X] tables read as if it had none would end in "unknown arm X".
+        raise pytest.UsageError(
+            f"{path}: [arms] is at the top level, where it is not read: arms go in [tool.swe_arena.arms.NAME] "
+            "tables (rename [arms.X] to [tool.swe_arena.arms.X]; the other settings go in [tool.swe_arena])")
     return table
 
 
@@ -608,6 +614,9 @@ def load_settings(config: pytest.Config) -> Settings:
 
     config_file = find_config_file(path_or_none("config"), raws["config"].source, config.rootpath, config.inipath)
     arena_table = read_arena_table(config_file)
+    if arena_table is None and raws["config"].given and config_file is not None:
+        raise pytest.UsageError(f"{raws['config'].source}: {config_file} has no [tool.swe_arena] table, so it "
+                                "configures nothing; arms go in [tool.swe_arena.arms.NAME] tables")
     enabled = arena_table is not None or any(raw.given for raw in raws.values())
     instances = tuple(_path(raws["instances"], v) for v in parsed["instances"])
     if raws["instances"].given:
