@@ -10,11 +10,13 @@ at all), so it imports nothing beyond the standard library and pytest.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import math
 import os
 import re
 import shlex
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -581,6 +583,19 @@ def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
     return table
 
 
+def require_extra(module: str, extra: str, needed_by: str) -> None:
+    """A usage error, before any cell, when ``module`` of the optional ``extra`` is not installed.
+
+    Every cell would otherwise end as a harness error with the same traceback; the error names what
+    needs it and the install line. (uv and PyYAML, for SWE-bench rows' environments, are core dependencies.)
+    """
+    present = sys.modules[module] is not None if module in sys.modules else importlib.util.find_spec(module) is not None
+    if not present:
+        raise pytest.UsageError(
+            f"{needed_by} needs {module}, which is not installed: it comes with the {extra!r} extra, "
+            f"pip install 'pytest-swe-arena[{extra}]' (from a checkout: pip install -e '.[{extra}]')")
+
+
 def given_options(config: pytest.Config) -> dict[str, list[str]]:
     """The ``--arena-*`` options given on the command line or in ini, as written (noun -> values)."""
     given = {}
@@ -635,6 +650,8 @@ def load_settings(config: pytest.Config) -> Settings:
             f"{raws['lock-stale'].source} ({stale:g} s): a live sweep's lock would look stale "
             "between two heartbeats and be taken over"
         )
+    if single("meter"):
+        require_extra("aiohttp", "meter", f"{raws['meter'].source} (the metering proxy)")
     out = _path(raws["out"], single("out"))
     if enabled and not hasattr(config, "workerinput"):  # workers write nothing there
         check_out_dir(out, raws["out"].source)
