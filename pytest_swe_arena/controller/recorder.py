@@ -38,7 +38,7 @@ from .forecasts import sweep_forecast
 from .ledger import read_ledger
 from .lock import SweepLock
 from .provenance import sweep_record
-from .records import SweepRecords
+from .records import SWEEP_NOT_RUN, SweepRecords
 from .resume import reusable_rows, verdicts
 from .scheduling import BudgetScheduling
 from .terminal import drop_silent_reports
@@ -73,6 +73,8 @@ class ControllerPlugin:
         self.interrupted = False
         self.fork_server: ForkServer | None = None
         self.notes: list[str] = []
+        #: Set at the end when the sweep could not run (``records.SWEEP_NOT_RUN``): the line that says so.
+        self.not_run: str | None = None
         #: Tests whose reports have all been logged (``pytest_runtest_logfinish``).
         self.logged = 0
 
@@ -193,6 +195,10 @@ class ControllerPlugin:
         elif (self.state.settings.calibrate and session.exitstatus == pytest.ExitCode.TESTS_FAILED
               and calibration.all_calibrated(self.records.calibration, self.records.rows)):
             session.exitstatus = pytest.ExitCode.OK  # EMPTY failing is calibration's expected result
+        elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self.records.recorded:
+            self.not_run = self.records.not_run_line()
+            if self.not_run is not None:
+                session.exitstatus = SWEEP_NOT_RUN
 
     def pytest_unconfigure(self) -> None:
         # The safety net: a session that ended before pytest_sessionfinish (an error in another
@@ -294,5 +300,5 @@ class ControllerPlugin:
                 terminalreporter.write_line(f"warning: {message}", yellow=True)
             for line in written_lines(self.records.out, self.records.run_id, self.records.written):
                 terminalreporter.write_line(line)
-        for line in failure:
+        for line in [*failure, *([self.not_run] if self.not_run else [])]:
             terminalreporter.write_line(line, red=True)

@@ -285,7 +285,8 @@ def test_the_meter_without_aiohttp_is_a_usage_error_naming_the_extra_before_any_
     result = suite.run("--arena-arms=GOLD", "--arena-meter", *xdist)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: option --arena-meter (the metering proxy) needs aiohttp, which is not "
-                                 "installed: it comes with the 'meter' extra, pip install 'pytest-swe-arena[[]meter[]]'*"])
+                                 "installed: it comes with the 'meter' extra, "
+                                 "pip install 'pytest-swe-arena[[]meter[]]'*"])
     assert result.stderr.str().count("needs aiohttp") == 1
     assert "Traceback" not in result.stderr.str() + result.stdout.str()
     assert not (suite.path / "arena-out" / "ledger.jsonl").exists(), "no cell ran"
