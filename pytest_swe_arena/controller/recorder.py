@@ -136,6 +136,11 @@ class ControllerPlugin:
         takeover = self.lock.acquire()
         if takeover:
             self.note(takeover)
+        ledger = self.records.out / LEDGER_NAME
+        if not settings.resume and ledger.is_file() and ledger.stat().st_size:
+            self.note(f"{self.records.out} holds earlier sweeps ({ledger}): this sweep's rows are added after "
+                      "theirs and its outputs replace theirs; --arena-resume reuses their finished cells, or use "
+                      "another --arena-out for a sweep of its own")
         self.records.record_sweep(sweep_record(self.config, self.records.run_id, self.records.arm_order))
         self.records.prepay_reused()
 

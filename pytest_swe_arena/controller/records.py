@@ -25,7 +25,7 @@ from ..files import finite_json, write_atomic
 from ..naming import BUDGET_NAME, CellName
 from ..outcome import CellOutcome, CellStatus, crashed, interrupted, with_spend_known
 from ..results import calibration
-from ..results.outputs import write_predictions, write_summary_and_report
+from ..results.outputs import remove_other_predictions, write_predictions, write_summary_and_report
 from ..results.records import CellRecord, cell_record
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
@@ -248,7 +248,13 @@ class SweepRecords:
         # The rows are read back from the ledger a line at a time: held whole, 10,000 rows would
         # be the controller's peak memory.
         try:
-            self.written += write_predictions(self.writer.iter_rows(), self.out)
+            this_sweep = write_predictions(self.writer.iter_rows(), self.out)
+            self.written += this_sweep
+            stale = remove_other_predictions(self.out, this_sweep)
+            if stale:
+                names = ", ".join(str(path.relative_to(self.out)) for path in stale)
+                notes.append(f"removed {names}: an earlier sweep's, of arms or trials not in this one (their rows "
+                             "stay in the ledger, under their run ids)")
         except OSError as error:
             self.file_not_written(error)
         try:

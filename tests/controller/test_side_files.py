@@ -220,3 +220,22 @@ def test_status_counts_each_cell_as_it_finishes_not_at_the_next_heartbeat(suite,
     assert "  cells      1 done, " in seen[0], seen[0]
     assert "of 2" in seen[0], seen[0]
     assert "  cells      2 done, 0 running, 0 left of 2" in seen[1], seen[1]
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_sweep_into_an_out_dir_of_an_earlier_sweep_says_so_and_removes_its_other_predictions(suite, calc, xdist):
+    suite.instances([calc.row()])
+    first = suite.run("--arena-arms=GOLD,EMPTY", *xdist)
+    assert "holds earlier sweeps" not in first.stdout.str()
+    predictions = suite.path / "arena-out/predictions"
+    assert sorted(path.name for path in predictions.iterdir()) == ["EMPTY.jsonl", "GOLD.jsonl"]
+    second = suite.run("--arena-arms=EMPTY", *xdist)
+    out = suite.path / "arena-out"
+    second.stdout.fnmatch_lines([f"swe-arena: {out} holds earlier sweeps ({out / 'ledger.jsonl'}): this sweep's rows "
+                                 "are added after theirs and its outputs replace theirs; --arena-resume reuses *",
+                                 "warning: removed predictions/GOLD.jsonl: an earlier sweep's, of arms or trials not "
+                                 "in this one (their rows stay in the ledger, under their run ids)"])
+    assert sorted(path.name for path in predictions.iterdir()) == ["EMPTY.jsonl"]
+    assert {row["arm"] for row in suite.ledger()} == {"GOLD", "EMPTY"}, "the ledger keeps every run"
+    resumed = suite.run("--arena-arms=EMPTY", "--arena-resume", *xdist)
+    assert "holds earlier sweeps" not in resumed.stdout.str()
