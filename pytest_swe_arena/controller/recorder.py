@@ -18,9 +18,9 @@ import pytest
 
 from ..files import remove_detached
 from ..forkserver import ForkServer
-from ..instances.loading import SchemaMemo
+from ..instances.loading import SchemaMemo, missing_repositories, missing_repositories_error
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
-from ..naming import LEDGER_NAME, new_run_id
+from ..naming import LEDGER_NAME, file_node_path, new_run_id, parse_node_id
 from ..results import calibration
 from ..results.calibration import failed_instances
 from ..results.text import (
@@ -236,8 +236,28 @@ class ControllerPlugin:
         # Every worker sends its own copy of the same ids, and xdist's scheduler keeps each list to
         # the end: interned, the lists share one set of strings (at 10,000 cells, about 1 MiB a worker).
         ids[:] = map(sys.intern, ids)
+        first = not self.records.progress.cell_ids
         self.records.progress.collected_by_worker(ids)
         self.refresh_lock()
+        if first:
+            self.check_repositories(ids)
+
+    def check_repositories(self, ids: Sequence[str]) -> None:
+        """Under xdist: the selected rows' repositories are there (a worker's usage error would be an INTERNALERROR)."""
+        selected: dict[str, set[str]] = {}
+        for nodeid in ids:
+            parsed = parse_node_id(nodeid)
+            if parsed is not None:
+                selected.setdefault(parsed[0], set()).add(parsed[1].instance_id)
+        missing: dict[str, str] = {}
+        for path in self.state.instance_files():
+            chosen = selected.get(file_node_path(path, self.config.rootpath))
+            if chosen:
+                missing.update((message, where) for message, where in
+                               missing_repositories(path, chosen, self.state.settings.repos).items()
+                               if message not in missing)
+        if missing:
+            pytest.exit(missing_repositories_error(missing), returncode=pytest.ExitCode.USAGE_ERROR)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
