@@ -10,11 +10,13 @@ at all), so it imports nothing beyond the standard library and pytest.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import math
 import os
 import re
 import shlex
+import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -569,10 +571,29 @@ def read_arena_table(path: Path | None) -> Mapping[str, Any] | None:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise pytest.UsageError(f"{path}: cannot read TOML: {error}") from None
-    table = data.get("tool", {}).get("swe_arena")
+    tool = data.get("tool")
+    table = tool.get("swe_arena") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise pytest.UsageError(f"{path}: [tool.swe_arena] must be a table")
+    if table is None and "arms" in data:
+        # A file of bare [arms.X] tables read as if it had none would end in "unknown arm X".
+        raise pytest.UsageError(
+            f"{path}: [arms] is at the top level, where it is not read: arms go in [tool.swe_arena.arms.NAME] "
+            "tables (rename [arms.X] to [tool.swe_arena.arms.X]; the other settings go in [tool.swe_arena])")
     return table
+
+
+def require_extra(module: str, extra: str, needed_by: str) -> None:
+    """A usage error, before any cell, when ``module`` of the optional ``extra`` is not installed.
+
+    Every cell would otherwise end as a harness error with the same traceback; the error names what
+    needs it and the install line. (uv and PyYAML, for SWE-bench rows' environments, are core dependencies.)
+    """
+    present = sys.modules[module] is not None if module in sys.modules else importlib.util.find_spec(module) is not None
+    if not present:
+        raise pytest.UsageError(
+            f"{needed_by} needs {module}, which is not installed: it comes with the {extra!r} extra, "
+            f"pip install 'pytest-swe-arena[{extra}]' (from a checkout: pip install -e '.[{extra}]')")
 
 
 def given_options(config: pytest.Config) -> dict[str, list[str]]:
@@ -608,6 +629,9 @@ def load_settings(config: pytest.Config) -> Settings:
 
     config_file = find_config_file(path_or_none("config"), raws["config"].source, config.rootpath, config.inipath)
     arena_table = read_arena_table(config_file)
+    if arena_table is None and raws["config"].given and config_file is not None:
+        raise pytest.UsageError(f"{raws['config'].source}: {config_file} has no [tool.swe_arena] table, so it "
+                                "configures nothing; arms go in [tool.swe_arena.arms.NAME] tables")
     enabled = arena_table is not None or any(raw.given for raw in raws.values())
     instances = tuple(_path(raws["instances"], v) for v in parsed["instances"])
     if raws["instances"].given:
@@ -626,6 +650,8 @@ def load_settings(config: pytest.Config) -> Settings:
             f"{raws['lock-stale'].source} ({stale:g} s): a live sweep's lock would look stale "
             "between two heartbeats and be taken over"
         )
+    if single("meter"):
+        require_extra("aiohttp", "meter", f"{raws['meter'].source} (the metering proxy)")
     out = _path(raws["out"], single("out"))
     if enabled and not hasattr(config, "workerinput"):  # workers write nothing there
         check_out_dir(out, raws["out"].source)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,12 @@ def test_a_meter_listen_address_is_a_host_and_an_optional_port(value: str, expec
 def test_a_meter_listen_address_workers_cannot_call_is_refused(value: str, accepted: str) -> None:
     with pytest.raises(pytest.UsageError, match=f"^pyproject.toml: arena_meter_listen: .*{accepted}"):
         OPTION["meter-listen"].parse(value, "pyproject.toml: arena_meter_listen")
+
+
+def test_what_the_readme_and_swe_bench_rows_need_is_a_core_dependency() -> None:
+    """`pip install -e .` alone runs the README's command (-n needs xdist) and SWE-bench rows' envs (uv, PyYAML);
+    only the metering proxy (aiohttp) is an extra, refused at the start when missing (tests/spend/test_meter.py)."""
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[<>=!~ \[]", requirement)[0].lower() for requirement in project["dependencies"]}
+    assert {"pytest-xdist", "uv", "pyyaml"} <= core
+    assert "aiohttp" not in core and project["optional-dependencies"]["meter"] == ["aiohttp>=3.9"]

@@ -9,6 +9,7 @@ verification are the harness's job, not the arm's.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -131,8 +132,20 @@ class SettingsReader:
     def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
         value = self._typed(key, str, default, "a string")
         if required and not value:
+            misspelt = self._misspelling_of(key)
+            if misspelt is not None:
+                raise self._fail(misspelt, f"unknown setting for kind {self.spec.kind!r} (did you mean {key!r}? "
+                                           "it is required)")
             raise self._fail(key, "is required (a string)")
         return value
+
+    def _misspelling_of(self, key: str) -> str | None:
+        """A setting given but not read that is close to the absent ``key`` (``modle`` for ``model``)."""
+        if key in self.spec.settings:
+            return None
+        unread = [name for name in self.spec.settings if name not in self._read]
+        close = difflib.get_close_matches(key, unread, n=1)
+        return close[0] if close else None
 
     @overload
     def number(self, key: str, default: float, *, positive: bool = True) -> float: ...
@@ -181,6 +194,9 @@ class SettingsReader:
         """Reject settings nobody read: a typo must not be silently ignored."""
         unknown = sorted(set(self.spec.settings) - self._read)
         if unknown:
+            close = difflib.get_close_matches(unknown[0], sorted(self._read - set(self.spec.settings)), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise self._fail(
-                unknown[0], f"unknown setting for kind {self.spec.kind!r}; known: {', '.join(sorted(self._read))}"
+                unknown[0],
+                f"unknown setting for kind {self.spec.kind!r}{hint}; known: {', '.join(sorted(self._read))}",
             )

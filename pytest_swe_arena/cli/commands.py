@@ -1,4 +1,4 @@
-"""The ``swe-arena`` commands: report, compare, status, export, view.
+"""The ``swe-arena`` commands: report, compare, status, export, mirror, view.
 
 Each shares its implementation with the plugin: the same ledger reader, summary,
 HTML report and predictions writer produce the same files the sweep wrote.
@@ -15,6 +15,7 @@ from pathlib import Path
 from ..controller.chain import checked_names
 from ..controller.ledger import read_ledger
 from ..controller.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..instances.mirrors import MirrorError, make_mirror
 from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
 from ..results.records import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
@@ -143,3 +144,19 @@ def command_view(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def command_mirror(args: argparse.Namespace) -> int:
+    if args.repo and len(args.sources) != 1:
+        print("swe-arena: --repo names one repository: give one SOURCE with it", file=sys.stderr)
+        return USAGE_ERROR
+    failed = 0
+    for source in args.sources:
+        try:
+            path, new = make_mirror(args.repos, source, args.repo)
+        except MirrorError as error:
+            print(f"swe-arena: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{'made' if new else 'updated'} {path}")
+    return 1 if failed else 0

@@ -1,6 +1,6 @@
 """``swe-arena``'s command line: its parser, its warnings, its exit statuses.
 
-The commands themselves are ``commands``' (report, compare, status, export, view); ``mock-model``
+The commands themselves are ``commands``' (report, compare, status, export, mirror, view); ``mock-model``
 is ``mockmodel``'s.
 """
 
@@ -18,7 +18,14 @@ from ..controller.chain import ChainBroken, UnsafeReference
 from ..mockmodel.server import add_arguments as add_mock_model_arguments
 from ..mockmodel.server import serve as serve_mock_model
 from ..results.gate import METRICS, Limit, LimitError
-from .commands import command_compare, command_export, command_report, command_status, command_view
+from .commands import (
+    command_compare,
+    command_export,
+    command_mirror,
+    command_report,
+    command_status,
+    command_view,
+)
 
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 INTERRUPTED = 130
@@ -84,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--arm", action="append", metavar="NAME",
                         help="the arm to export (repeatable; default: every arm)")
     export.set_defaults(run=command_export)
+
+    mirror = commands.add_parser(
+        "mirror", help="make bare mirrors under --arena-repos for rows that name their repository by 'repo'",
+        description="Each SOURCE (a repository URL or a local clone) becomes DIR/OWNER__NAME.git, where a sweep "
+                    "with --arena-repos DIR finds it; an existing mirror is fetched again. Exit status 1 when a "
+                    "SOURCE could not be mirrored.",
+    )
+    mirror.add_argument("--arena-repos", dest="repos", type=Path, required=True, metavar="DIR",
+                        help="the directory a sweep's --arena-repos names (created if missing)")
+    mirror.add_argument("--repo", metavar="OWNER/NAME",
+                        help="the repository's name as rows give it (default: from the URL, or the clone's origin)")
+    mirror.add_argument("sources", nargs="+", metavar="SOURCE", help="a repository URL or a local clone")
+    mirror.set_defaults(run=command_mirror)
 
     view = commands.add_parser(
         "view", help="serve the out dir's viewer on 127.0.0.1 (it also opens from file://, no server needed)",

@@ -18,9 +18,9 @@ import pytest
 
 from ..files import remove_detached
 from ..forkserver import ForkServer
-from ..instances.loading import SchemaMemo
+from ..instances.loading import SchemaMemo, missing_repositories, missing_repositories_error
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
-from ..naming import LEDGER_NAME, new_run_id
+from ..naming import LEDGER_NAME, file_node_path, new_run_id, parse_node_id
 from ..results import calibration
 from ..results.calibration import failed_instances
 from ..results.text import (
@@ -38,7 +38,7 @@ from .forecasts import sweep_forecast
 from .ledger import read_ledger
 from .lock import SweepLock
 from .provenance import sweep_record
-from .records import SweepRecords
+from .records import SWEEP_NOT_RUN, SweepRecords
 from .resume import reusable_rows, verdicts
 from .scheduling import BudgetScheduling
 from .terminal import drop_silent_reports
@@ -73,6 +73,8 @@ class ControllerPlugin:
         self.interrupted = False
         self.fork_server: ForkServer | None = None
         self.notes: list[str] = []
+        #: Set at the end when the sweep could not run (``records.SWEEP_NOT_RUN``): the line that says so.
+        self.not_run: str | None = None
         #: Tests whose reports have all been logged (``pytest_runtest_logfinish``).
         self.logged = 0
 
@@ -134,6 +136,11 @@ class ControllerPlugin:
         takeover = self.lock.acquire()
         if takeover:
             self.note(takeover)
+        ledger = self.records.out / LEDGER_NAME
+        if not settings.resume and ledger.is_file() and ledger.stat().st_size:
+            self.note(f"{self.records.out} holds earlier sweeps ({ledger}): this sweep's rows are added after "
+                      "theirs and its outputs replace theirs; --arena-resume reuses their finished cells, or use "
+                      "another --arena-out for a sweep of its own")
         self.records.record_sweep(sweep_record(self.config, self.records.run_id, self.records.arm_order))
         self.records.prepay_reused()
 
@@ -193,6 +200,10 @@ class ControllerPlugin:
         elif (self.state.settings.calibrate and session.exitstatus == pytest.ExitCode.TESTS_FAILED
               and calibration.all_calibrated(self.records.calibration, self.records.rows)):
             session.exitstatus = pytest.ExitCode.OK  # EMPTY failing is calibration's expected result
+        elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self.records.recorded:
+            self.not_run = self.records.not_run_line()
+            if self.not_run is not None:
+                session.exitstatus = SWEEP_NOT_RUN
 
     def pytest_unconfigure(self) -> None:
         # The safety net: a session that ended before pytest_sessionfinish (an error in another
@@ -218,13 +229,35 @@ class ControllerPlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.records.progress.collected(session.items)
+        self.refresh_lock()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Every worker sends its own copy of the same ids, and xdist's scheduler keeps each list to
         # the end: interned, the lists share one set of strings (at 10,000 cells, about 1 MiB a worker).
         ids[:] = map(sys.intern, ids)
+        first = not self.records.progress.cell_ids
         self.records.progress.collected_by_worker(ids)
+        self.refresh_lock()
+        if first:
+            self.check_repositories(ids)
+
+    def check_repositories(self, ids: Sequence[str]) -> None:
+        """Under xdist: the selected rows' repositories are there (a worker's usage error would be an INTERNALERROR)."""
+        selected: dict[str, set[str]] = {}
+        for nodeid in ids:
+            parsed = parse_node_id(nodeid)
+            if parsed is not None:
+                selected.setdefault(parsed[0], set()).add(parsed[1].instance_id)
+        missing: dict[str, str] = {}
+        for path in self.state.instance_files():
+            chosen = selected.get(file_node_path(path, self.config.rootpath))
+            if chosen:
+                missing.update((message, where) for message, where in
+                               missing_repositories(path, chosen, self.state.settings.repos).items()
+                               if message not in missing)
+        if missing:
+            pytest.exit(missing_repositories_error(missing), returncode=pytest.ExitCode.USAGE_ERROR)
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         cases = [item.stash[CASE_KEY] for item in items if CASE_KEY in item.stash]
@@ -246,7 +279,17 @@ class ControllerPlugin:
         if recorded is None:
             return
         if recorded.written:
+            self.refresh_lock()
             self.config.hook.pytest_arena_cell_finished(row=recorded.row, config=self.config)
+
+    def refresh_lock(self) -> None:
+        """The lock's progress after every cell and once the cells are known (``swe-arena status``), not
+        only at the next heartbeat; a failed write is the heartbeat's to report, and the next one retries."""
+        if self.lock is not None:
+            try:
+                self.lock.write()
+            except OSError:
+                pass
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         # pytest keeps every report to the end of the session: the cells' silent setup and teardown
@@ -282,5 +325,5 @@ class ControllerPlugin:
                 terminalreporter.write_line(f"warning: {message}", yellow=True)
             for line in written_lines(self.records.out, self.records.run_id, self.records.written):
                 terminalreporter.write_line(line)
-        for line in failure:
+        for line in [*failure, *([self.not_run] if self.not_run else [])]:
             terminalreporter.write_line(line, red=True)

@@ -23,14 +23,22 @@ import pytest
 
 from ..files import finite_json, write_atomic
 from ..naming import BUDGET_NAME, CellName
-from ..outcome import CellOutcome, crashed, interrupted, with_spend_known
+from ..outcome import CellOutcome, CellStatus, crashed, interrupted, with_spend_known
 from ..results import calibration
-from ..results.outputs import write_predictions, write_summary_and_report
+from ..results.outputs import remove_other_predictions, write_predictions, write_summary_and_report
 from ..results.records import CellRecord, cell_record
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
 from .ledger import LedgerWriter, RowNotWritten, append_sweep_record
 from .progress import SweepProgress
+
+#: The exit status of a sweep that could not run: more than ``NOT_RUN_SHARE`` of its cells this run were
+#: harness or configuration errors (status 1 stays a sweep that ran and left cells unresolved). docs/outputs.md.
+SWEEP_NOT_RUN = 6
+NOT_RUN_SHARE = 0.5
+#: The statuses that say the harness or the arm's setup failed, not the agent.
+NOT_RUN_STATUSES = (CellStatus.HARNESS_ERROR.value, CellStatus.CONFIG_ERROR.value)
+
 
 if TYPE_CHECKING:
     from ..results.viewer.build import PagesWhileRunning
@@ -240,7 +248,13 @@ class SweepRecords:
         # The rows are read back from the ledger a line at a time: held whole, 10,000 rows would
         # be the controller's peak memory.
         try:
-            self.written += write_predictions(self.writer.iter_rows(), self.out)
+            this_sweep = write_predictions(self.writer.iter_rows(), self.out)
+            self.written += this_sweep
+            stale = remove_other_predictions(self.out, this_sweep)
+            if stale:
+                names = ", ".join(str(path.relative_to(self.out)) for path in stale)
+                notes.append(f"removed {names}: an earlier sweep's, of arms or trials not in this one (their rows "
+                             "stay in the ledger, under their run ids)")
         except OSError as error:
             self.file_not_written(error)
         try:
@@ -282,6 +296,15 @@ class SweepRecords:
 
     def file_not_written(self, error: OSError) -> None:
         self.unwritten_files[str(error.filename)] = error
+
+    def not_run_line(self) -> str | None:
+        """Why this sweep counts as one that could not run (exit status ``SWEEP_NOT_RUN``), or None."""
+        statuses = [row.get("status") for row in self.rows]
+        errors = sum(1 for status in statuses if status in NOT_RUN_STATUSES)
+        if not statuses or errors <= NOT_RUN_SHARE * len(statuses):
+            return None
+        return (f"error: {errors} of {len(statuses)} cells were harness or configuration errors (not counted): "
+                f"the sweep could not run, exit status {SWEEP_NOT_RUN}; their errors are in the ledger and above")
 
     def failure_lines(self) -> list[str]:
         """The one error about what could not be written, or nothing."""

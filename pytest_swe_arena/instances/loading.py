@@ -11,7 +11,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -239,6 +239,10 @@ def _schema_error(path: Path, line: int, row: Any) -> InstanceFileError | None:
     return InstanceFileError(path, line, f"{message}{accepted}", field_path)
 
 
+#: The kind of ``Source`` of a row whose repository is not under --arena-repos; its location says so.
+MISSING = "missing"
+
+
 def resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Path | None,
                    resolved: dict[tuple[str, str], Source] | None = None) -> Source:
     """Turn the row's ``source`` (or its ``repo`` under ``repos_dir``) into an absolute location.
@@ -285,10 +289,38 @@ def _resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pa
     for candidate in candidates:
         if candidate.exists():
             return Source("git", str(candidate.resolve()))
+    # Not an error yet: a row that -k or -m deselects needs no mirror. A selected one is a usage error
+    # after selection (``worker.collection.check_sources``), which names this.
     looked = ", ".join(str(c) for c in candidates[:2])
-    raise InstanceFileError(
-        path, line, f"repository {repo!r} not found under --arena-repos (looked for {looked})", "repo"
-    )
+    return Source(MISSING, f"repository {repo!r} is not under --arena-repos (looked for {looked}); make its "
+                           f"mirror with `swe-arena mirror --arena-repos {repos_dir} https://github.com/{repo}` "
+                           "(or a local clone's path instead of the URL)")
+
+
+def missing_repositories_error(missing: Mapping[str, str]) -> str:
+    """The usage error for selected rows whose repositories are missing: ``missing`` maps each
+    ``MISSING`` source's text to the first ``file:line`` whose row needs it."""
+    lines = [f"{where}: {message}" for message, where in missing.items()]
+    return "\n".join([f"{len(lines)} selected repository(ies) missing (deselect their rows with -k or -m, "
+                      "or make their mirrors):", *lines])
+
+
+def missing_repositories(path: Path, instance_ids: Set[str], repos_dir: Path | None) -> dict[str, str]:
+    """The repositories the rows of ``path`` named in ``instance_ids`` need and --arena-repos lacks (as
+    ``missing_repositories_error`` takes them): the controller's check under xdist, whose workers collect."""
+    missing: dict[str, str] = {}
+    if repos_dir is None:
+        return missing
+    try:
+        for line, row in read_instance_file(path)[1]:
+            if isinstance(row, dict) and row.get("instance_id") in instance_ids and not row.get("source") \
+                    and isinstance(row.get("repo"), str) and "/" in row["repo"]:
+                source = _resolve_source(path, line, row, repos_dir)
+                if source.kind == MISSING:
+                    missing.setdefault(source.location, f"{path}:{line}")
+    except InstanceFileError:
+        pass  # the workers' collection reports it
+    return missing
 
 
 def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,

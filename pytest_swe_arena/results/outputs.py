@@ -116,3 +116,15 @@ def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path
         write_atomic(path, "".join(finite_json(entry, path, ensure_ascii=False) + "\n" for entry in entries))
         written.append(path)
     return written
+
+
+def remove_other_predictions(out: Path, kept: Iterable[Path]) -> list[Path]:
+    """Remove the ``predictions/*.jsonl`` files not in ``kept`` (an earlier sweep's other arms); return them.
+
+    Left beside this sweep's, they read as its results. The ledger keeps their rows, under their run ids.
+    """
+    keep = {path.resolve() for path in kept}
+    stale = sorted(path for path in (out / "predictions").glob("*.jsonl") if path.resolve() not in keep)
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from ..files import timestamp
 from ..grading.runners import has_repo_runner
-from ..instances.loading import SchemaMemo, load_instances, read_instance_file
+from ..instances.loading import MISSING, SchemaMemo, load_instances, missing_repositories_error, read_instance_file
 from ..instances.model import InstanceFileError
 from ..instances.specs import with_env_spec, with_shipped_spec
 from ..instances.swebench_specs import load_shipped_specs
@@ -119,6 +119,20 @@ class InstanceFile(pytest.File):
                     for mark in marks:
                         item.add_marker(decorators[mark])
                     yield item
+
+
+def check_sources(items: list[pytest.Item]) -> None:
+    """A usage error when a selected cell's repository is missing (rows deselected by -k or -m need none).
+
+    Without xdist; under xdist the controller checks the ids its workers collected (``missing_repositories``).
+    """
+    missing: dict[str, str] = {}
+    for item in items:
+        case = item.stash.get(CASE_KEY, None)
+        if case is not None and case.instance.source.kind == MISSING:
+            missing.setdefault(case.instance.source.location, f"{case.instance.path}:{case.instance.line}")
+    if missing:
+        raise pytest.UsageError(missing_repositories_error(missing))
 
 
 class ArenaItem(pytest.Function):

@@ -21,7 +21,7 @@ from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
 from ..results.records import user_properties
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
-from .collection import InstanceFile
+from .collection import InstanceFile, check_sources
 from .sandbox import SandboxError, probe_bwrap, resolve_sandbox
 
 #: How many cells a worker runs between two sweeps of its terminal reporter's kept reports.
@@ -96,6 +96,10 @@ class CellPlugin:
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         deselect_uncalibrated(config, self.state, items)
         interleave_instances(items)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not hasattr(self.config, "workerinput"):  # a worker's error would be an INTERNALERROR: the controller's
+            check_sources(session.items)  # after -k and -m: only the selected rows need their repositories
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]

@@ -192,3 +192,50 @@ def test_an_out_dir_that_is_a_file_is_a_usage_error(suite, calc, xdist):
     under.stderr.fnmatch_lines([f"ERROR: option --arena-out: {suite.path / 'results.txt/out'} lies under "
                                 f"{suite.path / 'results.txt'}, which is a file, not a directory*"])
     assert (suite.path / "results.txt").read_text() == "my notes\n"
+
+
+STATUS_AFTER_EACH_CELL = '''
+import pathlib
+from pytest_swe_arena.cli.status import sweep_status
+
+def pytest_arena_cell_finished(row, config):
+    out = pathlib.Path(str(config.rootpath)) / "arena-out"
+    lines, live = sweep_status(out)
+    with open(pathlib.Path(str(config.rootpath)) / "status.log", "a") as log:
+        log.write(f"{row['arm']} live={live}\\n" + "\\n".join(lines) + "\\n=== end\\n")
+'''
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_status_counts_each_cell_as_it_finishes_not_at_the_next_heartbeat(suite, calc, xdist):
+    """The lock is rewritten after every cell (and once the cells are collected): `swe-arena status` read
+    when a cell has just finished counts it, well before the 20 s heartbeat."""
+    suite.instances([calc.row(), calc.row("demo__calc-2")])
+    suite.pytester.makeconftest(STATUS_AFTER_EACH_CELL)
+    suite.run("--arena-arms=GOLD", *xdist)
+    assert len(suite.ledger()) == 2
+    seen = (suite.path / "status.log").read_text().split("=== end\n")[:-1]
+    assert len(seen) == 2, seen
+    assert "not collected yet" not in "".join(seen)
+    assert "  cells      1 done, " in seen[0], seen[0]
+    assert "of 2" in seen[0], seen[0]
+    assert "  cells      2 done, 0 running, 0 left of 2" in seen[1], seen[1]
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_a_sweep_into_an_out_dir_of_an_earlier_sweep_says_so_and_removes_its_other_predictions(suite, calc, xdist):
+    suite.instances([calc.row()])
+    first = suite.run("--arena-arms=GOLD,EMPTY", *xdist)
+    assert "holds earlier sweeps" not in first.stdout.str()
+    predictions = suite.path / "arena-out/predictions"
+    assert sorted(path.name for path in predictions.iterdir()) == ["EMPTY.jsonl", "GOLD.jsonl"]
+    second = suite.run("--arena-arms=EMPTY", *xdist)
+    out = suite.path / "arena-out"
+    second.stdout.fnmatch_lines([f"swe-arena: {out} holds earlier sweeps ({out / 'ledger.jsonl'}): this sweep's rows "
+                                 "are added after theirs and its outputs replace theirs; --arena-resume reuses *",
+                                 "warning: removed predictions/GOLD.jsonl: an earlier sweep's, of arms or trials not "
+                                 "in this one (their rows stay in the ledger, under their run ids)"])
+    assert sorted(path.name for path in predictions.iterdir()) == ["EMPTY.jsonl"]
+    assert {row["arm"] for row in suite.ledger()} == {"GOLD", "EMPTY"}, "the ledger keeps every run"
+    resumed = suite.run("--arena-arms=EMPTY", "--arena-resume", *xdist)
+    assert "holds earlier sweeps" not in resumed.stdout.str()

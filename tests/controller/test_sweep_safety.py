@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from helpers.arena import XDIST, marked_processes, start_sweep
 
+from pytest_swe_arena.controller.records import SWEEP_NOT_RUN
+
 # Test arms. They are real arm kinds (registered through the hook) that do real work in the
 # workspace and real processes; only what a model would have spent is stated by the arm.
 ARMS_CONFTEST = r'''
@@ -613,3 +615,17 @@ def test_pytest_timeout_cancels_the_agent_and_records_timeout(arena, monkeypatch
     assert row["error"].endswith("Timeout (>600.0s) from pytest-timeout."), row["error"]
     assert row["patch_scored"] is False
     assert marked_processes(arena.marker) == []
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_the_exit_status_tells_a_sweep_that_ran_from_one_that_could_not(arena, xdist):
+    arena.instances([arena.calc.row(f"demo__calc-{n}") for n in (1, 2)])
+    ran = arena.run("--arena-arms=EMPTY,RAISING", "--arena-repeat=2", "--arena-out=ran", *xdist)
+    ran.assert_outcomes(failed=4, errors=4)
+    assert ran.ret == pytest.ExitCode.TESTS_FAILED, "half the cells are harness errors: the sweep ran"
+    assert "could not run" not in ran.stdout.str()
+    broken = arena.run("--arena-arms=RAISING", "--arena-out=broken", *xdist)
+    broken.assert_outcomes(errors=2)
+    assert broken.ret == SWEEP_NOT_RUN == 6
+    broken.stdout.fnmatch_lines(["error: 2 of 2 cells were harness or configuration errors (not counted): the sweep "
+                                 "could not run, exit status 6*"])

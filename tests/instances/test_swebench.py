@@ -9,7 +9,7 @@ import subprocess
 import threading
 
 import pytest
-from helpers.arena import XDIST, ledger_validator, write_export
+from helpers.arena import XDIST, ledger_validator, swe_arena, write_export
 from helpers.gitrepos import commit, diff_of, git, shapes_swe_bench_row
 
 from pytest_swe_arena.grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
@@ -59,8 +59,54 @@ def test_repos_are_found_as_owner_slash_name_bare_mirrors(suite, shapes, tmp_pat
     result.assert_outcomes(passed=1)
 
     result = suite.run(f"--arena-repos={tmp_path / 'nowhere'}", "--arena-arms=GOLD")
-    result.stdout.fnmatch_lines(["*lite.jsonl:1: field 'repo': repository 'acme/shapes' not found under "
-                                 "--arena-repos (looked for */nowhere/acme__shapes, */nowhere/acme/shapes)*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*lite.jsonl:1: repository 'acme/shapes' is not under --arena-repos (looked for "
+                                 "*/nowhere/acme__shapes, */nowhere/acme/shapes); make its mirror with `swe-arena "
+                                 f"mirror --arena-repos {tmp_path / 'nowhere'} https://github.com/acme/shapes`*"])
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_rows_deselected_by_k_need_no_mirror_and_swe_arena_mirror_makes_one(suite, shapes, tmp_path, xdist):
+    row, repo = shapes
+    remote = tmp_path / "remote/acme/shapes.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(remote))
+    mirrors = tmp_path / "mirrors"
+    made = swe_arena("mirror", "--arena-repos", mirrors, f"file://{remote}")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == f"made {mirrors / 'acme__shapes.git'}\n"
+    assert git(mirrors / "acme__shapes.git", "rev-parse", "--is-bare-repository").strip() == "true"
+    again = swe_arena("mirror", "--arena-repos", mirrors, f"file://{remote}")
+    assert again.stdout == f"updated {mirrors / 'acme__shapes.git'}\n", "an existing mirror is fetched again"
+    other = {**row, "instance_id": "globex__widgets-7", "repo": "globex/widgets"}
+    write_export(suite, [row, other])
+    selected = suite.run(f"--arena-repos={mirrors}", "--arena-arms=EMPTY", "-k", "shapes", *xdist)
+    selected.assert_outcomes(failed=1)
+    assert [r["instance_id"] for r in suite.ledger()] == [row["instance_id"]]
+    everything = suite.run(f"--arena-repos={mirrors}", "--arena-arms=EMPTY", "--arena-out=all", *xdist)
+    assert everything.ret == pytest.ExitCode.USAGE_ERROR
+    # Without xdist a usage error; with it the controller's, after the workers collected: pytest.exit's.
+    pytest.LineMatcher((everything.stderr.str() + "\n" + everything.stdout.str()).splitlines()).fnmatch_lines([
+        "*1 selected repository(ies) missing (deselect their rows with -k or -m, or make their mirrors):",
+        "*swe-bench-lite.json:*: repository 'globex/widgets' is not under --arena-repos *; make its mirror with "
+        f"`swe-arena mirror --arena-repos {mirrors} https://github.com/globex/widgets`*"])
+    assert not (suite.path / "all" / "ledger.jsonl").exists(), "no cell ran"
+
+
+def test_swe_arena_mirror_takes_a_local_clone_and_names_what_it_cannot_mirror(tmp_path, shapes):
+    _, repo = shapes
+    clone = tmp_path / "work/shapes"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "remote", "set-url", "origin", "https://github.com/acme/shapes.git")
+    made = swe_arena("mirror", "--arena-repos", tmp_path / "m", clone)
+    assert made.returncode == 0 and made.stdout == f"made {tmp_path / 'm/acme__shapes.git'}\n", made.stderr
+    named = swe_arena("mirror", "--arena-repos", tmp_path / "m", "--repo", "acme/other", repo)
+    assert named.returncode == 0 and (tmp_path / "m/acme__other.git").is_dir(), named.stderr
+    git(clone, "remote", "remove", "origin")
+    bad = swe_arena("mirror", "--arena-repos", tmp_path / "m2", clone, tmp_path / "nowhere")
+    assert bad.returncode == 1
+    assert f"swe-arena: {clone}: a clone without an 'origin' remote does not say which repository it is; give it " \
+           "with --repo OWNER/NAME" in bad.stderr
+    assert f"swe-arena: {tmp_path / 'nowhere'}: not a URL and no such directory" in bad.stderr
 
 
 FORGER_CONFTEST = '''

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import urllib.error
 import urllib.request
@@ -10,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 import pytest
+from helpers.arena import XDIST
 from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.spend.budget import BudgetGate, BudgetLimits, Limit, SpendCap
@@ -265,3 +267,26 @@ def test_budget_gate_says_what_is_left_of_the_sweep_and_the_arm(tmp_path):
 def test_a_cap_travels_to_the_process_as_json():
     cap = SpendCap(0.5, 100, {"input": 1.0})
     assert SpendCap(**json.loads(json.dumps(asdict(cap)))) == cap
+
+
+def block_modules(suite, monkeypatch, *names: str) -> None:
+    """The sweep's Python (and its workers') sees ``names`` as not installed: a sitecustomize on PYTHONPATH."""
+    site = suite.path / "site-blocker"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n" + "".join(f"sys.modules[{name!r}] = None\n" for name in names))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
+@pytest.mark.parametrize("xdist", XDIST)
+def test_the_meter_without_aiohttp_is_a_usage_error_naming_the_extra_before_any_cell(suite, calc, monkeypatch, xdist):
+    suite.instances([calc.row()])
+    block_modules(suite, monkeypatch, "aiohttp")
+    result = suite.run("--arena-arms=GOLD", "--arena-meter", *xdist)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: option --arena-meter (the metering proxy) needs aiohttp, which is not "
+                                 "installed: it comes with the 'meter' extra, "
+                                 "pip install 'pytest-swe-arena[[]meter[]]'*"])
+    assert result.stderr.str().count("needs aiohttp") == 1
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+    assert not (suite.path / "arena-out" / "ledger.jsonl").exists(), "no cell ran"

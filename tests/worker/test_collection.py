@@ -384,3 +384,37 @@ def test_collection_reads_each_instance_file_once_and_compiles_the_schema_once(s
     result.stdout.fnmatch_lines(["24 tests collected*"])  # 4 instances x 2 arms x 3 trials
     assert sorted(reads) == ["demo.jsonl", "other.jsonl"]
     assert loading._validator.cache_info().misses == 1
+
+
+def test_a_misspelt_required_setting_is_an_unknown_key_with_the_close_match(suite, calc):
+    suite.instances([calc.row()])
+    suite.arms_toml = '[tool.swe_arena.arms.X]\nkind = "opencode"\nmodle = "openai/gpt-5"\n'
+    result = suite.run("--arena-arms", "X")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*[[]tool.swe_arena.arms.X[]]: field 'modle': unknown setting for kind 'opencode' "
+                                 "(did you mean 'model'? it is required)*"])
+    assert "is required (a string)" not in result.stderr.str()
+    suite.arms_toml = ('[tool.swe_arena.arms.X]\nkind = "opencode"\nmodel = "openai/gpt-5"\n'
+                       'executable = "/bin/true"\ntimout = 60\n')
+    result = suite.run("--arena-arms", "X")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*field 'timout': unknown setting for kind 'opencode' (did you mean 'timeout'?); "
+                                 "known: *model*timeout*"])
+
+
+def test_an_arena_config_of_bare_arms_tables_says_where_arms_go(suite, calc):
+    suite.instances([calc.row()])
+    (suite.path / "arms.toml").write_text('[arms.X]\nkind = "gold"\n')
+    result = suite.run("--arena-arms", "X", "--arena-config", "arms.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {suite.path / 'arms.toml'}: [[]arms[]] is at the top level, where it is not "
+                                 "read: arms go in [[]tool.swe_arena.arms.NAME[]] tables (rename [[]arms.X[]] to "
+                                 "[[]tool.swe_arena.arms.X[]]*"])
+    assert "unknown arm" not in result.stderr.str()
+    (suite.path / "arms.toml").write_text('[tool.other]\nx = 1\n')
+    result = suite.run("--arena-arms", "X", "--arena-config", "arms.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: option --arena-config: *arms.toml has no [[]tool.swe_arena[]] table, so it "
+                                 "configures nothing; arms go in [[]tool.swe_arena.arms.NAME[]] tables"])
+    (suite.path / "arms.toml").write_text('[tool.swe_arena.arms.X]\nkind = "gold"\n')
+    assert suite.run("--arena-arms", "X", "--arena-config", "arms.toml").ret != pytest.ExitCode.USAGE_ERROR
