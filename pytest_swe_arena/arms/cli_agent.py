@@ -58,6 +58,7 @@ from .agent import (
     write_prompt,
 )
 from .base import ArmConfigError, ArmResult, CellRequest, SettingsReader
+from .misconfig import NO_FAILURES, KindFailures
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -97,6 +98,8 @@ class CliAgentArm:
     base_url_variable: ClassVar[str | None] = None
     #: Where the agent's model calls go when nothing in the arm's table says otherwise.
     default_base_url: ClassVar[str]
+    #: How the kind's CLI says its setup failed (a refused key, an unreachable endpoint...: ``arms.misconfig``).
+    config_failures: ClassVar[KindFailures] = NO_FAILURES
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)

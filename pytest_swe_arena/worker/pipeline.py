@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
 from ..grading.rules import RULE_SETS
 from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
 from ..grading.tree import (
@@ -173,6 +174,10 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         details=details,
     )
     ended = result.status.cell_status
+    misconfigured = configuration_failure(case, result, usage, cell.run_dir)
+    if misconfigured is not None:
+        # The arm's setup failed before its agent did anything: not counted, and its other cells wait for a fix.
+        return finish(outcome, CellStatus.CONFIG_ERROR, misconfigured)
 
     clock = time.monotonic()
     nested: tuple[str, ...] = ()
@@ -256,6 +261,20 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def configuration_failure(case: Case, result: ArmResult, usage: Usage, run_dir: Path) -> str | None:
+    """Why the cell is ``config_error`` (a refused key, an unreachable endpoint, a quota, rate limits), or None.
+
+    Read from the agent's error output against its kind's ``config_failures`` (``arms.misconfig``), only
+    for a run that exited (failed, or ended without an answer) with no output tokens recorded (none, or
+    not known): once a model answered, what the agent prints may be the model's doing, and its failure
+    is counted.
+    """
+    failures = getattr(case.arm, "config_failures", NO_FAILURES)
+    if result.status not in (ArmStatus.ARM_ERROR, ArmStatus.COMPLETED) or usage.output_tokens:
+        return None
+    return failures.find([result.error or "", *("\n".join(tail_lines(run_dir / name)) for name in ERROR_OUTPUTS)])
 
 
 def note_shared_grade(log: Path, shared: SharedGrade) -> None:
