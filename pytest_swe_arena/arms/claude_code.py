@@ -25,6 +25,7 @@ from ..spend.claude import StreamAndSubagents, read_claude_spend
 from .base import ArmKind, CellRequest
 from .cli_agent import AgentCall, CliAgentArm, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 #: Keep Claude Code off the network but for its model (event logging, error reports, update checks).
 QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
@@ -55,6 +56,10 @@ class ClaudeCodeArm(CliAgentArm):
     login_file = ".credentials.json"
     base_url_variable = "ANTHROPIC_BASE_URL"  # no /v1: it POSTs {base URL}/v1/messages
     default_base_url = "https://api.anthropic.com"
+
+    def probe_call(self) -> ProbeCall | None:
+        return ProbeCall("anthropic", self.base_url_variable, self.default_base_url, "ANTHROPIC_API_KEY",
+                         self.model or "claude-sonnet-4-5")
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",

@@ -59,6 +59,7 @@ from .agent import (
 )
 from .base import ArmConfigError, ArmResult, CellRequest, SettingsReader
 from .misconfig import NO_FAILURES, KindFailures
+from .preflight import ProbeCall
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -145,6 +146,10 @@ class CliAgentArm:
         if wanted:
             raise ArmConfigError(f"{reader.spec.origin}: {problem} (meter = true)")
         return Metering(wanted, (), self.cap, f"{reader.spec.origin}: {problem}")
+
+    def probe_call(self) -> ProbeCall | None:
+        """The one call ``--arena-preflight`` makes for the arm (``arms.preflight``); None: not probed."""
+        return None
 
     def model_base_url(self) -> str:
         """The URL the agent's model calls go to without the meter: the arm's ``env`` value of

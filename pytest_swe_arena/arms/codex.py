@@ -35,6 +35,7 @@ from .agent import MODEL_UPSTREAM
 from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 #: Codex's own sandbox for its commands: "workspace-write" lets them write the workspace (and TMPDIR).
 #: Its bwrap cannot start inside another sandbox, so in a cell the arena sandboxes (``--arena-sandbox``)
@@ -130,6 +131,12 @@ class CodexArm(CliAgentArm):
                 raise ArmConfigError(f"{reader.spec.origin}: field 'overrides': {key} = {value!r} is not a "
                                      "string, number or boolean (a dotted key names a nested setting)")
         self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **provider_overrides(reader), **overrides}
+
+    def probe_call(self) -> ProbeCall | None:
+        if self.overrides.get("model_providers.arena.wire_api", "responses") != "responses":
+            return None
+        key = str(self.overrides.get("model_providers.arena.env_key", PROVIDER_DEFAULTS["env_key"]))
+        return ProbeCall("responses", None, self.model_base_url(), key, self.model or "gpt-5")
 
     def model_base_url(self) -> str:
         return str(self.overrides.get("model_providers.arena.base_url", PROVIDER_DEFAULTS["base_url"]))

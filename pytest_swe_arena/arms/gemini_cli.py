@@ -31,6 +31,7 @@ from ..suite import Suite
 from .base import ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 
 def merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,6 +70,10 @@ class GeminiCliArm(CliAgentArm):
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
         self.auth_type: str = reader.string("auth_type", "gemini-api-key")
         self.settings: dict[str, Any] = reader.table("settings", {})
+
+    def probe_call(self) -> ProbeCall | None:
+        return ProbeCall("gemini", self.base_url_variable, self.default_base_url, "GEMINI_API_KEY",
+                         self.model or "gemini-2.5-flash")
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         ours = {"security": {"auth": {"selectedType": self.auth_type}}, "privacy": {"usageStatisticsEnabled": False}}

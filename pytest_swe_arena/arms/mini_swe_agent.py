@@ -30,6 +30,7 @@ from ..suite import Suite
 from .base import ArmConfigError, ArmError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 QUIET_ENV = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
              "MSWEA_COST_TRACKING": "ignore_errors"}
@@ -80,6 +81,12 @@ class MiniSweAgentArm(CliAgentArm):
         return (f"the meter routes mini-swe-agent's calls through OPENAI_BASE_URL, which only litellm's openai/ "
                 f"models use; model {self.model!r} is not one (an OpenAI-compatible endpoint is "
                 f"model = \"openai/NAME\" with upstream = its base URL)")
+
+    def probe_call(self) -> ProbeCall | None:
+        provider, _, model = (self.model or "").partition("/")
+        if provider != "openai":
+            return None  # litellm's other providers each read their own variables: the sweep finds out
+        return ProbeCall("chat", self.base_url_variable, self.default_base_url, "OPENAI_API_KEY", model)
 
     def agent_version(self) -> str:
         try:

@@ -153,3 +153,19 @@ def test_a_command_arm_that_prints_a_refusal_is_still_counted(suite, calc):
     suite.run("--arena-arms=LIAR")
     (row,) = suite.ledger()
     assert row["status"] == "arm_error", row
+
+
+@pytest.mark.parametrize("kind", [param for param in kind_params() if param.id != "opencode"])
+def test_the_preflight_refuses_a_bad_key_before_any_cell(suite, calc, kind):
+    suite.instances([calc.row("demo__calc-1")])
+    with ScriptedModel([], api_key=RIGHT_KEY) as model:
+        set_up(suite, kind, {"BADKEY": model})
+        result = suite.run("--arena-arms=BADKEY", "--arena-preflight")
+        endpoint, calls = f"127.0.0.1:{model.port}", len(model.model_requests())
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    (line,) = [line for line in out.splitlines() if "--arena-preflight: arm BADKEY:" in line]
+    assert endpoint in line and ("401" in line or "API key not valid" in line), line
+    # The one call was the probe's: no agent ran, no cell was recorded.
+    assert calls == 1
+    assert not (suite.path / "arena-out" / "ledger.jsonl").exists()
