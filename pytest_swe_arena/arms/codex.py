@@ -99,7 +99,8 @@ CONFIG_FAILURES = KindFailures(
     (
         credentials(r"unexpected status 40[13]\b|401 Unauthorized|403 Forbidden|Incorrect API key|invalid_api_key"
                     r"|Missing environment variable|Not logged in"),
-        quota(r"unexpected status 402\b|Payment Required|insufficient_quota|Quota exceeded|usage limit"),
+        quota(r"exceeded your current quota|unexpected status 402\b|Payment Required|insufficient_quota"
+              r"|Quota exceeded|usage limit"),
         rate_limit(r"(last|unexpected) status:? 429\b|Too Many Requests"),
         endpoint(r"error sending request|Connection refused|dns error|unexpected status 404\b"),
     ),

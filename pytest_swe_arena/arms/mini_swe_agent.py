@@ -53,7 +53,7 @@ CONFIG_FAILURES = KindFailures(
     "the model's provider key (OPENAI_API_KEY...) and OPENAI_BASE_URL",
     (
         credentials(r"AuthenticationError|PermissionDeniedError|Incorrect API key|invalid_api_key"),
-        quota(r"insufficient_quota|BudgetExceededError|Error code: 402\b|Payment Required"),
+        quota(r"exceeded your current quota|insufficient_quota|BudgetExceededError|Error code: 402\b|Payment Required"),
         rate_limit(r"RateLimitError|Error code: 429\b"),
         endpoint(r"APIConnectionError|Connection refused|NotFoundError"),
     ),

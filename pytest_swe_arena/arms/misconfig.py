@@ -21,6 +21,8 @@ from pathlib import Path
 TAIL_BYTES = 64 * 1024
 #: The run dir's files an agent's error output may be in (its stderr, and the stdout each kind keeps).
 ERROR_OUTPUTS = ("stderr.log", "stdout.log", "events.jsonl", "result.json", "driver.stderr.log", "driver.log")
+#: Terminal colour codes, which some CLIs write even to a file.
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: How much of the matching line the row's error keeps.
 LINE_WIDTH = 240
 
@@ -74,9 +76,10 @@ class KindFailures:
     failures: tuple[ConfigFailure, ...]
 
     def find(self, texts: Iterable[str]) -> str | None:
-        """``"<what>: <line> (check <settings>)"`` for the first line of ``texts`` a failure matches; else None."""
+        """``"<what>: <line> (check <settings>)"`` for the line a failure matches, else None: in each text the
+        last such line (an agent's final error comes after the tracebacks that quote its source)."""
         for text in texts:
-            for line in text.splitlines():
+            for line in reversed(ANSI.sub("", text).splitlines()):
                 for failure in self.failures:
                     if failure.search(line):
                         shown = " ".join(line.split())[:LINE_WIDTH]

@@ -36,7 +36,8 @@ CONFIG_FAILURES = KindFailures(
     (
         credentials(r"\b40[13]\b.*(Unauthorized|Forbidden|API key|auth)|Incorrect API key|invalid_api_key"
                     r"|invalid x-api-key|ProviderAuthError|authentication_error|API key not valid"),
-        quota(r"\b402\b|insufficient_quota|Payment Required|Credit balance is too low|Quota exceeded"),
+        quota(r"exceeded your current quota|\b402\b|insufficient_quota|Payment Required|Credit balance is too low"
+              r"|Quota exceeded"),
         rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED"),
         endpoint(r"ECONNREFUSED|ENOTFOUND|Unable to connect|ConnectionRefused|fetch failed"),
     ),
