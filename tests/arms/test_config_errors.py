@@ -169,3 +169,18 @@ def test_the_preflight_refuses_a_bad_key_before_any_cell(suite, calc, kind):
     # The one call was the probe's: no agent ran, no cell was recorded.
     assert calls == 1
     assert not (suite.path / "arena-out" / "ledger.jsonl").exists()
+
+
+@pytest.mark.skipif(CODEX is None or DOTENVX is None, reason="codex or dotenvx not installed")
+def test_across_xdist_workers_the_controller_starts_no_more_cells_of_a_misconfigured_arm(suite, calc):
+    suite.instances([calc.row(f"demo__calc-{n}") for n in range(1, 9)])
+    with ScriptedModel([], api_key=RIGHT_KEY) as model:
+        set_up(suite, KINDS["codex"], {"BADKEY": model})
+        result = suite.run("--arena-arms=BADKEY", "-n", "2")
+    rows = suite.ledger()
+    failed = [row for row in rows if row["status"] == "config_error"]
+    skipped = [row for row in rows if row["status"] == "skipped_budget"]
+    # What a worker had taken before the first row came in may run (two per worker at most); no more.
+    assert 1 <= len(failed) <= 4 and len(failed) + len(skipped) == 8, result.stdout.str()[-3000:]
+    assert all("arm BADKEY's configuration failed" in row["error"] for row in skipped)
+    assert len([line for line in result.stdout.lines if line.startswith("config_error: fix arm BADKEY's")]) == 1
