@@ -184,3 +184,15 @@ def test_across_xdist_workers_the_controller_starts_no_more_cells_of_a_misconfig
     assert 1 <= len(failed) <= 4 and len(failed) + len(skipped) == 8, result.stdout.str()[-3000:]
     assert all("arm BADKEY's configuration failed" in row["error"] for row in skipped)
     assert len([line for line in result.stdout.lines if line.startswith("config_error: fix arm BADKEY's")]) == 1
+
+
+@pytest.mark.skipif(CODEX is None or DOTENVX is None, reason="codex or dotenvx not installed")
+def test_metered_what_the_meter_saw_decides(suite, calc):
+    # The proxy sees every upstream answer: a quota on every call is config_error, said in the meter's words.
+    suite.instances([calc.row(f"demo__calc-{n}") for n in range(1, 3)])
+    with ScriptedModel([ANSWERS["BROKE"]] * REFUSALS, api_key=API_KEY) as model:
+        set_up(suite, KINDS["codex"], {"BROKE": model})
+        result = suite.run("--arena-arms=BROKE", "--arena-meter")
+    rows = sorted(suite.ledger(), key=lambda row: row["status"])
+    assert [row["status"] for row in rows] == ["config_error", "skipped_budget"], result.stdout.str()[-3000:]
+    assert "quota or budget refused (402): the meter saw" in rows[0]["error"], rows[0]["error"]
