@@ -131,7 +131,8 @@ STATUS_TABLE: dict[CellStatus, StatusMeaning] = {
         "sweep says what to fix."),
     CellStatus.SKIPPED_BUDGET: StatusMeaning(
         "skipped", False, False, "s", "yellow", "–", "skipped: budget spent (not counted)", _NOT_COUNTED,
-        "A sweep or arm budget was spent before the cell started; the reason is the row's `error`."),
+        "A sweep or arm budget was spent, or the arm's configuration failed (`config_error`), before the cell "
+        "started; the reason is the row's `error`."),
     CellStatus.INTERRUPTED: StatusMeaning(
         "error", False, False, "E", "red", "∅", "interrupted (not counted)", _NOT_COUNTED,
         "Ctrl-C or SIGTERM stopped the sweep before the cell finished."),

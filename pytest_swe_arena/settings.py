@@ -293,6 +293,14 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _listen_address, metavar="HOST[:PORT]",
     ),
     ArenaOption(
+        "preflight",
+        "before the first cell, make one minimal model call per agent arm with its own key and endpoint (under "
+        "dotenvx when it has secrets): a refused key (401/403), a quota (402), rate limits (429) or an unreachable "
+        "endpoint is a usage error naming the arm, the endpoint and the answer (default: off; without it the first "
+        "such cell is config_error and the arm's other cells are not started)",
+        _boolean, default="false", switch=True,
+    ),
+    ArenaOption(
         "strict-models", "a cell whose served model differs from the asked one is a harness error",
         _boolean, default="false", switch=True,
     ),
@@ -495,6 +503,8 @@ class Settings:
     #: local workers only; port 0: any free one).
     meter_listen: tuple[str, int] | None
     strict_models: bool
+    #: --arena-preflight: one minimal model call per agent arm before the first cell.
+    preflight: bool
     resume: bool
     #: --arena-forecast: print the expected spend of the collected cells; and the out dirs it learns from.
     forecast: bool
@@ -677,6 +687,7 @@ def load_settings(config: pytest.Config) -> Settings:
         meter=single("meter"),
         meter_listen=single("meter-listen"),
         strict_models=single("strict-models"),
+        preflight=single("preflight"),
         resume=single("resume"),
         forecast=single("forecast"),
         forecast_from=tuple(_path(raws["forecast-from"], v) for v in parsed["forecast-from"]),

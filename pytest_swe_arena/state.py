@@ -66,6 +66,10 @@ class ArenaState:
     #: Reads the controller's budget.json before each cell (None when no budget is set, and on
     #: workers of other hosts: there the controller's scheduler alone holds the budget).
     budget_gate: BudgetGate | None = None
+    #: Arms whose configuration failed so far, each with its row's error (``BudgetTally.misconfigured``): the
+    #: controller's, read before each cell where the controller runs cells too (no ``-n``); with workers, the
+    #: controller's scheduler hands their cells out no more.
+    misconfigured: dict[str, str] = field(default_factory=dict)
     #: The metering proxy of this process's cells (None when no arm is metered).
     meter: SessionMeter | None = None
     #: On a worker of the controller's host: the sweep's metering proxy, as the controller handed it

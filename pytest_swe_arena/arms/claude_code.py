@@ -24,6 +24,8 @@ from ..spend.agent_reports import AgentSpend, CallFollower
 from ..spend.claude import StreamAndSubagents, read_claude_spend
 from .base import ArmKind, CellRequest
 from .cli_agent import AgentCall, CliAgentArm, under
+from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 #: Keep Claude Code off the network but for its model (event logging, error reports, update checks).
 QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
@@ -31,15 +33,33 @@ QUIET_ENV = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
 PERMISSIONS = ("--permission-mode", "acceptEdits", "--allowedTools", "Bash")
 
 
+#: How Claude Code says its setup failed (its result's text, "API Error: <status> ..." and the like).
+CONFIG_FAILURES = KindFailures(
+    "ANTHROPIC_API_KEY or the login file, and ANTHROPIC_BASE_URL",
+    (
+        credentials(r"Not logged in|Invalid API key|API Error: 40[13]\b|authentication_error|permission_error"
+                    r"|OAuth token (has expired|revoked)"),
+        quota(r"API Error: 402\b|Credit balance is too low|insufficient_quota|billing"),
+        rate_limit(r"API Error: 429\b|Request rejected \(429\)|rate_limit_error|Rate limit|overloaded_error"),
+        endpoint(r"API Error: (Connection error|Request timed out)|ECONNREFUSED|ENOTFOUND|Unable to connect to API"
+                 r"|API Error: 404\b"),
+    ),
+)
+
 class ClaudeCodeArm(CliAgentArm):
     """Claude Code, ``claude -p``, with the permissions that let it edit files and run commands."""
 
+    config_failures = CONFIG_FAILURES
     kind = "claude-code"
     program = "claude"
     private_variables = ("CLAUDE_CONFIG_DIR",)
     login_file = ".credentials.json"
     base_url_variable = "ANTHROPIC_BASE_URL"  # no /v1: it POSTs {base URL}/v1/messages
     default_base_url = "https://api.anthropic.com"
+
+    def probe_call(self) -> ProbeCall | None:
+        return ProbeCall("anthropic", self.base_url_variable, self.default_base_url, "ANTHROPIC_API_KEY",
+                         self.model or "claude-sonnet-4-5")
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",

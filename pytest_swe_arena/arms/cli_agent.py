@@ -58,6 +58,8 @@ from .agent import (
     write_prompt,
 )
 from .base import ArmConfigError, ArmResult, CellRequest, SettingsReader
+from .misconfig import NO_FAILURES, KindFailures
+from .preflight import ProbeCall
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -97,6 +99,8 @@ class CliAgentArm:
     base_url_variable: ClassVar[str | None] = None
     #: Where the agent's model calls go when nothing in the arm's table says otherwise.
     default_base_url: ClassVar[str]
+    #: How the kind's CLI says its setup failed (a refused key, an unreachable endpoint...: ``arms.misconfig``).
+    config_failures: ClassVar[KindFailures] = NO_FAILURES
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)
@@ -142,6 +146,10 @@ class CliAgentArm:
         if wanted:
             raise ArmConfigError(f"{reader.spec.origin}: {problem} (meter = true)")
         return Metering(wanted, (), self.cap, f"{reader.spec.origin}: {problem}")
+
+    def probe_call(self) -> ProbeCall | None:
+        """The one call ``--arena-preflight`` makes for the arm (``arms.preflight``); None: not probed."""
+        return None
 
     def model_base_url(self) -> str:
         """The URL the agent's model calls go to without the meter: the arm's ``env`` value of

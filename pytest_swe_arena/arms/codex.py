@@ -34,6 +34,8 @@ from ..suite import Suite
 from .agent import MODEL_UPSTREAM
 from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under
+from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 #: Codex's own sandbox for its commands: "workspace-write" lets them write the workspace (and TMPDIR).
 #: Its bwrap cannot start inside another sandbox, so in a cell the arena sandboxes (``--arena-sandbox``)
@@ -91,9 +93,24 @@ def chosen_provider(config_text: bytes) -> str | None:
     return str(chosen) if chosen is not None else None
 
 
+#: How Codex says its setup failed (its ``error`` and ``turn.failed`` events: "unexpected status 401 ...").
+CONFIG_FAILURES = KindFailures(
+    "OPENAI_API_KEY or the provider's env_key, and the provider's base_url",
+    (
+        credentials(r"unexpected status 40[13]\b|401 Unauthorized|403 Forbidden|Incorrect API key|invalid_api_key"
+                    r"|Missing environment variable|Not logged in"),
+        quota(r"exceeded your current quota|unexpected status 402\b|Payment Required|insufficient_quota"
+              r"|Quota exceeded|usage limit"),
+        rate_limit(r"(last|unexpected) status:? 429\b|Too Many Requests"),
+        endpoint(r"error sending request|Connection refused|dns error|unexpected status 404\b"),
+    ),
+)
+
+
 class CodexArm(CliAgentArm):
     """Codex CLI, ``codex exec --json``, in its own sandbox that may write the workspace."""
 
+    config_failures = CONFIG_FAILURES
     kind = "codex"
     program = "codex"
     private_variables = ("CODEX_HOME",)
@@ -115,6 +132,12 @@ class CodexArm(CliAgentArm):
                 raise ArmConfigError(f"{reader.spec.origin}: field 'overrides': {key} = {value!r} is not a "
                                      "string, number or boolean (a dotted key names a nested setting)")
         self.overrides: dict[str, Any] = {**OFFLINE_OVERRIDES, **provider_overrides(reader), **overrides}
+
+    def probe_call(self) -> ProbeCall | None:
+        if self.overrides.get("model_providers.arena.wire_api", "responses") != "responses":
+            return None
+        key = str(self.overrides.get("model_providers.arena.env_key", PROVIDER_DEFAULTS["env_key"]))
+        return ProbeCall("responses", None, self.model_base_url(), key, self.model or "gpt-5")
 
     def model_base_url(self) -> str:
         return str(self.overrides.get("model_providers.arena.base_url", PROVIDER_DEFAULTS["base_url"]))

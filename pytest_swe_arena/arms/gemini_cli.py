@@ -30,6 +30,8 @@ from ..spend.gemini import Chats, read_gemini_spend
 from ..suite import Suite
 from .base import ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under
+from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 
 def merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -40,9 +42,23 @@ def merged(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+#: How Gemini CLI says its setup failed (its JSON ``error`` and the ApiError on stderr: ``"code":401``...).
+CONFIG_FAILURES = KindFailures(
+    "GEMINI_API_KEY and GOOGLE_GEMINI_BASE_URL",
+    (
+        credentials(r"API key not valid|API_KEY_INVALID|\"code\\?\":\s*40[13]\b|status: 40[13]\b|UNAUTHENTICATED"
+                    r"|PERMISSION_DENIED|GEMINI_API_KEY environment variable not found|set an Auth method"),
+        quota(r"\"code\\?\":\s*402\b|status: 402\b|insufficient_quota|Quota exceeded"),
+        rate_limit(r"\"code\\?\":\s*429\b|status: 429\b|RESOURCE_EXHAUSTED|Too Many Requests"),
+        endpoint(r"fetch failed|ECONNREFUSED|ENOTFOUND|\"code\\?\":\s*404\b"),
+    ),
+)
+
+
 class GeminiCliArm(CliAgentArm):
     """Gemini CLI in YOLO mode (its write and shell tools without asking), API-key auth by default."""
 
+    config_failures = CONFIG_FAILURES
     kind = "gemini-cli"
     program = "gemini"
     model_required = False  # without one, Gemini CLI routes each prompt to a model of its choice
@@ -54,6 +70,10 @@ class GeminiCliArm(CliAgentArm):
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
         self.auth_type: str = reader.string("auth_type", "gemini-api-key")
         self.settings: dict[str, Any] = reader.table("settings", {})
+
+    def probe_call(self) -> ProbeCall | None:
+        return ProbeCall("gemini", self.base_url_variable, self.default_base_url, "GEMINI_API_KEY",
+                         self.model or "gemini-2.5-flash")
 
     def prepare(self, request: CellRequest, home: Path, prompt: Path) -> AgentCall:
         ours = {"security": {"auth": {"selectedType": self.auth_type}}, "privacy": {"usageStatisticsEnabled": False}}

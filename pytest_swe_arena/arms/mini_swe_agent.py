@@ -29,6 +29,8 @@ from ..spend.mini_swe_agent import Trajectory, read_mini_spend
 from ..suite import Suite
 from .base import ArmConfigError, ArmError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm
+from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 QUIET_ENV = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
              "MSWEA_COST_TRACKING": "ignore_errors"}
@@ -46,9 +48,22 @@ def mini_version(executable: str) -> str:
                           text=True, timeout=60, check=True).stdout.strip()
 
 
+#: How mini-swe-agent (litellm's exceptions) says its setup failed.
+CONFIG_FAILURES = KindFailures(
+    "the model's provider key (OPENAI_API_KEY...) and OPENAI_BASE_URL",
+    (
+        credentials(r"AuthenticationError|PermissionDeniedError|Incorrect API key|invalid_api_key"),
+        quota(r"exceeded your current quota|insufficient_quota|BudgetExceededError|Error code: 402\b|Payment Required"),
+        rate_limit(r"RateLimitError|Error code: 429\b"),
+        endpoint(r"APIConnectionError|Connection refused|NotFoundError"),
+    ),
+)
+
+
 class MiniSweAgentArm(CliAgentArm):
     """mini-swe-agent, its one bash tool run without confirmation, exiting when it submits."""
 
+    config_failures = CONFIG_FAILURES
     kind = "mini-swe-agent"
     program = "mini"
     private_variables = ("MSWEA_GLOBAL_CONFIG_DIR",)
@@ -66,6 +81,12 @@ class MiniSweAgentArm(CliAgentArm):
         return (f"the meter routes mini-swe-agent's calls through OPENAI_BASE_URL, which only litellm's openai/ "
                 f"models use; model {self.model!r} is not one (an OpenAI-compatible endpoint is "
                 f"model = \"openai/NAME\" with upstream = its base URL)")
+
+    def probe_call(self) -> ProbeCall | None:
+        provider, _, model = (self.model or "").partition("/")
+        if provider != "openai":
+            return None  # litellm's other providers each read their own variables: the sweep finds out
+        return ProbeCall("chat", self.base_url_variable, self.default_base_url, "OPENAI_API_KEY", model)
 
     def agent_version(self) -> str:
         try:

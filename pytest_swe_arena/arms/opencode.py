@@ -26,7 +26,7 @@ from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite
 from .agent import files_named, find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
-from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
+from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -34,6 +34,8 @@ DEFAULT_GRACE = 10.0
 
 class OpencodeArm:
     """SOLO: ``opencode run`` on the problem statement plus the worker suffix."""
+
+    config_failures = CONFIG_FAILURES
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)

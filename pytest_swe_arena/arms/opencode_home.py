@@ -18,6 +18,7 @@ from ..files import write_atomic
 from ..spend.meter.accounts import CellRoute
 from .agent import agent_version
 from .base import ArmConfigError, CellRequest, SettingsReader
+from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
 
 #: opencode variables that keep a cell off the network and out of the user's state (tests/OPENCODE_NOTES.md).
 OPENCODE_QUIET_ENV = {
@@ -29,6 +30,18 @@ OPENCODE_QUIET_ENV = {
     "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
 }
 
+#: How opencode says its setup failed (its ``error`` events and its log on stderr: the provider's status and body).
+CONFIG_FAILURES = KindFailures(
+    "the provider's key variable and its baseURL in the opencode config",
+    (
+        credentials(r"\b40[13]\b.*(Unauthorized|Forbidden|API key|auth)|Incorrect API key|invalid_api_key"
+                    r"|invalid x-api-key|ProviderAuthError|authentication_error|API key not valid"),
+        quota(r"exceeded your current quota|\b402\b|insufficient_quota|Payment Required|Credit balance is too low"
+              r"|Quota exceeded"),
+        rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED"),
+        endpoint(r"ECONNREFUSED|ENOTFOUND|Unable to connect|ConnectionRefused|fetch failed"),
+    ),
+)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from ..suite import ArmSpec, Suite
 from ..worker.git import run_git
 from .agent import check_program, check_template, find_program, read_env, read_metering, read_secrets, run_agent
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
-from .opencode_home import OPENCODE_QUIET_ENV, read_opencode_home
+from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
 
 DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
 PLACEHOLDERS = ("shim", "extension", "workspace", "params", "run_dir", "loops_repo")
@@ -153,6 +153,9 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
 
 class SupervisorArm:
     """SUP: the loops supervisor driver, run through a command template in the loops checkout."""
+
+    #: Its workers are opencode, which says a setup failure its own way.
+    config_failures = CONFIG_FAILURES
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)

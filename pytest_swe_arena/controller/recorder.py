@@ -29,6 +29,7 @@ from ..results.text import (
     cell_teststatus,
     cells_line,
     format_summary,
+    misconfigured_lines,
     written_lines,
 )
 from ..spend.budget import sweep_limits
@@ -69,6 +70,8 @@ class ControllerPlugin:
         state.reuse = verdicts(reusable)
         self.records = SweepRecords(settings.out, new_run_id(), settings.arms, settings.repeat,
                                     sweep_limits(settings, state.suite), reusable, self.deferred)
+        # One dict: where this process runs cells too (no -n), a cell reads what the controller counted.
+        self.records.tally.misconfigured = state.misconfigured
         self.lock: SweepLock | None = None
         self.interrupted = False
         self.fork_server: ForkServer | None = None
@@ -102,12 +105,12 @@ class ControllerPlugin:
         if note is not None and note not in self.notes:
             self.note(note)
 
-    # The user's --dist mode chooses the scheduler; with a budget it is wrapped so that the
-    # controller, which counts every row, stops handing out cells once a cap is spent.
+    # The user's --dist mode chooses the scheduler; it is wrapped so that the controller, which counts
+    # every row, stops handing out cells once a cap is spent or an arm's configuration failed.
     @pytest.hookimpl(wrapper=True, optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Generator[None, Any, Any]:
         chosen = yield
-        if chosen is None or not self.state.sweep_run or not self.records.tally.limits.is_set:
+        if chosen is None or not self.state.sweep_run:
             return chosen
         arms = self.state.suite.arm_specs
         return BudgetScheduling(chosen, self.records.tally, self.turn_away,
@@ -326,4 +329,6 @@ class ControllerPlugin:
             for line in written_lines(self.records.out, self.records.run_id, self.records.written):
                 terminalreporter.write_line(line)
         for line in [*failure, *([self.not_run] if self.not_run else [])]:
+            terminalreporter.write_line(line, red=True)
+        for line in misconfigured_lines(self.records.tally.misconfigured):
             terminalreporter.write_line(line, red=True)

@@ -1,5 +1,10 @@
 """Budgets that hold on every host: the controller stops handing out cells once a cap is spent.
 
+The same holds for an arm whose configuration failed (a ``config_error`` row: a refused key, an
+unreachable endpoint...): ``BudgetTally.stopped`` names it beside the spent caps, and its
+remaining cells are kept back and reported skipped with the reason, so a wrong key costs one cell
+per worker, not the sweep.
+
 The controller counts every ledger row in its ``BudgetTally``; workers need not see any file of
 the controller's. ``BudgetScheduling`` wraps the scheduler of the ``--dist`` mode the user chose
 (through ``pytest_xdist_make_scheduler``) and stands between it and the workers:
@@ -156,12 +161,13 @@ class BudgetScheduling:
     # -- the budget --------------------------------------------------------------------------
 
     def reason(self, index: int) -> str | None:
-        """Why the cell at ``index`` must not start (its budget is spent), or None (also for a non-cell)."""
+        """Why the cell at ``index`` must not start (its budget is spent, its arm's configuration failed), or None
+        (also for a non-cell)."""
         parsed = parse_node_id(self.collection[index])
         if parsed is None:
             return None
-        exhausted = self.tally.exhausted()
-        return exhausted.get(SWEEP) or exhausted.get(parsed[1].arm)
+        stopped = self.tally.stopped()
+        return stopped.get(SWEEP) or stopped.get(parsed[1].arm)
 
     def hold_back(self, held: HeldNode, index: int) -> bool:
         reason = self.reason(index)
@@ -170,8 +176,8 @@ class BudgetScheduling:
         return reason is not None
 
     def settle(self) -> None:
-        """After each event: ask back what a newly spent cap forbids, and report the cells kept back."""
-        spent = set(self.tally.exhausted())
+        """After each event: ask back what a newly spent cap or halted arm forbids, and report the cells kept back."""
+        spent = set(self.tally.stopped())
         if spent - self.spent:
             self.spent |= spent
             self.ask_back()

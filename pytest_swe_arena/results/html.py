@@ -278,16 +278,17 @@ def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> It
         sections.append(f'<section><h2>Warnings</h2><ul class="warnings" id="warnings">{items}</ul></section>')
     sections.append("<section><h2>Arms</h2>" + _table(
         "arms",
-        ["arm", "resolved", "rate", "95% CI", "harness errors", "skipped", "integrity flags", "USD",
+        ["arm", "resolved", "rate", "95% CI", "harness errors", "config errors", "skipped", "integrity flags", "USD",
          "USD / resolved", "tokens", "tokens / resolved", "median wall"],
         [[arm["arm"], f"{arm['resolved']} / {arm['cells']}", percent(arm["resolve_rate"]),
-          interval_text(arm["resolve_rate_ci95"]), str(arm["harness_errors"]), str(arm["skipped"]),
+          interval_text(arm["resolve_rate_ci95"]), str(arm["harness_errors"]), str(arm["config_errors"]),
+          str(arm["skipped"]),
           integrity_text(arm), usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]), count(arm["tokens"]),
           count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])] for arm in arms],
     ) + '<p class="note">Rates count resolved, unresolved, arm errors, timeouts and over-budget cells; harness '
-        "errors and skipped cells are left out. 95% CI: Wilson score interval. n/a: not computable "
-        "(no cell, nothing resolved, or spend not known). Integrity flags: cells whose patch the grading did "
-        "not take as it came (a run-config file taken from base, a nested repository, pytest internals), "
+        "errors, configuration errors and skipped cells are left out. 95% CI: Wilson score interval. n/a: not "
+        "computable (no cell, nothing resolved, or spend not known). Integrity flags: cells whose patch the "
+        "grading did not take as it came (a run-config file taken from base, a nested repository, pytest internals), "
         "by kind.</p></section>")
     sections.append(
         '<section><h2>Resolve rate and cost</h2><div class="charts"><div class="chart">'

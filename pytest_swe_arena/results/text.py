@@ -100,6 +100,10 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
     lines = [f"{summary['instances']} instances x {len(summary['arms'])} arms{trials}: {summary['rows']} cells "
              f"(95% CI: Wilson{independent}; n/a: not computable)", ""]
     lines += format_table(header, body)
+    for arm in summary["arms"]:
+        if arm.get("config_errors"):
+            lines.append(f"  {arm['arm']}: {arm['config_errors']} config_error (its configuration failed) and "
+                         f"{arm['skipped']} not started, none counted")
     most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
     if most > 1:
         def at(arm: Mapping[str, Any], k: int, key: str) -> str:
@@ -128,6 +132,12 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
             lines += textwrap.wrap(warning["message"], width, initial_indent="  ! ", subsequent_indent="    ",
                                    break_on_hyphens=False)
     return lines
+
+
+def misconfigured_lines(misconfigured: Mapping[str, str]) -> list[str]:
+    """One line per arm whose configuration failed: what was seen, and what to fix (the sweep's last words)."""
+    return [f"config_error: fix arm {arm}'s configuration, then run again with --arena-resume: {error}; "
+            "its remaining cells were not started" for arm, error in sorted(misconfigured.items())]
 
 
 def written_lines(out: Path, run_id: str | None, paths: Sequence[Path]) -> list[str]:

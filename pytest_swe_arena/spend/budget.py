@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..files import read_json_object
 from ..naming import BUDGET_NAME
-from ..outcome import AgentOutcome, ArmStatus
+from ..outcome import AgentOutcome, ArmStatus, CellStatus
 from .prices import Price
 from .usage import Usage, plausible_usage_json, row_tokens
 
@@ -107,6 +107,11 @@ class Spend:
                 "unknown_usd_cells": self.unknown_usd_cells, "unknown_token_cells": self.unknown_token_cells}
 
 
+def halted_reason(arm: str, error: str) -> str:
+    """Why a cell of ``arm`` is not started after one of its cells was ``config_error`` with ``error``."""
+    return f"not started: arm {arm}'s configuration failed ({error})"
+
+
 def _over(spend: Spend, limit: Limit) -> str | None:
     if limit.max_usd is not None and spend.usd >= limit.max_usd:
         return f"${spend.usd:.4f} spent of ${limit.max_usd:g}"
@@ -123,6 +128,8 @@ class BudgetTally:
     sweep: Spend = field(default_factory=Spend)
     arms: dict[str, Spend] = field(default_factory=dict)
     models: dict[str, Spend] = field(default_factory=dict)
+    #: Arms whose configuration failed (a ``config_error`` row), each with that row's error: what to fix.
+    misconfigured: dict[str, str] = field(default_factory=dict)
 
     def prepay(self, rows: Iterable[Mapping[str, Any]], arms: Iterable[str]) -> None:
         """Count what the rows a resumed sweep may reuse spent, before any cell starts.
@@ -137,6 +144,8 @@ class BudgetTally:
                 self.add(row)
 
     def add(self, row: Mapping[str, Any]) -> None:
+        if row.get("status") == CellStatus.CONFIG_ERROR:
+            self.misconfigured.setdefault(str(row.get("arm")), str(row.get("error") or "its configuration failed"))
         usage = row.get("usage") or {}
         if not usage:
             return  # a cell that never ran its arm spent nothing we know of
@@ -157,6 +166,14 @@ class BudgetTally:
             if reason:
                 spent[arm] = f"budget of arm {arm} exhausted ({reason})"
         return spent
+
+    def halted(self) -> dict[str, str]:
+        """Why each arm whose configuration failed starts no more cells: ``{ARM: reason}``."""
+        return {arm: halted_reason(arm, error) for arm, error in self.misconfigured.items()}
+
+    def stopped(self) -> dict[str, str]:
+        """What may start no more cells, and why: the spent caps (``exhausted``) and the halted arms."""
+        return {**self.halted(), **self.exhausted()}
 
     def to_json(self) -> dict[str, Any]:
         return {

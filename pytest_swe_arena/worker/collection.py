@@ -24,6 +24,7 @@ from ..instances.specs import with_env_spec, with_shipped_spec
 from ..instances.swebench_specs import load_shipped_specs
 from ..naming import CellName, file_node_path
 from ..outcome import CellStatus
+from ..spend.budget import halted_reason
 from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut, sweep_cache
 
 
@@ -154,12 +155,13 @@ class ArenaItem(pytest.Function):
         if verdict is not None:
             self.stash[SHORTCUT_KEY] = Shortcut(reused=verdict)
             return
-        if state.budget_gate is not None:
-            reason = state.budget_gate.reason_to_skip(case.arm.spec.name)
-            if reason:
-                self.stash[SHORTCUT_KEY] = Shortcut(skipped=reason)
-                # Reported at the instance's line, not at this line of the plugin.
-                raise pytest.skip.Exception(reason, _use_item_location=True)
+        arm = case.arm.spec.name
+        reason = (halted_reason(arm, state.misconfigured[arm]) if arm in state.misconfigured
+                  else state.budget_gate.reason_to_skip(arm) if state.budget_gate is not None else None)
+        if reason:
+            self.stash[SHORTCUT_KEY] = Shortcut(skipped=reason)
+            # Reported at the instance's line, not at this line of the plugin.
+            raise pytest.skip.Exception(reason, _use_item_location=True)
         # Here, not in a fixture: every fixture may be overridden in a conftest.
         self.stash[STARTED_KEY] = timestamp()
         self.stash[PHASES_KEY] = {}

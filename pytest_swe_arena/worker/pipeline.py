@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
 from ..grading.rules import RULE_SETS
 from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
 from ..grading.tree import (
@@ -150,6 +151,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
     details = accounting_errors(result.details, problems)
+    metered_refusal: str | None = None
     if case.meter is not None and route is not None:
         from ..spend.meter.cells import metered_spend
 
@@ -161,6 +163,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             outcome = outcome.replace(usage=usage.to_json(), details=details)
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
         usage, models, details = spent.usage, dict(spent.models), {**details, **spent.details}
+        metered_refusal = spent.config_failure
         if spent.over_budget_reason is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR):
             result = dataclasses.replace(result, status=ArmStatus.OVER_BUDGET,
                                          error=f"metering proxy: {spent.over_budget_reason}")
@@ -180,6 +183,11 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         details=details,
     )
     ended = result.status.cell_status
+    misconfigured = configuration_failure(case, result, usage, cell.run_dir, metered=route is not None,
+                                          metered_refusal=metered_refusal)
+    if misconfigured is not None:
+        # The arm's setup failed before its agent did anything: not counted, and its other cells wait for a fix.
+        return finish(outcome, CellStatus.CONFIG_ERROR, misconfigured)
 
     clock = time.monotonic()
     nested: tuple[str, ...] = ()
@@ -269,6 +277,27 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def configuration_failure(case: Case, result: ArmResult, usage: Usage, run_dir: Path, *, metered: bool = False,
+                          metered_refusal: str | None = None) -> str | None:
+    """Why the cell is ``config_error`` (a refused key, an unreachable endpoint, a quota, rate limits), or None.
+
+    Metered, from what the meter saw: the upstream answered none of the cell's calls but with a refusal
+    (``spend.meter.cells.upstream_refusal``). Else read from the agent's error output against its kind's
+    ``config_failures`` (``arms.misconfig``), only
+    for a run that exited (failed, or ended without an answer) with no output tokens recorded (none, or
+    not known): once a model answered, what the agent prints may be the model's doing, and its failure
+    is counted.
+    """
+    failures = getattr(case.arm, "config_failures", NO_FAILURES)
+    if result.status not in (ArmStatus.ARM_ERROR, ArmStatus.COMPLETED):
+        return None
+    if metered:
+        return metered_refusal  # the proxy saw every upstream answer: it decides, not what the agent printed
+    if usage.output_tokens:
+        return None
+    return failures.find([result.error or "", *("\n".join(tail_lines(run_dir / name)) for name in ERROR_OUTPUTS)])
 
 
 def note_shared_grade(log: Path, shared: SharedGrade) -> None:

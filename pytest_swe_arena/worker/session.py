@@ -50,6 +50,10 @@ class CellPlugin:
         settings = self.state.settings
         self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
                                      source=settings.sources["arms"], strict_models=settings.strict_models)
+        if settings.preflight and self.state.sweep_run and not hasattr(self.config, "workerinput"):
+            from ..arms.preflight import preflight_arms  # only a preflighted sweep loads it
+
+            preflight_arms(self.state.arms, Path(self.config.rootpath), settings.sources["preflight"])
         if not any(getattr(arm, "metering", None) is not None for arm in self.state.arms.values()):
             return  # no arm calls a model (GOLD, EMPTY, replay...): the meter's modules are never loaded
         from ..spend.meter.cells import SessionMeter, metered_plans

@@ -56,7 +56,8 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
         entries.append({
             **{key: arm[key] for key in ("arm", "cells", "resolved", "resolve_rate", "resolve_rate_ci95", "instances",
                                          "trials", "statuses", "cost_usd", "cost_per_cell_usd", "cost_per_resolved_usd",
-                                         "tokens", "median_wall_seconds", "unknown_cost_cells", "harness_errors")},
+                                         "tokens", "median_wall_seconds", "unknown_cost_cells", "harness_errors",
+                                         "config_errors")},
             "kind": identity.get("kind"), "identity": identity, "agent_versions": versions,
             "cost_sources": dict(sorted(sources.items())), "cost_known": known,
             "cost_per_cell_ci95": _interval(mean_interval(costs)) if known else None,

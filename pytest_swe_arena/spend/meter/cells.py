@@ -163,6 +163,26 @@ class MeteredSpend:
     details: Mapping[str, Any]
     #: why the proxy held the cell to a cap (a call refused, or its spend past the cap); None if it did not
     over_budget_reason: str | None
+    #: what the upstream answered when it served none of the cell's calls with a refusal (``upstream_refusal``)
+    config_failure: str | None = None
+
+
+#: Upstream answers that are the arm's configuration: a refused key, a quota, rate limits.
+REFUSALS = {401: "credentials refused (401/403)", 403: "credentials refused (401/403)",
+            402: "quota or budget refused (402)", 429: "rate limited beyond its retries (429)"}
+
+
+def upstream_refusal(state: CellState) -> str | None:
+    """What the upstream said when it answered none of the cell's calls but with a refusal (the meter's own
+    refusals aside), as ``"<what>: the meter saw <upstream> answer <status> to <n> call(s)"``; else None."""
+    calls = [call for call in state.calls if call.get("outcome") != "refused"]
+    if not calls or any(isinstance(call.get("status"), int) and call["status"] < 400 for call in calls):
+        return None
+    last = calls[-1]
+    what = REFUSALS.get(last.get("status"))  # type: ignore[arg-type]
+    if what is None:
+        return None
+    return f"{what}: the meter saw {last.get('upstream')} answer {last['status']} to {len(calls)} call(s)"
 
 
 def bare_model(name: str) -> str:
@@ -189,9 +209,9 @@ def metered_spend(reported: Usage, reported_models: Mapping[str, Usage], state: 
         reconciliation = reconcile(reported, state)
     details = {"metered": state.to_json(with_calls=False), "reconciliation": reconciliation.to_json()}
     if state.calls_unknown or partial:
-        return MeteredSpend(reported, reported_models, details, state.over_budget_reason)
+        return MeteredSpend(reported, reported_models, details, state.over_budget_reason, upstream_refusal(state))
     metered = replace(state.usage, max_context_tokens=reported.max_context_tokens)
     models = {model: spend.usage for model, spend in state.models.items() if spend.calls}
     if metered.cost_usd is None and reported.cost_usd is not None:
         metered = replace(metered, cost_usd=reported.cost_usd, cost_source=reported.cost_source)
-    return MeteredSpend(metered, models, details, state.over_budget_reason)
+    return MeteredSpend(metered, models, details, state.over_budget_reason, upstream_refusal(state))
