@@ -198,11 +198,14 @@ def prepare_tox_current_env(command: str, workspace: Path, venv: Path) -> None:
     env's ``python`` is the venv's. Whatever was in ``.tox/NAME`` is replaced.
     """
     for name in tox_current_envs(command):
+        # The tree is the patch's: a link at ``.tox`` or ``.tox/NAME`` is removed (the link, never its target),
+        # so what is replaced and written is in the tree.
+        for view in (workspace / ".tox", workspace / ".tox" / name):
+            if view.is_symlink() or (view.exists() and not view.is_dir()):
+                view.unlink()
         view = workspace / ".tox" / name
-        if view.is_symlink() or view.is_file():
-            view.unlink()
-        elif view.is_dir():
-            shutil.rmtree(view)
+        if view.is_dir():
+            shutil.rmtree(view)  # refuses a link; does not follow links inside
         (view / "bin").mkdir(parents=True)
         shutil.copyfile(venv / "pyvenv.cfg", view / "pyvenv.cfg")
         (view / "lib").symlink_to(venv / "lib", target_is_directory=True)

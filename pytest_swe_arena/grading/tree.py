@@ -26,6 +26,7 @@ namespace, and every process in it, is gone (``grade``).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import crossing
 from ..instances.model import Instance
 from ..worker import processes
 from ..worker.cell import CellEnvironment, create_cell_environment
@@ -299,6 +301,8 @@ def fresh_tree_grading(verify_on: str, workspace: Workspace) -> bool:
 
 #: Files of the grading run copied into the cell's run dir (the report reads them there).
 GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
+#: At most this much of each is copied (the run dir's collection caps cut it further).
+GRADING_LOG_CAP = 256 << 20
 
 
 def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
@@ -348,14 +352,25 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
             extra = environment.variables(cell.variables.get("PATH", ""))
         verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra,
                         rules=rules)
-        return verdict, tree.integrity
     finally:
-        for name in GRADING_LOGS:
-            if not (cell.run_dir / name).is_file():
-                continue
-            if name == "env.log" and (run_dir / "env.log").is_file():  # the arm's environment phase wrote it first
-                with open(run_dir / name, "ab") as kept:
+        refused = copy_grading_logs(cell.run_dir, run_dir)
+    # A grading log the graded code swapped for a link (or the arm pre-made as one) is not copied: flagged.
+    return verdict, (*tree.integrity, *(IntegrityFlag("crossing", path, reason) for path, reason in refused))
+
+
+def copy_grading_logs(source: Path, run_dir: Path) -> list[tuple[str, str]]:
+    """Copy the grading run's logs into the cell's ``run_dir``, through the crossing (the graded code could
+    write where they are, and the arm where they go); what was refused (path, why)."""
+    refused: list[tuple[str, str]] = []
+    for name in GRADING_LOGS:
+        appended = name == "env.log" and os.path.lexists(run_dir / name)  # the arm's environment phase wrote it
+        try:
+            if appended:
+                with crossing.writing(run_dir, name, "append") as kept:
                     kept.write(b"\n# the grading environment: a copy of the template for the fresh tree\n")
-                    kept.write((cell.run_dir / name).read_bytes())
-            else:
-                shutil.copyfile(cell.run_dir / name, run_dir / name)
+            crossing.copy(source, name, run_dir, name, cap=GRADING_LOG_CAP, mode="append" if appended else "truncate")
+        except FileNotFoundError:
+            continue
+        except crossing.Refused as refusal:
+            refused.append((refusal.path, refusal.reason))
+    return refused
