@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-__all__ = ["Refused", "WriteMode", "clear", "copy", "fits", "read_capped", "reading", "shown", "terminal_text",
-           "writing"]
+__all__ = ["Refused", "WriteMode", "clear", "copy", "fits", "read_capped", "read_text", "reading", "shown",
+           "terminal_text", "writing"]
 
 #: How ``writing`` opens: a new file only, a file emptied first, or appended to.
 WriteMode = Literal["new", "truncate", "append"]
@@ -164,6 +164,12 @@ def read_capped(root: Path, relative: str | bytes, cap: int) -> tuple[bytes, boo
     with reading(root, relative) as file:
         data = file.read(cap + 1)
     return data[:cap], len(data) > cap
+
+
+def read_text(path: Path, cap: int) -> str:
+    """At most ``cap`` bytes of the file at ``path`` (its folder the root: only the file's own name is the
+    cell's), as text, a byte that is not UTF-8 as U+FFFD. ``Refused``, or ``FileNotFoundError``."""
+    return read_capped(path.parent, path.name, cap)[0].decode("utf-8", errors="replace")
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import crossing
 from ..worker.patches import files_touched
 from .parsers import END_TEST_OUTPUT, LOG_PARSERS, START_TEST_OUTPUT, UnknownLogParser, log_parser
 
@@ -67,9 +68,11 @@ _PYTEST_CONFIGS: dict[str, re.Pattern[str] | None] = {
 def has_pytest_config(workspace: Path) -> bool:
     """Whether the repository configures pytest in its root (else pytest would search the parent dirs)."""
     for name, section in _PYTEST_CONFIGS.items():
-        path = workspace / name
-        if path.is_file() and (section is None
-                               or section.search(path.read_text(encoding="utf-8", errors="replace"))):
+        try:  # the tree's files: read through the crossing (a link or a FIFO is not a configuration)
+            text = crossing.read_text(workspace / name, 16 << 20)
+        except OSError:
+            continue
+        if section is None or section.search(text):
             return True
     return False
 

@@ -193,7 +193,8 @@ def _text_at(harness: HarnessGit, commit: str, path: str) -> str | None:
 
 def _text_in(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        # The patch's file: a link or a FIFO there is not followed nor waited on.
+        return crossing.read_text(path, 16 << 20)
     except OSError:
         return None
 
@@ -261,8 +262,8 @@ def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: Cel
     if sandbox is not None and "UV_CONFIG_FILE" in dated:
         sandbox = sandbox.showing(Path(dated["UV_CONFIG_FILE"]))
     argv = shell_argv(command)
-    with open(log, "a", encoding="utf-8") as out:
-        out.write(f"$ ({what}) {command}\n")
+    with crossing.writing(log.parent, log.name, "append") as out:
+        out.write(f"$ ({what}) {command}\n".encode())
     argv = sandbox.wrap(argv, tree) if sandbox else argv
     result = processes.run(argv, cwd=tree, env=env, stdout=log, timeout=timeout)
     if result.returncode != 0:
