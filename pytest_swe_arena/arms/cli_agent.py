@@ -31,12 +31,12 @@ base does the rest the same way for all of them:
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .. import crossing
 from ..files import write_atomic
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.agent_reports import NO_SPEND, AgentSpend, CallFollower, PricedCalls
@@ -226,10 +226,11 @@ class CliAgentArm:
                watch: CapWatch[PricedCalls] | None) -> ArmResult:
         """After the agent, however it ended: keep its transcripts, read its spend, check the cap. Never raises."""
         problems: list[str] = []
+        refused: list[str] = []
         try:
-            copied = copy_transcripts(self.transcripts(request, home), request.run_dir / TRANSCRIPT_DIR)
+            copied, refused = copy_transcripts(self.transcripts(request, home), home, request.run_dir)
         except Exception as failure:  # a transcript that cannot be copied must not lose the cell's spend
-            copied, problems = [], [f"transcripts not copied: {type(failure).__name__}: {failure}"]
+            copied, problems = [], [f"transcripts not copied: {type(failure).__name__}: {crossing.shown(str(failure))}"]
         try:
             spend = self.read_spend(request, home, call)
         except Exception as failure:  # the agent ran: its spend is unknown, never lost to an accounting bug
@@ -244,6 +245,7 @@ class CliAgentArm:
         outcome = over_cap(self.cap, outcome, usage, self.kind)
         details = accounting_errors(
             {"usage_source": spend.source, "transcripts": copied, **spend.details,
+             **({"crossing_refused": refused} if refused else {}),
              "returncode": outcome.returncode, "agent_seconds": round(outcome.seconds, 3)},
             [*problems, *spend.problems])
         provenance: dict[str, Any] = {"agent": self.kind, "agent_version": self.version}
@@ -256,21 +258,31 @@ class CliAgentArm:
                          details=details)
 
 
-def copy_transcripts(files: Iterable[tuple[Path, str]], destination: Path) -> list[str]:
-    """Copy each (file, name) under ``destination``; the names copied, in order."""
-    copied = []
+#: A transcript larger than this is copied up to it (the run dir's caps cut it further).
+TRANSCRIPT_CAP = 256 << 20
+
+
+def copy_transcripts(files: Iterable[tuple[Path, str]], home: Path, run_dir: Path) -> tuple[list[str], list[str]]:
+    """Copy each (file under ``home``, name) to ``run_dir/transcript/name`` through the crossing: the names
+    copied, in order, and the refusals (a link or a special file in the cell's HOME, or where the copy goes,
+    is never followed)."""
+    copied, refused = [], []
     for source, name in files:
-        if not source.is_file():
+        try:
+            crossing.copy(home, source.relative_to(home).as_posix(), run_dir, f"{TRANSCRIPT_DIR}/{name}",
+                          cap=TRANSCRIPT_CAP)
+        except FileNotFoundError:
             continue
-        target = destination / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        except crossing.Refused as refusal:
+            refused.append(str(refusal))
+            continue
         copied.append(f"{TRANSCRIPT_DIR}/{name}")
-    return copied
+    return copied, refused
 
 
 def under(root: Path, pattern: str) -> list[tuple[Path, str]]:
     """Files under ``root`` matching ``pattern``, each named by its path relative to ``root``."""
     if not root.is_dir():
         return []
-    return [(path, path.relative_to(root).as_posix()) for path in sorted(root.glob(pattern)) if path.is_file()]
+    return [(path, path.relative_to(root).as_posix()) for path in sorted(root.glob(pattern))
+            if path.is_file() or path.is_symlink()]  # a link is listed: the copy refuses it, and says so

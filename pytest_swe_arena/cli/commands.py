@@ -15,6 +15,7 @@ from pathlib import Path
 from ..controller.chain import checked_names
 from ..controller.ledger import read_ledger
 from ..controller.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..crossing import terminal_text
 from ..instances.mirrors import MirrorError, make_mirror
 from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
@@ -61,7 +62,8 @@ def command_report(args: argparse.Namespace) -> int:
     run_id = cells[-1].run_id
     summary, written = write_reports(args.out, cells, previous_arm_order(args.out, run_id), run_id,
                                      recorded_budget(args.out, run_id))
-    print("\n".join([*format_summary(summary), "", *written_lines(args.out, run_id, written)]))
+    # A row's served model or error is the cell's text: shown without control sequences.
+    print(terminal_text("\n".join([*format_summary(summary), "", *written_lines(args.out, run_id, written)])))
     return 0
 
 
@@ -80,7 +82,7 @@ def command_compare(args: argparse.Namespace) -> int:
     checks = check(comparison, args.fail_on or [])
     if args.fail_on:
         lines += ["", *gate_lines(comparison, checks)]
-    print("\n".join(lines))
+    print(terminal_text("\n".join(lines)))
     return REGRESSION if any(found.failed for found in checks) else 0
 
 
@@ -89,7 +91,7 @@ def command_status(args: argparse.Namespace) -> int:
 
     while True:
         lines, live = sweep_status(args.out)
-        print("\n".join(lines), flush=True)
+        print(terminal_text("\n".join(lines)), flush=True)
         if not (args.watch and live):
             return 0 if live else 1
         time.sleep(args.watch)

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from ..crossing import fits, shown
 from ..files import GroupSync, append_line, finite_json, read_json_lines, write_atomic
 from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
@@ -95,8 +96,13 @@ class LedgerWriter:
         run_dir = cell.run_dir(self.repeat)
         patch_file = cell.patch_file(self.repeat) if outcome.patch_scored else None
         row = ledger_row(outcome, self.run_id, patch_file, run_dir if outcome.logs or outcome.patch else None)
+        skipped: list[dict[str, Any]] = []
         try:
             for name, text in outcome.logs.items():
+                if not fits(self.out / run_dir, name):  # a long name under a long out dir: skipped, listed
+                    skipped.append({"path": shown(name), "bytes": len(text), "kind": "long_name",
+                                    "reason": "its path under the out dir would be too long: not written"})
+                    continue
                 write_atomic(self.out / run_dir / name, text, durable=False)
             if patch_file is not None:
                 write_atomic(self.out / patch_file, outcome.patch, durable=False)
@@ -109,6 +115,9 @@ class LedgerWriter:
                 self.cards_written.add(outcome.instance_id)
         except OSError as error:
             raise RowNotWritten(row, error) from None
+        if skipped:
+            details: dict[str, Any] = row["details"] if isinstance(row.get("details"), dict) else {}
+            row["details"] = {**details, "run_dir_cut": [*details.get("run_dir_cut", []), *skipped]}
         self.append(row)
         return row
 

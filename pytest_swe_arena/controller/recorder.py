@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ..crossing import terminal_text
 from ..files import remove_detached
 from ..forkserver import ForkServer
 from ..instances.loading import SchemaMemo, missing_repositories, missing_repositories_error
@@ -226,7 +227,7 @@ class ControllerPlugin:
         self.notes.append(message)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
-            reporter.write_line(f"swe-arena: {message}", yellow=True)
+            reporter.write_line(terminal_text(f"swe-arena: {message}"), yellow=True)
 
     # -- progress -----------------------------------------------------------------------------
 
@@ -317,18 +318,22 @@ class ControllerPlugin:
     # -- the summary --------------------------------------------------------------------------
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        # What a cell reported (its served model, its error) is in these lines: shown without control sequences.
+        def write(line: str, **markup: bool) -> None:
+            terminalreporter.write_line(terminal_text(line), **markup)
+
         failure = self.records.failure_lines()
         if self.records.recorded:
             terminalreporter.write_sep("=", "swe-arena results")
             for line in [*format_summary(self.records.summary()), ""]:
-                terminalreporter.write_line(line)
+                write(line)
             for line in calibration_lines(self.records.calibration) if self.records.calibration else []:
-                terminalreporter.write_line(line)
+                write(line)
             for message in self.notes:
-                terminalreporter.write_line(f"warning: {message}", yellow=True)
+                write(f"warning: {message}", yellow=True)
             for line in written_lines(self.records.out, self.records.run_id, self.records.written):
-                terminalreporter.write_line(line)
+                write(line)
         for line in [*failure, *([self.not_run] if self.not_run else [])]:
-            terminalreporter.write_line(line, red=True)
+            write(line, red=True)
         for line in misconfigured_lines(self.records.tally.misconfigured):
-            terminalreporter.write_line(line, red=True)
+            write(line, red=True)

@@ -41,6 +41,7 @@ import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..outcome import TestStatus
 from .grades import keep_worst
@@ -63,8 +64,9 @@ def parse_output(text: str) -> dict[str, str]:
     return statuses
 
 
-def parse_junitxml(path: Path, files: Iterable[str] = ()) -> dict[str, str] | None:
-    """Statuses from pytest's JUnit XML, keyed by node id; None if unreadable.
+def parse_junitxml(path: Path | BinaryIO, files: Iterable[str] = ()) -> dict[str, str] | None:
+    """Statuses from pytest's JUnit XML (a file, or one opened through the crossing), keyed by node id; None if
+    unreadable.
 
     A case's ``classname`` is its node id's module path, dotted, then its classes.
     The file is the one among ``files`` (those the runner ran) with the longest

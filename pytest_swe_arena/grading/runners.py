@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import crossing
 from ..worker.patches import files_touched
 from .parsers import END_TEST_OUTPUT, LOG_PARSERS, START_TEST_OUTPUT, UnknownLogParser, log_parser
 
@@ -67,9 +68,11 @@ _PYTEST_CONFIGS: dict[str, re.Pattern[str] | None] = {
 def has_pytest_config(workspace: Path) -> bool:
     """Whether the repository configures pytest in its root (else pytest would search the parent dirs)."""
     for name, section in _PYTEST_CONFIGS.items():
-        path = workspace / name
-        if path.is_file() and (section is None
-                               or section.search(path.read_text(encoding="utf-8", errors="replace"))):
+        try:  # the tree's files: read through the crossing (a link or a FIFO is not a configuration)
+            text = crossing.read_text(workspace / name, 16 << 20)
+        except OSError:
+            continue
+        if section is None or section.search(text):
             return True
     return False
 
@@ -198,11 +201,14 @@ def prepare_tox_current_env(command: str, workspace: Path, venv: Path) -> None:
     env's ``python`` is the venv's. Whatever was in ``.tox/NAME`` is replaced.
     """
     for name in tox_current_envs(command):
+        # The tree is the patch's: a link at ``.tox`` or ``.tox/NAME`` is removed (the link, never its target),
+        # so what is replaced and written is in the tree.
+        for view in (workspace / ".tox", workspace / ".tox" / name):
+            if view.is_symlink() or (view.exists() and not view.is_dir()):
+                view.unlink()
         view = workspace / ".tox" / name
-        if view.is_symlink() or view.is_file():
-            view.unlink()
-        elif view.is_dir():
-            shutil.rmtree(view)
+        if view.is_dir():
+            shutil.rmtree(view)  # refuses a link; does not follow links inside
         (view / "bin").mkdir(parents=True)
         shutil.copyfile(venv / "pyvenv.cfg", view / "pyvenv.cfg")
         (view / "lib").symlink_to(venv / "lib", target_is_directory=True)

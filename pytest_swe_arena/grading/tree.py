@@ -26,6 +26,7 @@ namespace, and every process in it, is gone (``grade``).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import crossing
 from ..instances.model import Instance
 from ..worker import processes
 from ..worker.cell import CellEnvironment, create_cell_environment
@@ -191,7 +193,8 @@ def _text_at(harness: HarnessGit, commit: str, path: str) -> str | None:
 
 def _text_in(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        # The patch's file: a link or a FIFO there is not followed nor waited on.
+        return crossing.read_text(path, 16 << 20)
     except OSError:
         return None
 
@@ -259,8 +262,8 @@ def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: Cel
     if sandbox is not None and "UV_CONFIG_FILE" in dated:
         sandbox = sandbox.showing(Path(dated["UV_CONFIG_FILE"]))
     argv = shell_argv(command)
-    with open(log, "a", encoding="utf-8") as out:
-        out.write(f"$ ({what}) {command}\n")
+    with crossing.writing(log.parent, log.name, "append") as out:
+        out.write(f"$ ({what}) {command}\n".encode())
     argv = sandbox.wrap(argv, tree) if sandbox else argv
     result = processes.run(argv, cwd=tree, env=env, stdout=log, timeout=timeout)
     if result.returncode != 0:
@@ -299,6 +302,8 @@ def fresh_tree_grading(verify_on: str, workspace: Workspace) -> bool:
 
 #: Files of the grading run copied into the cell's run dir (the report reads them there).
 GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
+#: At most this much of each is copied (the run dir's collection caps cut it further).
+GRADING_LOG_CAP = 256 << 20
 
 
 def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
@@ -348,14 +353,25 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
             extra = environment.variables(cell.variables.get("PATH", ""))
         verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra,
                         rules=rules)
-        return verdict, tree.integrity
     finally:
-        for name in GRADING_LOGS:
-            if not (cell.run_dir / name).is_file():
-                continue
-            if name == "env.log" and (run_dir / "env.log").is_file():  # the arm's environment phase wrote it first
-                with open(run_dir / name, "ab") as kept:
+        refused = copy_grading_logs(cell.run_dir, run_dir)
+    # A grading log the graded code swapped for a link (or the arm pre-made as one) is not copied: flagged.
+    return verdict, (*tree.integrity, *(IntegrityFlag("crossing", path, reason) for path, reason in refused))
+
+
+def copy_grading_logs(source: Path, run_dir: Path) -> list[tuple[str, str]]:
+    """Copy the grading run's logs into the cell's ``run_dir``, through the crossing (the graded code could
+    write where they are, and the arm where they go); what was refused (path, why)."""
+    refused: list[tuple[str, str]] = []
+    for name in GRADING_LOGS:
+        appended = name == "env.log" and os.path.lexists(run_dir / name)  # the arm's environment phase wrote it
+        try:
+            if appended:
+                with crossing.writing(run_dir, name, "append") as kept:
                     kept.write(b"\n# the grading environment: a copy of the template for the fresh tree\n")
-                    kept.write((cell.run_dir / name).read_bytes())
-            else:
-                shutil.copyfile(cell.run_dir / name, run_dir / name)
+            crossing.copy(source, name, run_dir, name, cap=GRADING_LOG_CAP, mode="append" if appended else "truncate")
+        except FileNotFoundError:
+            continue
+        except crossing.Refused as refusal:
+            refused.append((refusal.path, refusal.reason))
+    return refused

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import crossing
 from ..instances.model import Instance
 from ..outcome import CellStatus
 from ..worker import processes
@@ -140,6 +141,17 @@ class ContainerHost:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
 
 
+def read_log(log: Path, start: int) -> str:
+    """The run's log from byte ``start``, through the crossing: the code under test can write where its log is,
+    so a link in its place is not followed (its text is then the refusal, which grades nothing)."""
+    try:
+        with crossing.reading(log.parent, log.name) as handle:
+            handle.seek(start)
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError as error:
+        return f"# the harness did not read this log: {crossing.shown(str(error))}\n"
+
+
 def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
          timeout: float, sandbox: Sandbox | None = None) -> processes.ProcessResult:
     """Run a shell command in the workspace, here (in ``sandbox`` if given) or inside the instance's image.
@@ -166,9 +178,7 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
             subprocess.run([host.engine, "rm", "--force", name], capture_output=True, check=False)
     engine_failure = ENGINE_FAILURES.get(result.returncode) if result.returncode is not None else None
     if engine_failure is not None:
-        with open(log, "rb") as handle:
-            handle.seek(size)
-            said = handle.read().decode(errors="replace")
+        said = read_log(log, size)
         if host.started(nonce) not in said:
             raise VerifyInfrastructureError(
                 f"`{host.engine} run {host.image}` failed (exit {result.returncode}, {engine_failure}): "
@@ -241,9 +251,14 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
     result = _run(host, command, workspace.path, log, env, timeout, sandbox)
     if uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
-        reported, source = parse_junitxml(report, files) or {}, "junitxml"
+        try:
+            with crossing.reading(report.parent, report.name) as handle:
+                parsed = parse_junitxml(handle, files)
+        except OSError:  # not written, or swapped for a link by the code under test: not read
+            parsed = None
+        reported, source = parsed or {}, "junitxml"
     else:
-        reported, source = parse_output(log.read_text(encoding="utf-8", errors="replace")), "output"
+        reported, source = parse_output(read_log(log, 0)), "output"
     grades = grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)
     passed = grades.passed and not result.timed_out
     if result.timed_out:
@@ -287,9 +302,7 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     log.parent.mkdir(parents=True, exist_ok=True)
     start = log.stat().st_size if log.is_file() else 0
     result = _run(host, command, workspace.path, log, env, timeout, sandbox)
-    with open(log, "rb") as handle:
-        handle.seek(start)
-        text = handle.read().decode("utf-8", errors="replace")
+    text = read_log(log, start)
     # The tree's path as the tests saw it: the sandbox binds the workspace at its own path.
     tree = "/testbed" if host is not None else str(workspace.path)
     verdict = grade_by_rules(read_results(runner.log_parser, text), instance.fail_to_pass, instance.pass_to_pass,

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import crossing
 from ..files import LineFollower, json_table, json_text, read_json_object
 from .agent_reports import AgentSpend, CallTally, FigureReader, call_usage
 from .usage import Usage
@@ -55,7 +56,7 @@ class Chats:
 def read_error(stderr: Path) -> str | None:
     """The error object Gemini CLI prints to stderr in JSON mode (``{"error": {"message": ...}}``)."""
     try:
-        output = stderr.read_text(encoding="utf-8", errors="replace")
+        output = crossing.read_text(stderr, 16 << 20)  # the agent's run dir: through the crossing
     except OSError:
         return None
     start = output.find("{")

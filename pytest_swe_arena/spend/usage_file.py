@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import crossing
 from .prices import Price, price_for_served
 from .usage import COUNT_FIELDS, Accounting, Usage, accounting_errors, add_usages
 
@@ -34,6 +35,10 @@ class UsageReport:
     problems: list[str]
 
 
+#: A usage file is a few hundred bytes; more than this is not read.
+USAGE_FILE_CAP = 1 << 20
+
+
 def read_usage_report(path: Path) -> UsageReport:
     """The usage file: the ledger's usage fields, ``model`` (the served model), and optionally ``models``.
 
@@ -42,11 +47,12 @@ def read_usage_report(path: Path) -> UsageReport:
     ``usage.cost_problem``: NaN, infinite, negative, absurd, not a number) is unknown, and a
     problem says why. No file means unknown usage.
     """
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         return UsageReport(Usage(), {}, None, [])
     try:
-        # Python's json reads NaN and Infinity: the checks below refuse them.
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # Python's json reads NaN and Infinity: the checks below refuse them. The file is the agent's: read
+        # through the crossing (a link or a FIFO there is refused, not followed nor waited on).
+        data = json.loads(crossing.read_text(path, USAGE_FILE_CAP))
     except (OSError, ValueError) as error:
         return UsageReport(Usage(), {}, None, [f"{path.name}: not JSON: {error}"])
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import Arm
+from ..crossing import terminal_text
 from ..instances.model import Instance
 from ..naming import CellName
 from ..outcome import CellStatus
@@ -106,4 +107,5 @@ def run_arena_cell(request: pytest.FixtureRequest, instance: Instance, arm: Arm,
     if outcome.status != CellStatus.RESOLVED:
         settings = request.config.stash[STATE_KEY].settings
         run_dir = settings.out / CellName(outcome.instance_id, outcome.arm, outcome.trial).run_dir(settings.repeat)
-        pytest.fail(outcome.failure_text(run_dir), pytrace=False)
+        # The error can carry what the agent printed (its stderr's tail): no escape sequence reaches the terminal.
+        pytest.fail(terminal_text(outcome.failure_text(run_dir)), pytrace=False)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from .. import crossing
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
 from ..grading.rules import RULE_SETS
@@ -145,6 +146,12 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
                       f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
     timings["arm"] = time.monotonic() - clock
+    from ..spend.meter.cells import CALLS_FILE
+
+    # The harness writes its own files in the run dir next: whatever the arm left at their names (a link to a
+    # host file, say) is removed, never written through, and flagged.
+    cleared = tuple(IntegrityFlag("crossing", name, why)
+                    for name, why in crossing.clear(cell.run_dir, (*HARNESS_LOGS, CALLS_FILE)))
     # Compared as the price table compares them: mini's served "gpt-4o" is the asked "openai/gpt-4o".
     mismatch = bool(result.asked_model and result.served_model
                     and not same_model(result.asked_model, result.served_model))
@@ -170,9 +177,13 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     # Checked after the meter: a cost the meter could not price is the agent's, held to the metered tokens.
     usage, models, implausible = checked_costs(
         usage, models, lambda model: price_for_served(case.prices, model, result.asked_model), result.served_model)
-    spend_flags = (IntegrityFlag("implausible_cost", "", str(implausible["implausible_cost"])),) if implausible else ()
-    if spend_flags:
-        details = {**details, **implausible, "integrity": integrity_details((), spend_flags)}
+    # What the harness refused at the crossing after the arm, and a reported cost its tokens cannot explain.
+    cell_flags = (*cleared, *((IntegrityFlag("implausible_cost", "", str(implausible["implausible_cost"])),)
+                              if implausible else ()))
+    if implausible:
+        details = {**details, **implausible}
+    if cell_flags:
+        details = {**details, "integrity": integrity_details((), cell_flags)}
     outcome = outcome.replace(
         usage=usage.to_json(),
         models={model: model_usage.to_json() for model, model_usage in models.items()},
@@ -218,7 +229,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                       f"{too_large}")
     outcome = outcome.replace(patch=patch)
     if nested:
-        outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, spend_flags)})
+        outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, cell_flags)})
 
     if ended is not None:
         # Never scored from partial work: keep the patch for forensics, do not verify it.
@@ -249,9 +260,9 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                 if shared.shared_with is not None:
                     outcome = outcome.replace(verify_shared_with=shared.shared_with)
                     note_shared_grade(cell.run_dir / "verify.log", shared)
-            if flags or nested:
+            if flags or nested or cell_flags:
                 outcome = outcome.replace(details={**outcome.details,
-                                                   "integrity": integrity_details(nested, (*spend_flags, *flags))})
+                                                   "integrity": integrity_details(nested, (*cell_flags, *flags))})
         else:
             verdict = run_verify(
                 workspace, case.instance, patch, verify_on=case.verify_on,
@@ -302,9 +313,14 @@ def configuration_failure(case: Case, result: ArmResult, usage: Usage, run_dir: 
 
 def note_shared_grade(log: Path, shared: SharedGrade) -> None:
     """The verify.log of a cell that took another cell's grade: whose, and where its log is."""
-    log.write_text(f"# verify: this cell's patch is byte-identical to cell {shared.shared_with}'s, whose grading run "
-                   f"on a fresh tree gave this cell's verdict (waited {shared.waited:.2f}s for it; its verify.log "
-                   "is in that cell's run dir; --arena-grade-every-cell grades every cell on its own)\n")
+    note = (f"# verify: this cell's patch is byte-identical to cell {shared.shared_with}'s, whose grading run "
+            f"on a fresh tree gave this cell's verdict (waited {shared.waited:.2f}s for it; its verify.log "
+            "is in that cell's run dir; --arena-grade-every-cell grades every cell on its own)\n")
+    try:  # the run dir is the cell's: a link the agent left at the name is refused, not written through
+        with crossing.writing(log.parent, log.name) as file:
+            file.write(note.encode())
+    except crossing.Refused:
+        pass  # the collected run dir lists the link, not followed
 
 
 def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import crossing
 from ..interrupts import PROCESS_TOKEN_VARIABLE, holders_of, send_signal
 
 POLL_SECONDS = 0.05
@@ -64,7 +65,10 @@ def run(
     child_env[PROCESS_TOKEN_VARIABLE] = token
     started = clock()
     stdout.parent.mkdir(parents=True, exist_ok=True)
-    with open(stdout, "ab") as out, open(stderr or os.devnull, "ab") as err, open(stdin or os.devnull, "rb") as inp:
+    # The logs are in a run dir the cell can write: opened through the crossing (a link there is refused).
+    with crossing.writing(stdout.parent, stdout.name, "append") as out, \
+            (crossing.writing(stderr.parent, stderr.name, "append") if stderr else open(os.devnull, "ab")) as err, \
+            open(stdin or os.devnull, "rb") as inp:
         process = subprocess.Popen(
             list(argv),
             cwd=cwd,

@@ -21,13 +21,16 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from .. import crossing
 from ..settings import CollectionCaps
 
 __all__ = ["DEFAULT_CAPS", "MAX_CUT_ENTRIES", "Collected", "CollectionCaps", "collect_run_dir", "patch_over_cap"]
 
 DEFAULT_CAPS = CollectionCaps()
+#: A run-dir path longer than this (bytes, once escaped) is not kept: the out dir must still have room for it.
+MAX_NAME_BYTES = 2048
 #: At most this many files of each kind of cut are listed one by one; the rest are counted in one entry.
 MAX_CUT_ENTRIES = 50
 
@@ -57,19 +60,28 @@ def collect_run_dir(run_dir: Path, caps: CollectionCaps = DEFAULT_CAPS, first: S
     unlisted: dict[str, int] = {}
     for relative, entry in _ordered(run_dir, first):
         kind, reason, size = _unreadable(entry)
+        # The name as the row, JSON, execnet and the viewer can carry it: escaped; and short enough to be
+        # written again under any out dir.
+        name = crossing.shown(relative)
+        if kind is None and not crossing.fits(Path(), name, path_max=MAX_NAME_BYTES):
+            kind, reason = "long_name", (f"its path is over {MAX_NAME_BYTES} bytes, or a name in it over "
+                                         f"{255 - 16} bytes: not kept (it could not be written under the out dir)")
         text: str | None = None
         if kind is None:
             if len(logs) >= caps.max_files:
                 kind, reason = "over_files", f"over the cap of {caps.max_files} files"
             else:
-                text, taken, kind, reason = _read(run_dir / relative, size, min(caps.max_file_bytes, remaining), caps)
+                text, taken, kind, reason = _read(run_dir, relative, size, min(caps.max_file_bytes, remaining), caps)
                 remaining -= taken
         if text is not None:
-            logs[relative] = text
+            logs[name] = text
+            if name != relative:
+                cut.append({"path": name, "bytes": size, "kind": "name_escaped",
+                            "reason": "its name is not UTF-8 or has control characters: kept under its escaped name"})
         if kind is not None:
             if listed.get(kind, 0) < MAX_CUT_ENTRIES:
                 listed[kind] = listed.get(kind, 0) + 1
-                cut.append({"path": relative, "bytes": size, "kind": kind, "reason": reason})
+                cut.append({"path": name, "bytes": size, "kind": kind, "reason": reason})
             else:
                 unlisted[kind] = unlisted.get(kind, 0) + 1
     for kind, count in unlisted.items():
@@ -124,34 +136,38 @@ def _unreadable(entry: os.DirEntry[str] | Path) -> tuple[str | None, str, int]:
             target = os.readlink(entry.path if isinstance(entry, os.DirEntry) else entry)
         except OSError:
             target = "?"
-        return "link", f"a symlink (to {target}), not followed", 0
+        return "link", f"a symlink (to {crossing.shown(target)}), not followed", 0
     if not stat.S_ISREG(info.st_mode):
         return "special", "not a regular file", 0
     return None, "", info.st_size
 
 
-def _read(path: Path, size: int, budget: int,
+def _read(run_dir: Path, relative: str, size: int, budget: int,
           caps: CollectionCaps) -> tuple[str | None, int, str | None, str]:
     """The file's text within ``budget`` bytes (cut in the middle if larger), the bytes taken, the kind of cut
     and why (None and "" if it was not cut)."""
     if budget < min(size, 4096):
         return None, 0, "over_bytes", f"over the cap of {caps.max_total_bytes:,} bytes for the whole run dir"
     try:
-        # O_NOFOLLOW and O_NONBLOCK: a link or a FIFO put in its place since it was looked at is not followed
-        # and does not block.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        # Through the crossing: a link or a FIFO put in its place since it was looked at is not followed and
+        # does not block.
+        with crossing.reading(run_dir, relative) as handle:
+            return _text(handle, size, budget, caps)
+    except crossing.Refused as refusal:
+        return None, 0, "special", refusal.reason
     except OSError as error:
         return None, 0, "unreadable", f"cannot be read: {error.strerror}"
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            return None, 0, "special", "not a regular file"
-        if size <= budget:
-            data = handle.read(budget)
-            return data.decode("utf-8", errors="replace"), len(data), None, ""
-        head = handle.read(budget // 2)
-        handle.seek(size - budget // 2)
-        tail = handle.read(budget // 2)
+
+
+def _text(handle: BinaryIO, size: int, budget: int,
+          caps: CollectionCaps) -> tuple[str | None, int, str | None, str]:
+    if size <= budget:
+        data = handle.read(budget)
+        return data.decode("utf-8", errors="replace"), len(data), None, ""
+    head = handle.read(budget // 2)
+    handle.seek(size - budget // 2)
+    tail = handle.read(budget // 2)
     text = (head + f"\n[... {size - len(head) - len(tail):,} bytes cut ...]\n".encode() + tail).decode(
-        "utf-8", errors="replace")
+    "utf-8", errors="replace")
     over = "max_file_bytes" if budget == caps.max_file_bytes else "what was left of the run dir's cap"
     return text, len(head) + len(tail), "cut", f"cut in the middle to {budget:,} bytes ({over})"

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -348,3 +350,40 @@ def test_a_large_untracked_file_is_an_over_cap_patch_read_no_further_than_the_ca
             "harness_peak_bytes": max(peaks), "peak_to_file": round(max(peaks) / LARGE_FILE_BYTES, 3),
             "seconds": round(seconds, 1), "seconds_meaning": "whole sweep",
             "agent_cell_phases": rows["AGENT"].get("phases")})
+
+
+@pytest.mark.parametrize("fault", ["non-UTF-8 name", "long path"])
+def test_a_cell_naming_its_files_badly_takes_nothing_down(matrix, suite, fault):
+    """A third arm whose cells leave, in their run dir, a file named with bytes that are not UTF-8 (and an
+    escape sequence), and one whose relative path (950 bytes) does not fit under a long out dir (issue 27:
+    under ``-n 2`` an xdist INTERNALERROR and 1 row; "File name too long" and 0 rows). Every cell has its
+    row, the names are escaped or listed as not kept, and the report reads the out dir."""
+    from helpers.agents import arm_table
+
+    planter = Path(__file__).parents[1] / "data" / "hostile" / "link_planter.py"
+    out = suite.path.joinpath(*["o" * 200] * 16) if fault == "long path" else None
+    run = matrix(out)
+    suite.arms_toml += arm_table("NAMES", "command", command=[sys.executable, str(planter), "names", "{run_dir}",
+                                                              "950"])
+    run.sweep.release()  # the AGENT cells may finish: this fault is the NAMES arm's files
+    started = time.monotonic()
+    run.sweep.start(ARMS + ",NAMES", "-n", str(WORKERS), run.out_option)
+    returncode = run.sweep.wait()
+    seconds = time.monotonic() - started
+    output = run.sweep.output()
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output[-3000:]
+    assert "File name too long" not in output and "\x1b" not in output
+    assert returncode == pytest.ExitCode.TESTS_FAILED, output[-3000:]  # the NAMES cells are arm errors
+    run.before = []
+    rows = run.check_the_books()
+    assert {cell(row) for row in rows} == CELLS | {(f"demo__calc-{n}", "NAMES") for n in (1, 2, 3)}
+    kinds = [entry["kind"] for row in rows if row["arm"] == "NAMES" for entry in row["details"]["run_dir_cut"]]
+    assert kinds.count("name_escaped") == 3, kinds
+    assert kinds.count("long_name") == (3 if out is not None else 0), kinds
+    report = subprocess.run([sys.executable, "-m", "pytest_swe_arena.cli", "report", str(run.out)],
+                            capture_output=True, text=True, check=False)
+    assert report.returncode == 0, report.stderr[-2000:]
+    lock = run.lock_state()
+    assert lock == "released"
+    run.figures(fault, rows, run.sweep.agents(), seconds, lock, 0, seconds_meaning="whole sweep",
+                rows_written=f"{len(rows)}/9", out_dir_bytes=len(os.fsencode(run.out)))

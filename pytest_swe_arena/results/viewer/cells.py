@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ...crossing import shown
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
 from .transcripts import PROMPT_FILE, looked_for, mapping, read_transcript
@@ -74,7 +75,7 @@ class OutDir:
 
     def href(self, path: Path) -> str:
         """A link to ``path`` from the viewer's pages (``viewer/*.html``): relative, so the folder can move."""
-        return "../" + quote(path.relative_to(self.root).as_posix())
+        return "../" + quote(os.fsencode(path.relative_to(self.root).as_posix()))  # a name need not be UTF-8
 
 
 def run_files(out: OutDir, run_dir: Path | None) -> list[Path]:
@@ -161,7 +162,8 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
     details = mapping(row.get("details"))
     usage = mapping(row.get("usage"))
     paths = run_files(out, run_dir)
-    names = [path.relative_to(run_dir).as_posix() for path in paths] if run_dir is not None else []
+    # A cell chose these names: shown escaped (one that is not UTF-8 would stop the JSON and the page).
+    names = [shown(path.relative_to(run_dir).as_posix()) for path in paths] if run_dir is not None else []
     kind = mapping(row.get("arm_identity")).get("kind") or mapping(row.get("provenance")).get("agent")
     transcript = read_transcript(run_dir, lambda path: out.text(path, 4 * MAX_LOG_BYTES),
                                  str(kind) if kind else None, names)
