@@ -109,6 +109,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
                 _send({"e": "entry_point_failed", "name": entry.name, "error": str(error)[:200]})
                 continue
             pluginmanager.register(plugin, name=entry.name)
+            try:  # pytest's header lists the plugins of installed distributions, as autoload would have
+                from pluggy._manager import DistFacade
+
+                if entry.dist is not None:
+                    pluginmanager._plugin_distinfo.append((plugin, DistFacade(entry.dist)))
+            except (ImportError, AttributeError):
+                pass
 
 
 @pytest.hookimpl(tryfirst=True)
