@@ -42,7 +42,8 @@ _RUNNER_REACH = {
                                re.MULTILINE),
     "reaches_proc_self": re.compile(
         r"^\+(?!\+\+ ).*?(/proc/(?:self|\{|\"\s*\+|thread-self)|/dev/fd/|/dev/std(?:out|err))", re.MULTILINE),
-    "reaches_sys": re.compile(r"^\+(?!\+\+ ).*?(\bsys\s*\.\s*modules\b|\bsys\s*\.\s*argv\b)", re.MULTILINE),
+    "reaches_sys": re.compile(r"^\+(?!\+\+ ).*?(\bsys\s*\.\s*(?:modules|argv)\b|\bimport\s+sys\s+as\b|"
+                            r"\.\s*modules\s*\[|\bin\s+\w+\s*\.\s*modules\b)", re.MULTILINE),
 }
 #: Standard library modules, and the runner's: a new top-level file named as one is imported instead.
 STDLIB_MODULES = frozenset(sys.stdlib_module_names)

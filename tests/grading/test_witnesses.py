@@ -82,3 +82,28 @@ def test_code_under_test_cannot_write_its_own_verdict(calc, tmp_path, attack, mo
     log = (tmp_path / "run" / "verify.log").read_text() if (tmp_path / "run" / "verify.log").is_file() else ""
     assert not verdict.passed, (verdict.detail, log)
     assert flags, verdict.detail  # a flag names what was tried, or what the witnesses saw
+
+
+def test_what_loads_before_the_rules_is_taken_from_base_and_pyproject_is_read_as_toml():
+    from pytest_swe_arena.grading.tree import run_config_reason
+
+    dotted = "[tool]\npytest.ini_options.addopts = '-p calc.passer'\n"
+    assert run_config_reason("pyproject.toml", None, dotted, True) == "pyproject.toml holds pytest's configuration"
+    assert run_config_reason("pyproject.toml", "[project]\nname = 'calc'\n", "[project]\nname = 'x'\n", True) is None
+    assert "standard library's difflib" in (run_config_reason("difflib.py", None, "", False) or "")
+    assert "standard library's json" in (run_config_reason("json/__init__.py", None, "", False) or "")
+    assert run_config_reason("difflib.py", "", "", True) is None  # base ships its own: its code
+    assert run_config_reason("calc/difflib.py", None, "", True) is None  # not top-level: shadows nothing
+    assert "entry points" in (run_config_reason("x-1.0.dist-info/entry_points.txt", None, "", False) or "")
+
+
+def test_the_static_scan_names_each_reach_into_the_running_process(calc):
+    from pytest_swe_arena.grading.integrity import patch_flags
+
+    patch = diff_of(calc.repo, {"calc/ops.py": hostile.GC_HOOK_WRAPPER + hostile.FORGE_LOG_AT_EXIT,
+                                "calc_helper-1.0.dist-info/entry_points.txt": hostile.DIST_INFO_ENTRY_POINTS})
+    kinds = {(flag.kind, flag.path) for flag in patch_flags(patch.encode())}
+    assert {("reaches_gc", "calc/ops.py"), ("reaches_atexit", "calc/ops.py"), ("reaches_exit", "calc/ops.py"),
+            ("reaches_proc_self", "calc/ops.py"), ("reaches_sys", "calc/ops.py"), ("pytest_internals", "calc/ops.py"),
+            ("entry_point", "calc_helper-1.0.dist-info/entry_points.txt")} <= kinds
+    assert patch_flags(diff_of(calc.repo, dict(CALC_FIX)).encode()) == []
