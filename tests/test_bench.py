@@ -44,6 +44,7 @@ SMOKE_RUNS = {
     "hosts.py": (["--cells", "2", "--seconds", "0.1", "--shapes", "1x2,2x1"],
                  ["1 host(s) x 2 workers", "2 host(s) x 1 workers", "controller CPU per cell, 2x1",
                   "2 cells x 0.1 s, -n 2 (local, no ssh)"]),
+    "witness.py": (["--cells", "2"], ["graded cell with witnesses", "graded cell with witnesses, CPU"]),
     "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
                         ["viewer overview interactive, 100 cells",
                          "swe-arena report + viewer, first build (100 cell pages)",

@@ -56,23 +56,39 @@ def test_files(ids: Iterable[str], test_patch: str | None, workspace: Path) -> l
 
 
 #: Where pytest reads its configuration in a repository's root, and the table header that makes a file
-#: count (None: the file counts even when empty, as pytest.ini does).
+#: count (None: the file counts even when empty, as pytest.ini does; pyproject.toml is read as TOML).
 _PYTEST_CONFIGS: dict[str, re.Pattern[str] | None] = {
-    "pytest.toml": None, ".pytest.toml": None, "pytest.ini": None, ".pytest.ini": None,
-    "pyproject.toml": re.compile(r"^\s*\[\s*tool\s*\.\s*pytest\s*(\.\s*ini_options\s*)?\]", re.MULTILINE),
+    "pytest.toml": None, ".pytest.toml": None, "pytest.ini": None, ".pytest.ini": None, "pyproject.toml": None,
     "tox.ini": re.compile(r"^\s*\[pytest\]", re.MULTILINE),
     "setup.cfg": re.compile(r"^\s*\[tool:pytest\]", re.MULTILINE),
 }
 
 
+def configures_pytest(name: str, text: str) -> bool:
+    """Whether the config file ``name`` (a key of ``_PYTEST_CONFIGS``) with ``text`` configures pytest.
+
+    ``pyproject.toml`` is parsed (``tomllib``): its ``tool.pytest`` table counts however it is written
+    (a header, dotted or quoted keys, an inline table). A file that is not valid TOML counts: pytest
+    would fail on it, and its text must not decide how the run goes.
+    """
+    if name == "pyproject.toml":
+        try:
+            tool = tomllib.loads(text).get("tool")
+        except tomllib.TOMLDecodeError:
+            return True
+        return isinstance(tool, dict) and "pytest" in tool
+    section = _PYTEST_CONFIGS.get(name)
+    return name in _PYTEST_CONFIGS and (section is None or bool(section.search(text)))
+
+
 def has_pytest_config(workspace: Path) -> bool:
     """Whether the repository configures pytest in its root (else pytest would search the parent dirs)."""
-    for name, section in _PYTEST_CONFIGS.items():
+    for name in _PYTEST_CONFIGS:
         try:  # the tree's files: read through the crossing (a link or a FIFO is not a configuration)
             text = crossing.read_text(workspace / name, 16 << 20)
         except OSError:
             continue
-        if section is None or section.search(text):
+        if configures_pytest(name, text):
             return True
     return False
 

@@ -30,7 +30,8 @@ from typing import Any
 
 from ..instances.model import Instance
 from ..outcome import cell_key, patch_digest
-from .tree import IntegrityFlag, PatchRejected
+from .integrity import IntegrityFlag
+from .tree import PatchRejected
 from .verify import VerifyResult
 
 #: A grading run: the verdict and the grading tree's integrity flags, or ``PatchRejected``.

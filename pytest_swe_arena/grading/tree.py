@@ -25,9 +25,7 @@ namespace, and every process in it, is gone (``grade``).
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,13 +37,15 @@ from ..instances.model import Instance
 from ..worker import processes
 from ..worker.cell import CellEnvironment, create_cell_environment
 from ..worker.git import ExtractionError, HarnessGit
-from ..worker.patches import files_touched, is_test_path
+from ..worker.patches import files_touched
 from ..worker.sandbox import Sandbox, cell_policy, program_mounts_outside
 from ..worker.templates import EnvironmentTemplate
 from ..worker.venvs import EnvBuildError, PythonEnvironment, shell_argv
 from ..worker.workspace import WORK_BRANCH, Workspace, copy_snapshot_refs
+from .integrity import STDLIB_MODULES, IntegrityFlag, patch_flags
 from .rules import SWEBENCH, GradingRules
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home
+from .runners import configures_pytest
 from .verify import VerifyResult, run_checks
 
 #: Files that configure a test run wherever they are.
@@ -54,12 +54,6 @@ RUN_CONFIG_NAMES = frozenset({"pytest.ini", ".pytest.ini", "pytest.toml", ".pyte
 #: Modules the runner imports at start-up: a new top-level one in the tree would be imported instead.
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup",
                             "tomli", "colorama", "pygments", "xdist"})
-#: Added lines that reach into pytest's machinery from code under test.
-_PYTEST_INTERNALS = re.compile(
-    r"^\+(?!\+\+ ).*?(\b(?:import|from)\s+(?:_pytest|pluggy)\b|\bdef\s+pytest_\w+\s*\(|\bpytest_plugins\s*=|"
-    r"\b(?:import|from)\s+pytest\b)", re.MULTILINE)
-
-
 class PatchRejected(Exception):
     """The arm's patch does not apply to a fresh checkout of base: the arm's failure."""
 
@@ -68,18 +62,6 @@ class TestPatchRejected(Exception):
     """The instance's ``test_patch`` does not apply on base: a harness error (the instance is broken)."""
 
     __test__ = False  # not a pytest test class, whatever its name says
-
-
-@dataclass(frozen=True)
-class IntegrityFlag:
-    """Something about a patch the grading did not take as it came: what, where, and what was done."""
-
-    kind: str
-    path: str
-    detail: str
-
-    def to_json(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -119,7 +101,7 @@ def build_grading_tree(dest: Path, *, objects: Path, base_commit: str, patch: by
         said = (applied.stdout + applied.stderr).decode(errors="replace").strip()
         raise PatchRejected(f"the patch does not apply to a fresh checkout of base: {said[:500]}")
     touched = files_touched(patch)
-    flags = [*_restore_run_config(harness, base_commit, touched), *internals_flags(patch)]
+    flags = [*_restore_run_config(harness, base_commit, touched), *patch_flags(patch)]
     if instance.test_patch:
         # On a fresh tree only the files the patch also touched can differ from base.
         both = [path for path in files_touched(instance.test_patch) if path in set(touched)]
@@ -141,12 +123,18 @@ def run_config_reason(path: str, base_text: str | None, tree_text: str | None, b
         return f"{name} configures the test run"
     if name.endswith(".pth"):
         return "a .pth file runs code at interpreter start-up"
-    section = PYTEST_CONFIGS.get(name)
-    if section is not None and any(text is not None and section.search(text) for text in (base_text, tree_text)):
+    if any(part.endswith((".dist-info", ".egg-info")) for part in path.split("/")[:-1]):
+        return "installed-distribution metadata declares entry points (pytest plugins) that would load at start-up"
+    if name in PYTEST_CONFIGS and any(text is not None and configures_pytest(name, text)
+                                      for text in (base_text, tree_text)):
         return f"{name} holds pytest's configuration"
     top = path.split("/", 1)[0]
-    if top.split(".", 1)[0] in RUNNER_MODULES and not base_has_top:
+    module = top.removesuffix(".py") if "/" not in path else top
+    if module in RUNNER_MODULES and not base_has_top:
         return f"a new top-level {top} would be imported instead of the test runner's own"
+    shadows = path == f"{module}.py" or path == f"{module}/__init__.py"
+    if module in STDLIB_MODULES and not base_has_top and shadows:
+        return f"a new top-level {top} would be imported instead of the standard library's {module}"
     return None
 
 
@@ -161,28 +149,6 @@ def _restore_run_config(harness: HarnessGit, base_commit: str, touched: list[str
         _restore(harness, base_commit, [path])
         done = "taken from base" if at_base else "left out (base has no such file)"
         flags.append(IntegrityFlag("run_config", path, f"{reason}: the patch changed it; {done}"))
-    return flags
-
-
-def internals_flags(patch: bytes) -> list[IntegrityFlag]:
-    """Added lines of non-test code that import pytest's internals or define its hooks, one flag per file.
-
-    The runner's own code (a path through ``_pytest``, ``pytest`` or ``pluggy``) is exempt: a fix
-    to pytest itself imports them.
-    """
-    flags = []
-    text = patch.decode(errors="replace")
-    for section in re.split(r"^(?=diff --git )", text, flags=re.MULTILINE):
-        paths = files_touched(section)
-        if not paths or not section.startswith("diff --git "):
-            continue
-        path = paths[-1]
-        if is_test_path(path) or set(path.split("/")) & {"_pytest", "pytest", "pluggy"}:
-            continue
-        found = _PYTEST_INTERNALS.search(section)
-        if found:
-            flags.append(IntegrityFlag("pytest_internals", path,
-                                       f"non-test code reaches into pytest: {found.group(1).strip()[:120]}"))
     return flags
 
 
@@ -356,7 +322,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     finally:
         refused = copy_grading_logs(cell.run_dir, run_dir)
     # A grading log the graded code swapped for a link (or the arm pre-made as one) is not copied: flagged.
-    return verdict, (*tree.integrity, *(IntegrityFlag("crossing", path, reason) for path, reason in refused))
+    return verdict, (*tree.integrity, *verdict.integrity,
+                     *(IntegrityFlag("crossing", path, reason) for path, reason in refused))
 
 
 def copy_grading_logs(source: Path, run_dir: Path) -> list[tuple[str, str]]:

@@ -15,8 +15,10 @@ statuses, ``grades`` grades them). ``graded_status`` turns the verdict into the 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from ..worker.patches import PatchApplyError, apply_patch, files_touched, restor
 from ..worker.venvs import shell_argv
 from ..worker.workspace import Workspace, reset_to_base
 from .grades import grade
+from .integrity import IntegrityFlag
 from .parsers import parse_junitxml, parse_output, read_results
 from .rules import SWEBENCH, GradingRules
 from .rules import grade as grade_by_rules
@@ -43,6 +46,7 @@ from .runners import (
     test_files,
     uses_junitxml,
 )
+from .witnesses import WITNESS_DIR, channel, judge, recorded_statuses, runs_pytest, startup_env
 
 if TYPE_CHECKING:
     from ..worker.sandbox import Sandbox
@@ -63,6 +67,8 @@ class VerifyResult:
     #: Per-test statuses when the instance is graded test by test.
     tests: Mapping[str, Any] | None = field(default=None)
     detail: str = ""
+    #: What the witnesses flagged (``witnesses.judge``): goes to the row's ``details.integrity``.
+    integrity: tuple[IntegrityFlag, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The row's ``verify``."""
@@ -153,7 +159,7 @@ def read_log(log: Path, start: int) -> str:
 
 
 def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
-         timeout: float, sandbox: Sandbox | None = None) -> processes.ProcessResult:
+         timeout: float, sandbox: Sandbox | None = None, pass_fds: tuple[int, ...] = ()) -> processes.ProcessResult:
     """Run a shell command in the workspace, here (in ``sandbox`` if given) or inside the instance's image.
 
     In a sandbox, every process the command started is gone when this returns (its pid namespace ended).
@@ -162,7 +168,7 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
         argv = shell_argv(command)
         if sandbox is not None:
             argv = sandbox.wrap(argv, workspace)
-        return processes.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout)
+        return processes.run(argv, cwd=workspace, env=env, stdout=log, timeout=timeout, pass_fds=pass_fds)
     name = f"arena-verify-{uuid.uuid4().hex[:12]}"
     nonce = uuid.uuid4().hex
     size = log.stat().st_size if log.is_file() else 0
@@ -184,6 +190,46 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
                 f"`{host.engine} run {host.image}` failed (exit {result.returncode}, {engine_failure}): "
                 f"{' '.join(said.split())[-500:]}")
     return result
+
+
+@dataclass(frozen=True)
+class Witnessed:
+    """A graded run's witness stream, and what judging it needs."""
+
+    data: bytes
+    overflow: bool
+    started: float
+    expected: bool
+    tree: Path
+    untrusted: tuple[Path, ...]
+
+    def check(self, verdict: VerifyResult) -> VerifyResult:
+        """The verdict, unresolved when the witnesses disagree with it, with their flags."""
+        judgement = judge(self.data, expected=self.expected, returncode=verdict.returncode,
+                          statuses=recorded_statuses(verdict.tests), tree=self.tree, untrusted=self.untrusted,
+                          started=self.started, overflow=self.overflow)
+        if judgement.reason is None or verdict.timed_out:
+            return dataclasses.replace(verdict, integrity=judgement.flags)
+        detail = judgement.reason if verdict.passed else f"{verdict.detail}; {judgement.reason}"
+        return dataclasses.replace(verdict, passed=False, detail=detail, integrity=judgement.flags)
+
+
+def _run_witnessed(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
+                   timeout: float, sandbox: Sandbox | None) -> tuple[processes.ProcessResult, Witnessed | None]:
+    """Run the graded command with the harness's start-up rules and its witness (``witnesses``).
+
+    Inside an image (``host``) the run has neither: the engine does not pass the pipe on.
+    """
+    if host is not None:
+        return _run(host, command, workspace, log, env, timeout, sandbox), None
+    if sandbox is not None:
+        sandbox = sandbox.showing(WITNESS_DIR)
+    untrusted = tuple(Path(env[name]) for name in ("HOME", "TMPDIR") if env.get(name))
+    with channel() as pipe:
+        started = time.time()
+        result = _run(host, command, workspace, log, startup_env(env, workspace, pipe.write_fd), timeout, sandbox,
+                      pass_fds=(pipe.write_fd,))
+    return result, Witnessed(pipe.data(), pipe.overflow, started, runs_pytest(command), workspace, untrusted)
 
 
 def run_verify(
@@ -222,15 +268,17 @@ def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, st
             return run_repo_runner(workspace, instance, runner, rules, env=env, log=log, timeout=timeout, host=host,
                                    sandbox=sandbox)
         return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox)
-    result = _run(host, instance.verify, workspace.path, log, env, timeout, sandbox)
+    # A verify command that runs pytest is witnessed; any other is graded on its exit status alone.
+    result, witnessed = _run_witnessed(host, instance.verify, workspace.path, log, env, timeout, sandbox)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
-    return VerifyResult(
+    verdict = VerifyResult(
         passed=result.returncode == 0,
         returncode=result.returncode,
         timed_out=result.timed_out,
         seconds=result.seconds,
         detail=detail,
     )
+    return witnessed.check(verdict) if witnessed is not None else verdict
 
 
 def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path,
@@ -248,7 +296,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
     report_path = host.path(report, log.parent) if host is not None else str(report)
     command = runner_command(instance.test_cmd, files, report_path, workspace.path)
     log.parent.mkdir(parents=True, exist_ok=True)
-    result = _run(host, command, workspace.path, log, env, timeout, sandbox)
+    result, witnessed = _run_witnessed(host, command, workspace.path, log, env, timeout, sandbox)
     if uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
         try:
@@ -270,7 +318,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
         detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
                   + (" ..." if len(failing) > 5 else "") if failing
                   else f"every recorded test passed but the runner exited {result.returncode}")
-    return VerifyResult(
+    verdict = VerifyResult(
         passed=passed,
         returncode=result.returncode,
         timed_out=result.timed_out,
@@ -278,6 +326,7 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
         tests=grades.to_json(),
         detail=detail,
     )
+    return witnessed.check(verdict) if witnessed is not None else verdict
 
 
 def repo_runner(instance: Instance) -> Runner | None:
@@ -301,7 +350,7 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
         prepare_tox_current_env(command, workspace.path, Path(env["VIRTUAL_ENV"]))
     log.parent.mkdir(parents=True, exist_ok=True)
     start = log.stat().st_size if log.is_file() else 0
-    result = _run(host, command, workspace.path, log, env, timeout, sandbox)
+    result, witnessed = _run_witnessed(host, command, workspace.path, log, env, timeout, sandbox)
     text = read_log(log, start)
     # The tree's path as the tests saw it: the sandbox binds the workspace at its own path.
     tree = "/testbed" if host is not None else str(workspace.path)
@@ -322,5 +371,6 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     tests = {"FAIL_TO_PASS": {test_id: str(status) for test_id, status in verdict.fail_to_pass.items()},
              "PASS_TO_PASS": {test_id: str(status) for test_id, status in verdict.pass_to_pass.items()},
              "report": "log", "log_parser": runner.log_parser, "rules": rules.name}
-    return VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
-                        seconds=result.seconds, tests=tests, detail=detail)
+    graded = VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
+                          seconds=result.seconds, tests=tests, detail=detail)
+    return witnessed.check(graded) if witnessed is not None else graded

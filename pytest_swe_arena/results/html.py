@@ -255,12 +255,13 @@ def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> It
 
 
 def integrity_text(arm: Mapping[str, Any]) -> str:
-    """An arm's flagged cells and, per kind, how many carry it: ``2 (run_config 1, nested_repository 1)``."""
+    """An arm's flagged cells, how many of them resolved, and per kind how many carry it:
+    ``2, 1 resolved (run_config 1, nested_repository 1)``."""
     flagged = arm["integrity_flagged"]
     if not flagged:
         return "0"
     kinds = ", ".join(f"{kind} {cells}" for kind, cells in arm["integrity_flags"].items())
-    return f"{flagged} ({kinds})"
+    return f"{flagged}, {arm.get('integrity_flagged_resolved', 0)} resolved ({kinds})"
 
 
 def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> Iterator[str]:

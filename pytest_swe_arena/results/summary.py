@@ -159,6 +159,7 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "reused": arm.reused,
         "model_mismatches": len(arm.mismatched),
         "integrity_flagged": len(arm.flagged),
+        "integrity_flagged_resolved": sum(cell.status == CellStatus.RESOLVED for cell in arm.flagged),
         "integrity_flags": dict(sorted(arm.flag_kinds.items())),
         "cost_usd": cost_total,
         "cost_usd_known": round(known_cost, 6),
@@ -256,10 +257,12 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
          f"{name}: {len(arm.unsandboxed)} cell(s) ran without a sandbox (sandbox: none): the agent could reach the "
          "harness's files (the cache, the instance files, the out dir), so its results are not guarded")
     if arm.flagged:
+        resolved_flagged = sum(cell.status == CellStatus.RESOLVED for cell in arm.flagged)
         kinds = ", ".join(f"{kind} {cells}" for kind, cells in sorted(arm.flag_kinds.items()))
         warn("integrity", arm.flagged,
-             f"{name}: {len(arm.flagged)} cell(s) with integrity flags ({kinds}): the grading took part of their "
-             "patch from base or found it reaching into the runner (details.integrity of their rows)")
+             f"{name}: {len(arm.flagged)} cell(s) with integrity flags ({kinds}), {resolved_flagged} of them "
+             "resolved: the grading took part of their patch from base or found it reaching into the runner "
+             "(details.integrity of their rows)")
     if arm.misreported:
         first = arm.misreported[0]
         note = first.details.misreported if first.details is not None else None

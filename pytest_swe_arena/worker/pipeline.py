@@ -20,10 +20,10 @@ import pytest
 from .. import crossing
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
+from ..grading.integrity import IntegrityFlag
 from ..grading.rules import RULE_SETS
 from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
 from ..grading.tree import (
-    IntegrityFlag,
     PatchRejected,
     TestPatchRejected,
     fresh_tree_grading,
@@ -270,6 +270,9 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                 after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
                 rules=RULE_SETS[case.grading_rules],
             )
+            if verdict.integrity or nested:
+                outcome = outcome.replace(details={**outcome.details,
+                                                   "integrity": integrity_details(nested, verdict.integrity)})
     except PatchRejected as error:
         # The arm's own patch cannot be graded on a fresh tree: its failure, counted in its rate.
         timings["verify"] = time.monotonic() - clock

@@ -46,6 +46,7 @@ def run(
     should_stop: Callable[[], str | None] | None = None,
     stdin: Path | None = None,
     clock: Callable[[], float] = time.monotonic,
+    pass_fds: Sequence[int] = (),
 ) -> ProcessResult:
     """Run ``argv`` to completion, or stop its whole tree on timeout or request.
 
@@ -54,6 +55,7 @@ def run(
         the tree (SIGTERM, ``grace`` seconds, SIGKILL) and is returned in ``stopped``.
         It is asked once more after the process exits on its own, so a reason
         that arose between the last poll and the exit is still reported.
+    :param pass_fds: descriptors the process inherits (the grading run's witness pipe).
     :param clock: the seconds ``timeout`` and ``seconds`` are measured in; a test passes
         a clock it moves itself, so that a busy machine cannot decide where the timeout falls.
 
@@ -77,6 +79,7 @@ def run(
             stdout=out,
             stderr=err if stderr else subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     timed_out = killed = False
     stopped: str | None = None

@@ -143,6 +143,11 @@ def test_thousands_of_ids_grade_against_thousands_of_reported_tests():
     ("tox.ini", "[testenv]\ncommands = pytest [pytest]\n", False),
     ("tox.ini", "[pytest]\naddopts = -q\n", True),
     ("setup.cfg", "[tool:pytest]\n", True),
+    # issue 27: pyproject.toml is read as TOML, however its tool.pytest table is written
+    ("pyproject.toml", "[tool]\npytest.ini_options.addopts = '-p calc.passer'\n", True),
+    ("pyproject.toml", "tool.pytest.ini_options = {addopts = '-q'}\n", True),
+    ("pyproject.toml", "[\"tool\".'pytest'.ini_options]\naddopts = '-q'\n", True),
+    ("pyproject.toml", "[tool.black]\nline-length = 80\n# [tool.pytest.ini_options]\n", False),
 ])
 def test_pytest_configuration_in_the_root_is_recognised_by_its_table(tmp_path, name, text, configured):
     (tmp_path / name).write_text(text)

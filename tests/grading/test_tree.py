@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers.gitrepos import CALC_FIX, Project, diff_of
 
+from pytest_swe_arena.grading.integrity import internals_flags
 from pytest_swe_arena.grading.tree import (
     GradingTree,
     PatchRejected,
@@ -21,7 +22,6 @@ from pytest_swe_arena.grading.tree import (
     grade,
     grading_environment,
     integrity_details,
-    internals_flags,
     run_config_reason,
 )
 from pytest_swe_arena.grading.verify import run_verify

@@ -127,15 +127,16 @@ def test_integrity_flags_are_counted_per_arm_by_kind_and_shown_in_report_html():
     summary_validator().validate(summary)
     sneaky, honest = summary["arms"]
     assert sneaky["integrity_flagged"] == 3
+    assert sneaky["integrity_flagged_resolved"] == 1  # a flag never changes a verdict: the reader sees how many
     assert sneaky["integrity_flags"] == {"nested_repository": 1, "other": 1, "run_config": 2}
     assert honest["integrity_flagged"] == 0 and honest["integrity_flags"] == {}
     [warning] = [warning for warning in summary["warnings"] if warning["kind"] == "integrity"]
     assert warning["arm"] == "SNEAKY" and warning["count"] == 3
     assert warning["examples"] == ["a[SNEAKY]", "b[SNEAKY]", "d[SNEAKY]"]
-    assert "nested_repository 1, other 1, run_config 2" in warning["message"]
+    assert "nested_repository 1, other 1, run_config 2), 1 of them resolved" in warning["message"]
     page = "".join(render_report(summary, cell_records(rows)))
     assert "<th>integrity flags</th>" in page
-    assert "<td>3 (nested_repository 1, other 1, run_config 2)</td>" in page
+    assert "<td>3, 1 resolved (nested_repository 1, other 1, run_config 2)</td>" in page
     assert "SNEAKY: 3 cell(s) with integrity flags" in page
 
 

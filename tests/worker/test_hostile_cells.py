@@ -92,7 +92,7 @@ def test_git_tricks_of_an_arm_neither_run_its_code_nor_hide_its_work_nor_reach_o
     flagged = {arm["arm"]: arm for arm in suite.summary()["arms"] if arm["integrity_flagged"]}
     assert set(flagged) == {"NESTED_PYTEST"}, flagged
     assert flagged["NESTED_PYTEST"]["integrity_flags"] == {"nested_repository": 1, "run_config": 1}
-    assert "NESTED_PYTEST: 1 cell(s) with integrity flags (nested_repository 1, run_config 1)" in (
+    assert "NESTED_PYTEST: 1 cell(s) with integrity flags (nested_repository 1, run_config 1), 1 of them resolved" in (
         out / "report.html").read_text()
     swapped = rows["SWAP"]
     assert swapped["status"] == "arm_error" and "no longer a directory" in swapped["error"]

@@ -1,0 +1,109 @@
+"""The verdict cannot be written by the code under test (issue 27), in every grading mode.
+
+Each hostile patch leaves ``calc.mul`` broken and tries to make the grading say it passed: ``os._exit(0)`` on
+import or at exit, a JUnit report rewritten at exit, ``PASSED`` lines forged through ``/proc/self/fd/1``, a hook
+wrapper registered on pytest's live ``Config`` found through ``gc``, a stdlib-shadowing ``difflib.py`` that sets
+``PYTEST_ADDOPTS``, a ``*.dist-info`` with a ``pytest11`` entry point. Each is graded as a cell is
+(``grade_on_fresh_tree``: a fresh tree, the real sandbox, real pytest) in each mode it applies to: a ``verify``
+command, the default JUnit runner, a SWE-bench runner with a ``log_parser``, and ``-rA`` lines. The gold patch
+still resolves in every mode (the witnesses do not refuse an honest run).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers.gitrepos import CALC_FIX, Project, diff_of
+
+from pytest_swe_arena.grading.tree import grade_on_fresh_tree
+from pytest_swe_arena.instances.loading import build_instance
+from pytest_swe_arena.worker.sandbox import probe_bwrap
+from pytest_swe_arena.worker.workspace import RepoStore
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "data" / "hostile"))
+import verdict_writers as hostile  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
+
+TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
+#: The four grading modes: the row's fields beside its recorded tests.
+MODES: dict[str, dict[str, Any]] = {
+    "verify": {"verify": "python -m pytest -q -p no:cacheprovider tests"},
+    "junit": {},
+    "log_parser": {"test_cmd": "python -m pytest -rA -p no:cacheprovider", "log_parser": "parse_log_pytest"},
+    "rA": {"test_cmd": "python -m pytest -rA -p no:cacheprovider {tests}"},
+}
+
+
+def graded(calc: Project, root: Path, mode: str, files: dict[str, str | None]) -> tuple[Any, list[str]]:
+    """Grade a patch of ``files`` on a fresh tree in a sandbox, as a cell of a row in ``mode`` is graded."""
+    row = calc.row(FAIL_TO_PASS=TESTS[:1], PASS_TO_PASS=TESTS[1:], **MODES[mode])
+    if "verify" not in MODES[mode]:
+        del row["verify"]
+    instance = build_instance(root / "i.jsonl", 1, row, None)
+    store = RepoStore(root / "cache")
+    objects = store.snapshot(*store.ensure_commit(instance.source, instance.repo, instance.base_commit))
+    patch = diff_of(calc.repo, files).encode()
+    (root / "run").mkdir()
+    verdict, flags = grade_on_fresh_tree(instance, patch, objects=objects, base_commit=calc.base,
+                                         root=root / "grading", run_dir=root / "run", timeout=120, sandboxed=True,
+                                         template=None)
+    return verdict, [flag.kind for flag in flags]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_gold_patch_still_resolves_under_the_witnesses(calc, tmp_path, mode):
+    verdict, flags = graded(calc, tmp_path, mode, dict(CALC_FIX))
+    assert verdict.passed, (verdict.detail, (tmp_path / "run" / "verify.log").read_text())
+    assert flags == []
+
+
+ATTACKS = {
+    "exit_on_import": ({"calc/ops.py": hostile.EXIT_ON_IMPORT}, list(MODES)),
+    "exit_zero_at_exit": ({"calc/ops.py": hostile.EXIT_ZERO_AT_EXIT}, list(MODES)),
+    "junit_rewrite_at_exit": ({"calc/ops.py": hostile.JUNIT_REWRITE_AT_EXIT}, ["junit"]),
+    "forge_log_at_exit": ({"calc/ops.py": hostile.FORGE_LOG_AT_EXIT}, ["log_parser", "rA", "verify"]),
+    "gc_hook_wrapper": ({"calc/ops.py": hostile.GC_HOOK_WRAPPER}, list(MODES)),
+    "difflib_shadow": ({"difflib.py": hostile.DIFFLIB_SHADOW, "calc/passer.py": hostile.PASSER_PLUGIN}, list(MODES)),
+    "dist_info_entry_point": ({"calc_helper-1.0.dist-info/METADATA": hostile.DIST_INFO_METADATA,
+                               "calc_helper-1.0.dist-info/entry_points.txt": hostile.DIST_INFO_ENTRY_POINTS,
+                               "calc/passer.py": hostile.PASSER_PLUGIN}, list(MODES)),
+}
+
+
+@pytest.mark.parametrize(("attack", "mode"), [(attack, mode) for attack, (_, modes) in ATTACKS.items()
+                                              for mode in modes])
+def test_code_under_test_cannot_write_its_own_verdict(calc, tmp_path, attack, mode):
+    files, _ = ATTACKS[attack]
+    verdict, flags = graded(calc, tmp_path, mode, files)
+    log = (tmp_path / "run" / "verify.log").read_text() if (tmp_path / "run" / "verify.log").is_file() else ""
+    assert not verdict.passed, (verdict.detail, log)
+    assert flags, verdict.detail  # a flag names what was tried, or what the witnesses saw
+
+
+def test_what_loads_before_the_rules_is_taken_from_base_and_pyproject_is_read_as_toml():
+    from pytest_swe_arena.grading.tree import run_config_reason
+
+    dotted = "[tool]\npytest.ini_options.addopts = '-p calc.passer'\n"
+    assert run_config_reason("pyproject.toml", None, dotted, True) == "pyproject.toml holds pytest's configuration"
+    assert run_config_reason("pyproject.toml", "[project]\nname = 'calc'\n", "[project]\nname = 'x'\n", True) is None
+    assert "standard library's difflib" in (run_config_reason("difflib.py", None, "", False) or "")
+    assert "standard library's json" in (run_config_reason("json/__init__.py", None, "", False) or "")
+    assert run_config_reason("difflib.py", "", "", True) is None  # base ships its own: its code
+    assert run_config_reason("calc/difflib.py", None, "", True) is None  # not top-level: shadows nothing
+    assert "entry points" in (run_config_reason("x-1.0.dist-info/entry_points.txt", None, "", False) or "")
+
+
+def test_the_static_scan_names_each_reach_into_the_running_process(calc):
+    from pytest_swe_arena.grading.integrity import patch_flags
+
+    patch = diff_of(calc.repo, {"calc/ops.py": hostile.GC_HOOK_WRAPPER + hostile.FORGE_LOG_AT_EXIT,
+                                "calc_helper-1.0.dist-info/entry_points.txt": hostile.DIST_INFO_ENTRY_POINTS})
+    kinds = {(flag.kind, flag.path) for flag in patch_flags(patch.encode())}
+    assert {("reaches_gc", "calc/ops.py"), ("reaches_atexit", "calc/ops.py"), ("reaches_exit", "calc/ops.py"),
+            ("reaches_proc_self", "calc/ops.py"), ("reaches_sys", "calc/ops.py"), ("pytest_internals", "calc/ops.py"),
+            ("entry_point", "calc_helper-1.0.dist-info/entry_points.txt")} <= kinds
+    assert patch_flags(diff_of(calc.repo, dict(CALC_FIX)).encode()) == []
