@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import crossing
+
 #: How much of the end of each error output is read (a refusal is the last thing an agent prints).
 TAIL_BYTES = 64 * 1024
 #: The run dir's files an agent's error output may be in (its stderr, and the stdout each kind keeps).
@@ -55,9 +57,10 @@ def rate_limit(pattern: str) -> ConfigFailure:
 
 
 def tail_lines(path: Path) -> list[str]:
-    """The last lines of an output file the harness wrote (empty if there is none)."""
+    """The last lines of an output file the harness wrote (empty if there is none, or if the agent put a link
+    or a special file in its place: the run dir is the cell's)."""
     try:
-        with path.open("rb") as stream:
+        with crossing.reading(path.parent, path.name) as stream:
             stream.seek(0, 2)
             size = stream.tell()
             stream.seek(max(0, size - TAIL_BYTES))
