@@ -39,7 +39,7 @@ h1{font-size:22px;margin:8px 0 2px}h2{font-size:17px;margin:28px 0 8px;border-bo
 padding-bottom:4px}.meta{color:#59636e;margin:0}code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
 table.data{border-collapse:collapse}table.data th,table.data td{padding:4px 10px;border-bottom:1px solid #eaeef2;
 text-align:right;white-space:nowrap}table.data th:first-child,table.data td:first-child{text-align:left}
-table.data thead th{background:#f6f8fa;border-bottom:1px solid #d0d7de}
+table.data thead th{background:#f6f8fa;border-bottom:1px solid #d0d7de;white-space:normal;vertical-align:bottom}
 .na{color:#8c959f}.warnings{background:#fff8c5;border:1px solid #d4a72c;border-radius:6px;padding:8px 14px}
 .warnings li{margin:2px 0}.charts{display:flex;flex-wrap:wrap;gap:24px}.chart{flex:1 1 480px}
 .chart svg{width:100%;height:auto}
@@ -279,10 +279,10 @@ def render_report(summary: Mapping[str, Any], cells: Sequence[CellRecord]) -> It
         sections.append(f'<section><h2>Warnings</h2><ul class="warnings" id="warnings">{items}</ul></section>')
     sections.append("<section><h2>Arms</h2>" + _table(
         "arms",
-        ["arm", "resolved", "rate", "95% CI", "harness errors", "config errors", "skipped", "integrity flags", "USD",
+        ["arm", "resolved", "rate", "95% CI", "harness / config errors", "skipped", "integrity flags", "USD",
          "USD / resolved", "tokens", "tokens / resolved", "median wall"],
         [[arm["arm"], f"{arm['resolved']} / {arm['cells']}", percent(arm["resolve_rate"]),
-          interval_text(arm["resolve_rate_ci95"]), str(arm["harness_errors"]), str(arm["config_errors"]),
+          interval_text(arm["resolve_rate_ci95"]), f"{arm['harness_errors']} / {arm['config_errors']}",
           str(arm["skipped"]),
           integrity_text(arm), usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]), count(arm["tokens"]),
           count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])] for arm in arms],
