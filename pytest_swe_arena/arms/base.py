@@ -92,6 +92,13 @@ class Arm(Protocol):
     def run(self, request: CellRequest) -> ArmResult: ...
 
 
+def runs_agent(arm: Arm) -> bool:
+    """Whether ``arm`` starts a program (an agent) in its cells: every arm but those saying
+    ``runs_agent = False`` (gold, empty, replay: they only apply a patch). Unknown kinds are agents,
+    so ``--arena-sandbox=auto`` fails closed for them where bubblewrap does not work."""
+    return bool(getattr(arm, "runs_agent", True))
+
+
 ArmKind = Callable[[ArmSpec, Suite], Arm]
 
 

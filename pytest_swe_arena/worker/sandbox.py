@@ -471,19 +471,41 @@ class SandboxChoice:
     #: Why there is no sandbox, for the sweep's header (None when there is one).
     reason: str | None
     version: str | None = None
+    #: With ``auto`` where bubblewrap does not work: the probe's reason. Such a sweep runs no agent
+    #: (``refuse_agents``): only arms that apply a patch, whose code runs unsandboxed when graded.
+    fallback: str | None = None
+    #: The option (or ini key) that asked for it, for messages.
+    source: str = "--arena-sandbox"
 
     def header(self) -> str:
         """The sweep header's line about the sandbox."""
         if self.mode == "bwrap":
             return f"arena sandbox: bwrap{f' ({self.version})' if self.version else ''}"
+        if self.fallback is not None:
+            return (f"arena sandbox: NONE, reference and replay arms only: the patches' code runs unsandboxed when "
+                    f"graded ({self.reason})")
         return f"arena sandbox: NONE, arms and grading run unsandboxed: {self.reason}"
+
+    def refuse_agents(self, agents: Sequence[str]) -> str | None:
+        """Why a sweep with the arms ``agents`` (those that run an agent) may not run; None when it may.
+
+        ``auto`` fails closed: without a working bubblewrap an agent would run as the user, and
+        its results would not be guarded. ``none``, asked for, runs them (its rows say so).
+        """
+        if self.fallback is None or not agents:
+            return None
+        source = self.source
+        return (f"{source}=auto: bubblewrap does not work here, so arm(s) {', '.join(agents)} would run their agent "
+                f"unsandboxed: {self.fallback}. Either make bwrap work (the threat model's 'How to run it'), "
+                f"or run with {source}=none to accept unguarded results (their rows say sandbox: none)")
 
 
 def resolve_sandbox(requested: str, probe: BwrapProbe, source: str = "--arena-sandbox") -> SandboxChoice:
     """The sandbox a sweep runs with, for ``--arena-sandbox`` (or its ini twin, named by ``source``).
 
-    ``auto`` uses bwrap where it works and says why not where it does not; ``bwrap`` where it does
-    not work is a ``SandboxError`` (a usage error); ``none`` never sandboxes.
+    ``auto`` uses bwrap where it works; where it does not, it runs only arms that run no agent
+    (``SandboxChoice.refuse_agents``); ``bwrap`` where it does not work is a ``SandboxError`` (a
+    usage error); ``none`` never sandboxes.
     """
     if requested not in SANDBOX_MODES:
         raise SandboxError(f"{source}: {requested!r} is not one of {', '.join(SANDBOX_MODES)}")
@@ -494,4 +516,5 @@ def resolve_sandbox(requested: str, probe: BwrapProbe, source: str = "--arena-sa
     if requested == "bwrap":
         raise SandboxError(f"{source}=bwrap, but bubblewrap does not work here: {probe.problem}; fix that, or use "
                            f"{source}=auto (sandbox where it works) or {source}=none")
-    return SandboxChoice(requested, "none", f"{source}=auto and bubblewrap does not work here: {probe.problem}")
+    return SandboxChoice(requested, "none", f"{source}=auto and bubblewrap does not work here: {probe.problem}",
+                         fallback=probe.problem, source=source)

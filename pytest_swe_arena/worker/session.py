@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ..arms.base import runs_agent
 from ..arms.kinds import arm_kinds, build_arms
 from ..interrupts import stop_signals
 from ..naming import CellName, is_instance_file, parse_node_id
@@ -50,6 +51,11 @@ class CellPlugin:
         settings = self.state.settings
         self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
                                      source=settings.sources["arms"], strict_models=settings.strict_models)
+        choice = self.state.sandbox_choice
+        if choice is not None:
+            refusal = choice.refuse_agents([name for name, arm in self.state.arms.items() if runs_agent(arm)])
+            if refusal is not None:
+                raise pytest.UsageError(refusal)
         if not any(getattr(arm, "metering", None) is not None for arm in self.state.arms.values()):
             return  # no arm calls a model (GOLD, EMPTY, replay...): the meter's modules are never loaded
         from ..spend.meter.cells import SessionMeter, metered_plans
@@ -128,7 +134,7 @@ def choose_sandbox(state: ArenaState) -> None:
         choice = resolve_sandbox(settings.sandbox, probe_bwrap(), settings.sources["sandbox"])
     except SandboxError as error:
         raise pytest.UsageError(str(error)) from None
-    state.sandbox, state.sandbox_header = choice.mode, choice.header()
+    state.sandbox, state.sandbox_header, state.sandbox_choice = choice.mode, choice.header(), choice
 
 
 def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[pytest.Item]) -> None:
