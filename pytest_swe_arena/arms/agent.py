@@ -29,6 +29,8 @@ from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
 from ..worker import processes
+from ..worker.cell import cell_search_path
+from ..worker.programs import ProgramError, follow_shim, resolve_program
 from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 
@@ -48,20 +50,29 @@ def write_prompt(request: CellRequest, suffix: str) -> Path:
 
 
 def find_program(name: str, suite: Suite, origin: str, key: str) -> str:
-    """An executable by path, on PATH, or in the suite's ``node_modules/.bin`` (where npm puts CLIs)."""
+    """An executable by path, on the cell's PATH (as the agent's children find it), or in the suite's
+    ``node_modules/.bin`` (where npm puts CLIs); a version manager's shim followed to what it runs."""
     if os.sep in name:
-        path = (suite.base_dir / name).resolve()
-        if not os.access(path, os.X_OK):
-            raise ArmConfigError(f"{origin}: field {key!r}: {path} is not an executable file")
-        return str(path)
-    search = os.pathsep.join([os.environ.get("PATH", os.defpath), str(suite.base_dir / "node_modules" / ".bin")])
-    found = shutil.which(name, path=search)
-    if found is None:
+        path = Path(os.path.abspath(suite.base_dir / name))
+        if not os.access(path, os.X_OK) or not path.is_file():
+            raise ArmConfigError(f"{origin}: field {key!r}: {path.resolve()} is not an executable file")
+        located: Path | None = path
+        try:
+            real: Path | None = follow_shim(path, cwd=suite.base_dir)
+            real = path.resolve() if real == path else real
+        except ProgramError as error:
+            raise ArmConfigError(f"{origin}: field {key!r}: {name!r}: {error}") from None
+    else:
+        try:
+            located, real = resolve_program(name, (suite.base_dir / "node_modules" / ".bin",), cwd=suite.base_dir)
+        except ProgramError as error:
+            raise ArmConfigError(f"{origin}: field {key!r}: {name!r}: {error}") from None
+    if located is None or real is None:
         raise ArmConfigError(
-            f"{origin}: field {key!r}: {name!r} is not on PATH nor in {suite.base_dir / 'node_modules/.bin'}; "
-            "install it (npm install) or give its path"
+            f"{origin}: field {key!r}: {name!r} is not on the cell's PATH ({cell_search_path()}) nor in "
+            f"{suite.base_dir / 'node_modules/.bin'}; install it (npm install) or give its path"
         )
-    return found
+    return str(real)
 
 
 def check_template(parts: Iterable[str], placeholders: Sequence[str], origin: str, key: str) -> set[str]:

@@ -335,7 +335,14 @@ def _install_roots(path: Path) -> list[Path]:
         config = ancestor / "pyvenv.cfg"
         if config.is_file():
             return [ancestor, *_venv_base(config)]
+    if path.parent.name == "bin" and _is_python_prefix(path.parent.parent):
+        return [path.parent.parent]  # an interpreter (or a console script) of a Python install: its stdlib too
     return [path]
+
+
+def _is_python_prefix(prefix: Path) -> bool:
+    """Whether ``prefix`` is a Python installation (a pyenv version, /opt/python3.12): it holds a stdlib."""
+    return any(prefix.glob("lib/python3*/os.py"))
 
 
 def _venv_base(config: Path) -> list[Path]:

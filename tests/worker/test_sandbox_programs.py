@@ -8,7 +8,9 @@ on ``PATH`` that fails as one without user namespaces does.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,122 @@ def test_an_explicit_none_without_bwrap_runs_the_command_arm(suite, calc, tmp_pa
     [row] = suite.ledger()
     assert (row["arm"], row["status"], row["sandbox"]) == ("FIXER", "resolved", "none")
     assert "unsandboxed" in [warning["kind"] for warning in suite.summary()["warnings"]]
+
+
+# -- programs as the user has them: pyenv, a pip-installed console script, asdf and mise shims --------------
+
+PYENV = Path("/root/.pyenv/libexec/pyenv")
+needs_pyenv = pytest.mark.skipif(not PYENV.exists() or "/.pyenv/" not in sys.executable,
+                                 reason="the harness's Python is not a pyenv version here")
+
+
+def pyenv_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyenv's shims first on PATH, as ``eval "$(pyenv init -)"`` leaves them."""
+    shims = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "shims"
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+
+
+def tool_wheel(directory: Path, script: str) -> Path:
+    """A wheel of a tiny package whose console script ``script`` fixes calc's ``mul`` (built here: no index)."""
+    wheel = directory / "arena_fixer-1.0-py3-none-any.whl"
+    info = "arena_fixer-1.0.dist-info"
+    body = "".join(f"    {line}\n" for line in FIXER.splitlines())
+    files = {
+        "arena_fixer/__init__.py": f"def main():\n{body}",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: arena_fixer\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: arena-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": f"[console_scripts]\n{script} = arena_fixer:main\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{info}/RECORD", "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n")
+    return wheel
+
+
+def run_fixer(suite, calc, *settings: str) -> dict:
+    """A sweep of the FIXER arm in bwrap; its agent ran there and made the fix (graded or not: grading is not
+    what these tests are about, and in a git worktree whose package is installed from another checkout the
+    sandboxed grading cannot import it)."""
+    suite.instances([calc.row()])
+    result = suite.run("--arena-arms=FIXER", "--arena-sandbox=bwrap", *settings)
+    [row] = suite.ledger()
+    assert row["sandbox"] == "bwrap" and row["status"] in ("resolved", "unresolved"), (row, result.stdout.str())
+    run_dir = suite.path / "arena-out" / row["run_dir"]
+    assert (run_dir / "stdout.log").read_text() == "fixed\n", (run_dir / "stderr.log").read_text()
+    assert "+    return a * b" in (suite.path / "arena-out" / row["patch_file"]).read_text()
+    return row
+
+
+@needs_bwrap
+@needs_pyenv
+def test_a_python3_arm_runs_in_the_sandbox_with_pyenv_shims_first_on_path(suite, calc, tmp_path, monkeypatch):
+    """``python3`` is the cell's: the harness's interpreter (a pyenv version, with its stdlib), not pyenv's shim,
+    which needs pyenv's tree and exited 127 in the sandbox."""
+    pyenv_first(monkeypatch)
+    fixer_arm(suite, tmp_path, program="python3")
+    run_fixer(suite, calc)
+
+
+@needs_bwrap
+@needs_pyenv
+def test_a_console_script_pip_installed_in_a_pyenv_virtualenv_runs_through_its_shim(suite, calc, tmp_path,
+                                                                                    monkeypatch):
+    """A pyenv root laid out as pyenv-virtualenv does (``versions/3.11.7/envs/NAME`` and its link), a console
+    script pip installed there, ``pyenv rehash``'s shims first on PATH: the real pyenv's ``which`` finds it."""
+    root = tmp_path / "pyenv"
+    version = Path(sys.base_prefix).name
+    env_dir = root / "versions" / version / "envs" / "tools"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True)
+    (root / "versions" / "tools").symlink_to(env_dir.relative_to(root / "versions"))
+    pip = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install", "-q", "--no-index"]
+    subprocess.run([*pip, str(tool_wheel(tmp_path, "arena-fix"))], check=True)
+    subprocess.run([str(PYENV), "rehash"], env={**os.environ, "PYENV_ROOT": str(root)}, check=True)
+    monkeypatch.setenv("PYENV_VERSION", "tools")  # as `pyenv shell tools` (or pyenv-virtualenv's activate) sets it
+    shim = root / "shims" / "arena-fix"
+    assert f'exec "{PYENV}" exec' in shim.read_text()  # a real pyenv shim
+    monkeypatch.setenv("PATH", f"{root / 'shims'}{os.pathsep}{os.environ['PATH']}")
+    suite.arms_toml = arm_table("FIXER", "command", command=["arena-fix"])
+    run_fixer(suite, calc)
+
+
+def manager_tree(tmp_path: Path, manager: str) -> tuple[Path, Path]:
+    """A manager's data dir with one tool installed (``installs/arena/1.0/bin/arena-fix``, a ``#!/usr/bin/env
+    python3`` script) and a stand-in for the manager's binary that answers ``which`` and ``exec`` as it does."""
+    data = tmp_path / manager
+    tool = data / "installs" / "arena" / "1.0" / "bin" / "arena-fix"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/usr/bin/env python3\n" + FIXER)
+    tool.chmod(0o755)
+    binary = data / "bin" / manager
+    binary.parent.mkdir()
+    binary.write_text(f"#!/bin/sh\ncase \"$1\" in\n  which) echo \"{tool.parent}/$2\" ;;\n"
+                      f"  exec|x) shift; name=\"$1\"; shift; exec \"{tool.parent}/$name\" \"$@\" ;;\n"
+                      f"  *) echo \"{manager}: unknown command $1\" >&2; exit 1 ;;\nesac\n")
+    binary.chmod(0o755)
+    (data / "shims").mkdir()
+    return data, binary
+
+
+@needs_bwrap
+def test_an_asdf_shim_runs_its_tool_in_the_sandbox(suite, calc, tmp_path, monkeypatch):
+    """The shim exactly as ``asdf reshim`` writes it: a bash script that execs asdf, which the sandbox does
+    not show; the arm runs what ``asdf which`` names."""
+    data, binary = manager_tree(tmp_path, "asdf")
+    shim = data / "shims" / "arena-fix"
+    shim.write_text("#!/usr/bin/env bash\n# asdf-plugin: arena 1.0\n"
+                    f"exec {binary} exec \"arena-fix\" \"$@\" # asdf_allow: ' asdf '\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{data / 'shims'}{os.pathsep}{os.environ['PATH']}")
+    suite.arms_toml = arm_table("FIXER", "command", command=["arena-fix"])
+    run_fixer(suite, calc)
+
+
+@needs_bwrap
+def test_a_mise_shim_runs_its_tool_in_the_sandbox(suite, calc, tmp_path, monkeypatch):
+    """mise's shims are links to the mise binary; the arm runs what ``mise which`` names."""
+    data, binary = manager_tree(tmp_path, "mise")
+    (data / "shims" / "arena-fix").symlink_to(binary)
+    monkeypatch.setenv("PATH", f"{data / 'shims'}{os.pathsep}{os.environ['PATH']}")
+    suite.arms_toml = arm_table("FIXER", "command", command=["arena-fix"])
+    run_fixer(suite, calc)

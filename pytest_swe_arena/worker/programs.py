@@ -1,0 +1,108 @@
+"""Which file a program name runs in a cell: looked up as the agent's own children would, shims followed.
+
+A name is looked up on the cell's ``PATH`` (``cell.cell_search_path``: the harness's interpreter
+first, then the harness's ``PATH``), at configuration and in the cell alike. A version manager's
+shim found there (pyenv, pyenv-virtualenv, rbenv, nodenv, asdf, mise, Volta) is a small script or a
+link to the manager, which needs the manager's own tree; the sandbox shows neither, so the shim is
+followed to the real executable with the manager's own ``which``, asked once, at configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from .cell import cell_search_path
+
+#: Managers whose shims are scripts that ``exec MANAGER exec NAME "$@"`` (asdf: also ``exec asdf exec``).
+SCRIPT_MANAGERS = ("pyenv", "rbenv", "nodenv", "goenv", "jenv", "plenv", "asdf")
+#: Managers whose shims are links to one binary, and the program that answers ``which`` for it.
+LINK_MANAGERS = {"mise": "mise", "volta-shim": "volta"}
+_EXEC_LINE = re.compile(r"^\s*exec\s+(.*)$", re.MULTILINE)
+_EXPORT_LINE = re.compile(r"^\s*export\s+([A-Z_]+_ROOT|ASDF_[A-Z_]+|MISE_[A-Z_]+)=(.*)$", re.MULTILINE)
+#: How long a manager's ``which`` may take (asdf's bash version is slow on a cold cache).
+WHICH_TIMEOUT = 60.0
+
+
+class ProgramError(Exception):
+    """A program name that resolves to nothing runnable; the message says what was tried."""
+
+
+def shim_manager(path: Path) -> tuple[str, dict[str, str]] | None:
+    """The manager a shim at ``path`` runs (its executable) and what the shim exports to it; None if no shim."""
+    resolved = Path(os.path.realpath(path))
+    if resolved.name in LINK_MANAGERS and resolved != Path(os.path.abspath(path)):
+        answering = resolved.with_name(LINK_MANAGERS[resolved.name])
+        return str(answering if answering.exists() else resolved), {}
+    try:
+        with open(resolved, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return None
+    if not head.startswith(b"#!") or b"\0" in head:
+        return None
+    text = head.decode(errors="replace")
+    for line in _EXEC_LINE.findall(text):
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        if len(words) >= 2 and words[1] == "exec" and Path(words[0]).name in SCRIPT_MANAGERS:
+            exports = {name: _unquote(value) for name, value in _EXPORT_LINE.findall(text)}
+            return words[0], exports
+    return None
+
+
+def _unquote(value: str) -> str:
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        return value
+    return words[0] if words else ""
+
+
+def follow_shim(path: Path, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> Path:
+    """The executable a version manager's shim at ``path`` runs (``MANAGER which NAME``); ``path`` when no shim.
+
+    ``env`` (the harness's, with the cell's ``PATH``) and ``cwd`` decide the version, as they would
+    for the shim. A manager that cannot say is a ``ProgramError`` with what it said.
+    """
+    found = shim_manager(path)
+    if found is None:
+        return path
+    manager, exports = found
+    environment = {**(env if env is not None else os.environ), **exports}
+    search = environment.get("PATH", cell_search_path())
+    located = manager if os.sep in manager else shutil.which(manager, path=search)
+    if located is None:
+        raise ProgramError(f"{path} is a shim of {manager}, which is not on PATH")
+    try:
+        completed = subprocess.run([located, "which", path.name], capture_output=True, text=True, env=environment,
+                                   cwd=cwd, timeout=WHICH_TIMEOUT, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ProgramError(f"{path} is a shim of {located}, and `{Path(located).name} which {path.name}` "
+                           f"failed: {error}") from None
+    target = completed.stdout.strip().splitlines()[-1:] if completed.returncode == 0 else []
+    if not target or not os.path.isabs(target[0]) or not os.access(target[0], os.X_OK):
+        said = " ".join((completed.stderr or completed.stdout).split())[:300] or f"exit status {completed.returncode}"
+        raise ProgramError(f"{path} is a shim of {located}, and `{Path(located).name} which {path.name}` "
+                           f"found no executable: {said}")
+    return Path(target[0])
+
+
+def resolve_program(name: str, extra: tuple[Path, ...] = (), env: Mapping[str, str] | None = None,
+                    cwd: Path | None = None) -> tuple[Path | None, Path | None]:
+    """Where ``name`` (a bare name) is on the cell's ``PATH`` then in ``extra`` directories, and the real
+    executable it runs (a shim followed): ``(found, real)``; ``(None, None)`` when it is nowhere."""
+    environment = dict(env if env is not None else os.environ)
+    cell_path = cell_search_path(environment.get("PATH"))
+    search = os.pathsep.join([cell_path, *map(str, extra)])
+    located = shutil.which(name, path=search)
+    if located is None:
+        return None, None
+    return Path(located), follow_shim(Path(located), {**environment, "PATH": cell_path}, cwd)
