@@ -24,7 +24,8 @@ needs_bwrap = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does no
 FIXER = (
     "import pathlib\n"
     "ops = pathlib.Path('calc/ops.py')\n"
-    "ops.write_text(ops.read_text().replace('def mul(a, b):\\n    return a + b', 'def mul(a, b):\\n    return a * b'))\n"
+    "old, new = 'def mul(a, b):\\n    return a + b', 'def mul(a, b):\\n    return a * b'\n"
+    "ops.write_text(ops.read_text().replace(old, new))\n"
     "print('fixed')\n"
 )
 
