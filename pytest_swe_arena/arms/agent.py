@@ -281,10 +281,37 @@ def run_agent(
     if result.stopped:
         return AgentOutcome(ArmStatus(result.stopped), f"{what} was stopped: {result.stopped}", result.returncode,
                             result.seconds)
+    if result.returncode in CANNOT_START and not _wrote(stdout):
+        return AgentOutcome(ArmStatus.CONFIG_ERROR, f"{what} could not start: exit status {result.returncode} "
+                            f"({CANNOT_START[result.returncode]}) before it wrote anything{_said(stderr)}",
+                            result.returncode, result.seconds)
     if result.returncode != 0:
         return AgentOutcome(ArmStatus.ARM_ERROR, f"{what} exited with status {result.returncode}",
                             result.returncode, result.seconds)
     return AgentOutcome(ArmStatus.COMPLETED, None, 0, result.seconds)
+
+
+#: The shell's exit statuses for a command that never ran: its program, or its ``#!`` interpreter, was not
+#: found or could not be executed (a shim whose manager the sandbox does not show ends so).
+CANNOT_START = {126: "found but not executable", 127: "not found"}
+
+
+def _wrote(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _said(stderr: Path) -> str:
+    """What the program printed on its way out (the last line of its stderr), for the error."""
+    try:
+        with open(stderr, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 600))
+            lines = handle.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""
 
 
 def agent_version(executable: str, origin: str | None = None, config_variables: Sequence[str] = ()) -> str:

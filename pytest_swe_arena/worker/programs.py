@@ -14,10 +14,12 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .cell import cell_search_path
+from .cell import cell_search_path, create_cell_environment
+from .sandbox import CellSandbox, SandboxError, program_chain
 
 #: Managers whose shims are scripts that ``exec MANAGER exec NAME "$@"`` (asdf: also ``exec asdf exec``).
 SCRIPT_MANAGERS = ("pyenv", "rbenv", "nodenv", "goenv", "jenv", "plenv", "asdf")
@@ -106,3 +108,39 @@ def resolve_program(name: str, extra: tuple[Path, ...] = (), env: Mapping[str, s
     if located is None:
         return None, None
     return Path(located), follow_shim(Path(located), {**environment, "PATH": cell_path}, cwd)
+
+
+#: Run in the sandbox by ``missing_in_sandbox``: each path of the chain not executable there, and each
+#: Python of it that cannot import its standard library, is printed.
+_CHECK = ('for p do [ -x "$p" ] || { echo "$p"; continue; }; case "${p##*/}" in python*) '
+          '"$p" -I -S -c "import os, encodings" >/dev/null 2>&1 '
+          '|| echo "$p (it does not run there: its standard library or shared libraries are not shown)";; esac; done')
+#: How long the check may take (it starts bwrap once).
+CHECK_TIMEOUT = 60.0
+
+
+def missing_in_sandbox(program: str, bwrap: str = "bwrap") -> str | None:
+    """What of ``program`` (a path) a cell's sandbox does not show: the program, an interpreter of its ``#!``
+    chain, a Python's standard library; None when everything is there. Checked once per arm, before any cell,
+    in a sandbox made as a cell's is (a throwaway cell tree, the cell's ``PATH``)."""
+    with tempfile.TemporaryDirectory(prefix="arena-preflight-") as scratch:
+        cell = create_cell_environment(Path(scratch) / "cell")
+        search = cell.variables.get("PATH")
+        chain = program_chain(program, search)
+        absent = next((path for path in chain if not path.is_absolute() or not os.access(path, os.X_OK)), None)
+        if absent is not None:
+            return (f"{absent} (its #! interpreter, not on the cell's PATH: {search})" if not absent.is_absolute()
+                    else f"{absent} (not an executable file)")
+        try:
+            argv = CellSandbox(cell, bwrap=bwrap).wrap(["/bin/sh", "-c", _CHECK, "sh", *map(str, chain)],
+                                                       cell.root, cell.env(), programs=[program])
+            completed = subprocess.run(argv, capture_output=True, text=True, env=cell.env(), timeout=CHECK_TIMEOUT,
+                                       check=False, stdin=subprocess.DEVNULL)
+        except SandboxError as error:
+            return str(error)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"the check could not run: {error}"
+        if completed.returncode != 0:
+            return f"the check could not run: {' '.join(completed.stderr.split())[:300]}"
+        said = completed.stdout.strip().splitlines()
+        return ", ".join(said) if said else None

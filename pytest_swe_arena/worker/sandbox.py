@@ -326,6 +326,23 @@ def _add_program(program: Path, search_path: str | None, found: dict[Path, None]
         _add_program(interpreter, search_path, found, depth + 1)
 
 
+def program_chain(program: str | Path, search_path: str | None = None) -> list[Path]:
+    """The program and the interpreters its ``#!`` lines run, in turn (``env NAME`` looked up on
+    ``search_path``); a name found nowhere ends the chain as given, for the caller to report."""
+    chain: list[Path] = []
+    current: Path | None = Path(program)
+    while current is not None and len(chain) < 5:
+        if not current.is_absolute():
+            located = shutil.which(str(current), path=search_path)
+            if located is None:
+                chain.append(current)
+                break
+            current = Path(located)
+        chain.append(current)
+        current = _shebang_interpreter(Path(os.path.realpath(current)))
+    return chain
+
+
 def _install_roots(path: Path) -> list[Path]:
     """The outermost ``node_modules`` above ``path``; else the venv holding it (and its base); else ``path``."""
     for ancestor in reversed(path.parents):

@@ -200,3 +200,65 @@ def test_a_mise_shim_runs_its_tool_in_the_sandbox(suite, calc, tmp_path, monkeyp
     monkeypatch.setenv("PATH", f"{data / 'shims'}{os.pathsep}{os.environ['PATH']}")
     suite.arms_toml = arm_table("FIXER", "command", command=["arena-fix"])
     run_fixer(suite, calc)
+
+
+# -- a program that cannot start in its sandbox is a configuration failure -----------------------------------
+
+OTHER_PYTHON = next((path for path in sorted(Path("/root/.pyenv/versions").glob("3.1[0-9]*/bin/python3.1[0-9]"))
+                     if Path(sys.base_prefix) not in path.parents), None)
+
+
+@needs_bwrap
+@pytest.mark.skipif(OTHER_PYTHON is None, reason="no second pyenv version to copy an interpreter from")
+def test_a_program_that_cannot_start_in_its_sandbox_is_refused_before_the_first_cell(suite, calc, tmp_path):
+    """A copied interpreter (not a link, so nothing says where it came from) runs outside, finding its libraries
+    and stdlib at the prefix it was built for; the sandbox shows none of that. The sweep is refused before any
+    cell, naming the arm, the program, where it resolved and what the sandbox did not show."""
+    assert OTHER_PYTHON is not None
+    copied = tmp_path / "tools" / "bin" / "python3"
+    copied.parent.mkdir(parents=True)
+    copied.write_bytes(OTHER_PYTHON.read_bytes())
+    copied.chmod(0o755)
+    assert subprocess.run([str(copied), "-c", "pass"], check=False).returncode == 0  # it runs outside
+    script = tmp_path / "fixer.py"
+    script.write_text(FIXER)
+    suite.arms_toml = arm_table("COPIED", "command", command=[str(copied), str(script)])
+    suite.instances([calc.row()])
+    result = suite.run("--arena-arms=COPIED", "--arena-sandbox=bwrap")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    said = " ".join(result.stderr.str().split())
+    assert (f"arm COPIED: its program '{copied}' resolved to {copied}, which cannot start in the arm's sandbox: "
+            f"the sandbox does not show {copied} (it does not run there") in said, said
+    assert not (suite.path / "arena-out" / "ledger.jsonl").exists() or suite.ledger() == []
+
+
+@needs_bwrap
+def test_an_interpreter_missing_from_the_cell_path_is_refused_before_the_first_cell(suite, calc, tmp_path):
+    script = tmp_path / "agent"
+    script.write_text("#!/usr/bin/env arena-no-such-interpreter\nprint('never')\n")
+    script.chmod(0o755)
+    suite.arms_toml = arm_table("NOINTERP", "command", command=[str(script)])
+    suite.instances([calc.row()])
+    result = suite.run("--arena-arms=NOINTERP")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    said = " ".join(result.stderr.str().split())
+    assert f"arm NOINTERP: its program '{script}' resolved to {script}" in said
+    assert "the sandbox does not show arena-no-such-interpreter (its #! interpreter, not on the cell's PATH" in said
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "none"])
+def test_a_command_that_exits_127_before_writing_anything_is_a_config_error(suite, calc, sandbox):
+    """What the harness cannot check before the cell (a shell line naming a program that is not there) is the
+    arm's setup failing, not its agent: config_error, not counted. A command that wrote something and then
+    exited 127 is still the agent's failure."""
+    suite.arms_toml = (arm_table("MISSING", "command", shell=True, command="arena-no-such-agent {prompt_file}")
+                       + arm_table("LATE", "command", shell=True, command="echo working; exit 127"))
+    suite.instances([calc.row()])
+    if sandbox == "auto" and not probe_bwrap().works:
+        pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
+    suite.run("--arena-arms=MISSING,LATE", f"--arena-sandbox={sandbox}")
+    rows = {row["arm"]: row for row in suite.ledger()}
+    assert rows["MISSING"]["status"] == "config_error", rows["MISSING"]
+    assert "could not start: exit status 127 (not found) before it wrote anything" in rows["MISSING"]["error"]
+    assert "arena-no-such-agent" in rows["MISSING"]["error"]  # what the shell said
+    assert rows["LATE"]["status"] == "arm_error", rows["LATE"]
