@@ -110,10 +110,11 @@ def resolve_program(name: str, extra: tuple[Path, ...] = (), env: Mapping[str, s
     return Path(located), follow_shim(Path(located), {**environment, "PATH": cell_path}, cwd)
 
 
-#: Run in the sandbox by ``missing_in_sandbox``: each path of the chain not executable there, and each
-#: Python of it that cannot import its standard library, is printed.
-_CHECK = ('for p do [ -x "$p" ] || { echo "$p"; continue; }; case "${p##*/}" in python*) '
-          '"$p" -I -S -c "import os, encodings" >/dev/null 2>&1 '
+#: Run in the sandbox by ``missing_in_sandbox``: each path of the chain (one a line on stdin: paths in its
+#: argv would be shown as files it names) not executable there, and each Python of it that cannot import
+#: its standard library, is printed.
+_CHECK = ('while IFS= read -r p; do [ -x "$p" ] || { echo "$p"; continue; }; case "${p##*/}" in python*) '
+          '"$p" -I -S -c "import os, encodings" </dev/null >/dev/null 2>&1 '
           '|| echo "$p (it does not run there: its standard library or shared libraries are not shown)";; esac; done')
 #: How long the check may take (it starts bwrap once).
 CHECK_TIMEOUT = 60.0
@@ -132,10 +133,10 @@ def missing_in_sandbox(program: str, bwrap: str = "bwrap") -> str | None:
             return (f"{absent} (its #! interpreter, not on the cell's PATH: {search})" if not absent.is_absolute()
                     else f"{absent} (not an executable file)")
         try:
-            argv = CellSandbox(cell, bwrap=bwrap).wrap(["/bin/sh", "-c", _CHECK, "sh", *map(str, chain)],
-                                                       cell.root, cell.env(), programs=[program])
+            argv = CellSandbox(cell, bwrap=bwrap).wrap(["/bin/sh", "-c", _CHECK], cell.root, cell.env(),
+                                                       programs=[program])
             completed = subprocess.run(argv, capture_output=True, text=True, env=cell.env(), timeout=CHECK_TIMEOUT,
-                                       check=False, stdin=subprocess.DEVNULL)
+                                       check=False, input="".join(f"{path}\n" for path in chain))
         except SandboxError as error:
             return str(error)
         except (OSError, subprocess.TimeoutExpired) as error:

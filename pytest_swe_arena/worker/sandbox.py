@@ -358,8 +358,10 @@ def _install_roots(path: Path) -> list[Path]:
 
 
 def _is_python_prefix(prefix: Path) -> bool:
-    """Whether ``prefix`` is a Python installation (a pyenv version, /opt/python3.12): it holds a stdlib."""
-    return any(prefix.glob("lib/python3*/os.py"))
+    """Whether ``prefix`` is a Python installation of its own (a pyenv version, /opt/python3.12): it holds a
+    stdlib, and is neither ``/`` (``/bin`` is ``/usr/bin`` on merged-/usr systems) nor a system directory."""
+    resolved = Path(os.path.realpath(prefix))
+    return resolved != Path("/") and not is_system_path(resolved) and any(resolved.glob("lib/python3*/os.py"))
 
 
 def _venv_base(config: Path) -> list[Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers.agents import arm_table
 
-from pytest_swe_arena.worker.sandbox import probe_bwrap
+from pytest_swe_arena.worker.sandbox import is_system_path, probe_bwrap, program_mounts
 
 needs_bwrap = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
 
@@ -262,3 +262,11 @@ def test_a_command_that_exits_127_before_writing_anything_is_a_config_error(suit
     assert "could not start: exit status 127 (not found) before it wrote anything" in rows["MISSING"]["error"]
     assert "arena-no-such-agent" in rows["MISSING"]["error"]  # what the shell said
     assert rows["LATE"]["status"] == "arm_error", rows["LATE"]
+
+
+def test_a_python_prefix_is_shown_but_never_the_root_nor_a_system_directory():
+    """``/bin/sh`` on a merged-/usr system lies in ``/bin`` whose parent ``/`` has ``lib/python3*/os.py``:
+    that is no Python installation to show (it would show the whole machine)."""
+    assert program_mounts("/bin/sh") == ()
+    assert program_mounts(sys.executable)[:1] == (Path(os.path.realpath(sys.base_prefix)),) or \
+        is_system_path(Path(sys.base_prefix))
