@@ -8,6 +8,7 @@ on ``PATH`` that fails as one without user namespaces does.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers.agents import arm_table
+from helpers.arena import swe_arena
 
 from pytest_swe_arena.worker.sandbox import is_system_path, probe_bwrap, program_mounts
 
@@ -80,7 +82,16 @@ def test_an_explicit_none_without_bwrap_runs_the_command_arm(suite, calc, tmp_pa
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     [row] = suite.ledger()
     assert (row["arm"], row["status"], row["sandbox"]) == ("FIXER", "resolved", "none")
-    assert "unsandboxed" in [warning["kind"] for warning in suite.summary()["warnings"]]
+    summary = suite.summary()
+    assert "unsandboxed" in [warning["kind"] for warning in summary["warnings"]]
+    assert [(arm["arm"], arm["unguarded"]) for arm in summary["arms"]] == [("FIXER", 1)]
+    table = result.stdout.str()
+    assert re.search(r"^FIXER \*\s+1/1", table, re.MULTILINE) and "* unguarded: cells ran without a sandbox" in table
+    compared = swe_arena("compare", "arena-out", "arena-out", cwd=suite.path)
+    assert compared.returncode == 0, compared.stderr
+    assert re.search(r"^FIXER \*\s", compared.stdout, re.MULTILINE), compared.stdout
+    assert "* unguarded: cells ran without a sandbox (sandbox: none); their agent could reach the harness's files: " \
+           "FIXER (A 1, B 1)" in compared.stdout
 
 
 # -- programs as the user has them: pyenv, a pip-installed console script, asdf and mise shims --------------
