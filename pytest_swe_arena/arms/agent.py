@@ -69,8 +69,8 @@ def find_program(name: str, suite: Suite, origin: str, key: str) -> str:
             raise ArmConfigError(f"{origin}: field {key!r}: {name!r}: {error}") from None
     if located is None or real is None:
         raise ArmConfigError(
-            f"{origin}: field {key!r}: {name!r} is not on the cell's PATH ({cell_search_path()}) nor in "
-            f"{suite.base_dir / 'node_modules/.bin'}; install it (npm install) or give its path"
+            f"{origin}: field {key!r}: {name!r} is not on PATH nor in {suite.base_dir / 'node_modules/.bin'} "
+            f"(the cell's PATH: {cell_search_path()}); install it (npm install) or give its path"
         )
     return str(real)
 
