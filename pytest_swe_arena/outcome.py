@@ -159,6 +159,8 @@ class ArmStatus(StrEnum):
     ARM_ERROR = "arm_error"
     TIMEOUT = "timeout"
     OVER_BUDGET = "over_budget"
+    #: The agent's program could not start (126/127 before it wrote anything): the arm's setup, not its agent.
+    CONFIG_ERROR = "config_error"
     #: Ctrl-C or SIGTERM stopped the agent; its spend is read all the same, then the sweep stops.
     INTERRUPTED = "interrupted"
 

@@ -331,7 +331,8 @@ OPTIONS: tuple[ArenaOption, ...] = (
     ArenaOption(
         "sandbox",
         "run every process of an arm, and the graded tests, in a bubblewrap sandbox: 'auto' (where bwrap "
-        "works; the header says when it does not), 'bwrap' (a usage error where it does not), 'none'",
+        "works; where it does not, only gold, empty and replay arms run: an agent arm is a usage error), "
+        "'bwrap' (a usage error where it does not work), 'none' (everything unsandboxed, rows unguarded)",
         _choice(*SANDBOX_MODES), default="auto", metavar="MODE",
     ),
     ArenaOption(

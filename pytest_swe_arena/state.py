@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from .spend.budget import BudgetGate
     from .spend.meter.cells import SessionMeter
     from .suite import Suite
+    from .worker.sandbox import SandboxChoice
 
 
 class ReuseVerdict(TypedDict):
@@ -84,6 +85,8 @@ class ArenaState:
     #: controller, handed to workers), and the sweep header's line saying so.
     sandbox: str = "none"
     sandbox_header: str = ""
+    #: The controller's answer to --arena-sandbox (None on workers): it may refuse the arms (``refuse_agents``).
+    sandbox_choice: SandboxChoice | None = None
     #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
     named_files: frozenset[Path] = frozenset()
 

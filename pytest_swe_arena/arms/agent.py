@@ -29,6 +29,8 @@ from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
 from ..worker import processes
+from ..worker.cell import cell_search_path
+from ..worker.programs import ProgramError, follow_shim, resolve_program
 from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 
@@ -48,20 +50,29 @@ def write_prompt(request: CellRequest, suffix: str) -> Path:
 
 
 def find_program(name: str, suite: Suite, origin: str, key: str) -> str:
-    """An executable by path, on PATH, or in the suite's ``node_modules/.bin`` (where npm puts CLIs)."""
+    """An executable by path, on the cell's PATH (as the agent's children find it), or in the suite's
+    ``node_modules/.bin`` (where npm puts CLIs); a version manager's shim followed to what it runs."""
     if os.sep in name:
-        path = (suite.base_dir / name).resolve()
-        if not os.access(path, os.X_OK):
-            raise ArmConfigError(f"{origin}: field {key!r}: {path} is not an executable file")
-        return str(path)
-    search = os.pathsep.join([os.environ.get("PATH", os.defpath), str(suite.base_dir / "node_modules" / ".bin")])
-    found = shutil.which(name, path=search)
-    if found is None:
+        path = Path(os.path.abspath(suite.base_dir / name))
+        if not os.access(path, os.X_OK) or not path.is_file():
+            raise ArmConfigError(f"{origin}: field {key!r}: {path.resolve()} is not an executable file")
+        located: Path | None = path
+        try:
+            real: Path | None = follow_shim(path, cwd=suite.base_dir)
+            real = path.resolve() if real == path else real
+        except ProgramError as error:
+            raise ArmConfigError(f"{origin}: field {key!r}: {name!r}: {error}") from None
+    else:
+        try:
+            located, real = resolve_program(name, (suite.base_dir / "node_modules" / ".bin",), cwd=suite.base_dir)
+        except ProgramError as error:
+            raise ArmConfigError(f"{origin}: field {key!r}: {name!r}: {error}") from None
+    if located is None or real is None:
         raise ArmConfigError(
-            f"{origin}: field {key!r}: {name!r} is not on PATH nor in {suite.base_dir / 'node_modules/.bin'}; "
-            "install it (npm install) or give its path"
+            f"{origin}: field {key!r}: {name!r} is not on PATH nor in {suite.base_dir / 'node_modules/.bin'} "
+            f"(the cell's PATH: {cell_search_path()}); install it (npm install) or give its path"
         )
-    return found
+    return str(real)
 
 
 def check_template(parts: Iterable[str], placeholders: Sequence[str], origin: str, key: str) -> set[str]:
@@ -270,10 +281,37 @@ def run_agent(
     if result.stopped:
         return AgentOutcome(ArmStatus(result.stopped), f"{what} was stopped: {result.stopped}", result.returncode,
                             result.seconds)
+    if result.returncode in CANNOT_START and not _wrote(stdout):
+        return AgentOutcome(ArmStatus.CONFIG_ERROR, f"{what} could not start: exit status {result.returncode} "
+                            f"({CANNOT_START[result.returncode]}) before it wrote anything{_said(stderr)}",
+                            result.returncode, result.seconds)
     if result.returncode != 0:
         return AgentOutcome(ArmStatus.ARM_ERROR, f"{what} exited with status {result.returncode}",
                             result.returncode, result.seconds)
     return AgentOutcome(ArmStatus.COMPLETED, None, 0, result.seconds)
+
+
+#: The shell's exit statuses for a command that never ran: its program, or its ``#!`` interpreter, was not
+#: found or could not be executed (a shim whose manager the sandbox does not show ends so).
+CANNOT_START = {126: "found but not executable", 127: "not found"}
+
+
+def _wrote(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def _said(stderr: Path) -> str:
+    """What the program printed on its way out (the last line of its stderr), for the error."""
+    try:
+        with open(stderr, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 600))
+            lines = handle.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][:300]}" if lines else ""
 
 
 def agent_version(executable: str, origin: str | None = None, config_variables: Sequence[str] = ()) -> str:

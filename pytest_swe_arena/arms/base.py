@@ -93,6 +93,28 @@ class Arm(Protocol):
     def run(self, request: CellRequest) -> ArmResult: ...
 
 
+@dataclass(frozen=True)
+class ResolvedProgram:
+    """The program an arm runs: as its table names it, and the executable that is (``agent.find_program``)."""
+
+    named: str
+    path: str
+
+
+def arm_program(arm: Arm) -> ResolvedProgram | None:
+    """The program an agent arm starts (its ``resolved_program``); None for arms that start none, or name
+    theirs only in the cell (a ``{placeholder}``, a relative path, a shell line)."""
+    program = getattr(arm, "resolved_program", None)
+    return program if isinstance(program, ResolvedProgram) else None
+
+
+def runs_agent(arm: Arm) -> bool:
+    """Whether ``arm`` starts a program (an agent) in its cells: every arm but those saying
+    ``runs_agent = False`` (gold, empty, replay: they only apply a patch). Unknown kinds are agents,
+    so ``--arena-sandbox=auto`` fails closed for them where bubblewrap does not work."""
+    return bool(getattr(arm, "runs_agent", True))
+
+
 ArmKind = Callable[[ArmSpec, Suite], Arm]
 
 

@@ -57,7 +57,7 @@ from .agent import (
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmResult, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmResult, CellRequest, ResolvedProgram, SettingsReader
 from .misconfig import NO_FAILURES, KindFailures
 from .preflight import ProbeCall
 
@@ -107,7 +107,9 @@ class CliAgentArm:
         self.spec = spec
         self.model: str | None = (reader.string("model", required=True) if self.model_required
                                   else reader.string("model"))
-        self.executable = find_program(reader.string("executable", self.program), suite, spec.origin, "executable")
+        named = reader.string("executable", self.program)
+        self.executable = find_program(named, suite, spec.origin, "executable")
+        self.resolved_program = ResolvedProgram(named, self.executable)
         self.args: list[str] = reader.strings("args", [])
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.grace: float = reader.number("grace", DEFAULT_GRACE)

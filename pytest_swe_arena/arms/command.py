@@ -50,7 +50,7 @@ from .agent import (
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
 from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
 from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
@@ -84,6 +84,7 @@ class CommandArm:
         if isinstance(command, list):
             found = check_program(command, suite, spec.origin, "command")
             self.command = [found, *self.command[1:]] if found else self.command
+            self.resolved_program = ResolvedProgram(command[0], found) if found else None
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)

@@ -25,7 +25,7 @@ from ..spend.prices import Price, price_for
 from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite
 from .agent import files_named, find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
-from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
 
 DEFAULT_TIMEOUT = 1000.0
@@ -42,7 +42,9 @@ class OpencodeArm:
         self.model: str = reader.string("model", required=True)
         if "/" not in self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model': {self.model!r} is not PROVIDER/MODEL")
-        self.executable = find_program(reader.string("executable", "opencode"), suite, spec.origin, "executable")
+        named = reader.string("executable", "opencode")
+        self.executable = find_program(named, suite, spec.origin, "executable")
+        self.resolved_program = ResolvedProgram(named, self.executable)
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)

@@ -15,6 +15,8 @@ from .base import ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 class GoldArm:
     """Applies the instance's gold ``patch``: must resolve every calibrated instance."""
 
+    runs_agent = False
+
     def __init__(self, spec: ArmSpec, suite: Suite):
         SettingsReader(spec).finish()
         self.spec = spec
@@ -32,6 +34,8 @@ class GoldArm:
 
 class EmptyArm:
     """Changes nothing: must not resolve any calibrated instance."""
+
+    runs_agent = False
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         SettingsReader(spec).finish()

@@ -44,6 +44,8 @@ def load_predictions(path: Path, origin: str) -> dict[str, dict[str, str]]:
 class ReplayArm:
     """Applies the patch recorded for this instance."""
 
+    runs_agent = False
+
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)
         predictions = reader.path("predictions")

@@ -18,7 +18,7 @@ from ..naming import trial_name
 from .records import CellRecord
 from .stats import mcnemar_exact_p, per_resolved
 from .summary import summarize
-from .text import format_table, p_value, percent, usd
+from .text import UNGUARDED_MARK, UNGUARDED_NOTE, format_table, p_value, percent, usd
 
 
 def _delta(first: float | None, second: float | None) -> float | None:
@@ -66,6 +66,7 @@ def compare_runs(cells_a: Sequence[CellRecord], cells_b: Sequence[CellRecord],
         common_b = sum(verdicts_b[key] for key in common) / len(common) if common else None
         arms.append({
             "arm": name,
+            "unguarded_a": a["unguarded"], "unguarded_b": b["unguarded"],
             "cells_a": a["cells"], "cells_b": b["cells"],
             "rate_a": a["resolve_rate"], "rate_b": b["resolve_rate"],
             "rate_delta": _delta(a["resolve_rate"], b["resolve_rate"]),
@@ -96,6 +97,11 @@ def _run_id(cells: Sequence[CellRecord]) -> str | None:
     return cells[-1].run_id if cells else None
 
 
+def _shown(arm: Mapping[str, Any]) -> str:
+    """The arm's name, marked when either sweep ran some of its cells without a sandbox."""
+    return str(arm["arm"]) + (UNGUARDED_MARK if arm.get("unguarded_a") or arm.get("unguarded_b") else "")
+
+
 def _signed_points(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:+.1f}pp"
 
@@ -111,7 +117,7 @@ def format_comparison(comparison: Mapping[str, Any], label_a: str, label_b: str)
     lines += format_table(
         ["on common cells", "cells", "rate A", "rate B", "delta", "USD A", "USD B", "delta", "fixed", "broken",
          "McNemar p"],
-        [[arm["arm"], str(arm["common_cells"]), percent(arm["common_rate_a"]), percent(arm["common_rate_b"]),
+        [[_shown(arm), str(arm["common_cells"]), percent(arm["common_rate_a"]), percent(arm["common_rate_b"]),
           _signed_points(arm["common_rate_delta"]), usd(arm["common"]["a"]["cost_usd"]),
           usd(arm["common"]["b"]["cost_usd"]),
           _signed_usd(_delta(arm["common"]["a"]["cost_usd"], arm["common"]["b"]["cost_usd"])),
@@ -124,11 +130,15 @@ def format_comparison(comparison: Mapping[str, Any], label_a: str, label_b: str)
     lines += ["", "Not paired: each sweep over all its cells (as its own summary shows it)"]
     lines += format_table(
         ["all cells", "cells A", "rate A", "cells B", "rate B", "delta", "USD A", "USD B", "delta"],
-        [[arm["arm"], str(arm["cells_a"]), percent(arm["rate_a"]), str(arm["cells_b"]), percent(arm["rate_b"]),
+        [[_shown(arm), str(arm["cells_a"]), percent(arm["rate_a"]), str(arm["cells_b"]), percent(arm["rate_b"]),
           _signed_points(arm["rate_delta"]), usd(arm["cost_usd_a"]), usd(arm["cost_usd_b"]),
           _signed_usd(arm["cost_usd_delta"])]
          for arm in comparison["arms"]],
     )
+    unguarded = [f"{arm['arm']} (A {arm['unguarded_a']}, B {arm['unguarded_b']})" for arm in comparison["arms"]
+                 if arm.get("unguarded_a") or arm.get("unguarded_b")]
+    if unguarded:
+        lines.append(f"{UNGUARDED_NOTE}: {', '.join(unguarded)}")
     for arm in comparison["arms"]:
         counted_a, counted_b = arm["counted_a"], arm["counted_b"]
         if arm["cells_a"] != arm["cells_b"] or counted_a != arm["common_cells"] or counted_b != arm["common_cells"]:

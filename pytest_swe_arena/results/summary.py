@@ -161,6 +161,7 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "integrity_flagged": len(arm.flagged),
         "integrity_flagged_resolved": sum(cell.status == CellStatus.RESOLVED for cell in arm.flagged),
         "integrity_flags": dict(sorted(arm.flag_kinds.items())),
+        "unguarded": len(arm.unsandboxed),
         "cost_usd": cost_total,
         "cost_usd_known": round(known_cost, 6),
         "unknown_cost_cells": len(arm.unknown_cost),

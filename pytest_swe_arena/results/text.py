@@ -52,6 +52,11 @@ def p_value(value: float | None) -> str:
     return "<0.0001" if value < 0.0001 else f"{value:.4f}"
 
 
+#: How the results table and ``compare`` mark an arm with cells that ran without a sandbox, and the note saying so.
+UNGUARDED_MARK = " *"
+UNGUARDED_NOTE = "* unguarded: cells ran without a sandbox (sandbox: none); their agent could reach the harness's files"
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """A plain text table: the first column left-aligned, the others right-aligned."""
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
@@ -90,7 +95,8 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
     """
     header = ["arm", "resolved", "rate", "95% CI", "USD", "USD/res", "tokens", "tok/res", "wall p50"]
     body = [
-        [arm["arm"], f"{arm['resolved']}/{arm['cells']}", percent(arm["resolve_rate"]),
+        [arm["arm"] + (UNGUARDED_MARK if arm.get("unguarded") else ""), f"{arm['resolved']}/{arm['cells']}",
+         percent(arm["resolve_rate"]),
          interval_text(arm["resolve_rate_ci95"]), usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]),
          count(arm["tokens"]), count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])]
         for arm in summary["arms"]
@@ -104,6 +110,8 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
         if arm.get("config_errors"):
             lines.append(f"  {arm['arm']}: {arm['config_errors']} config_error (its configuration failed) and "
                          f"{arm['skipped']} not started, none counted")
+    if any(arm.get("unguarded") for arm in summary["arms"]):
+        lines.append(UNGUARDED_NOTE)
     most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
     if most > 1:
         def at(arm: Mapping[str, Any], k: int, key: str) -> str:

@@ -85,11 +85,18 @@ def create_cell_environment(root: Path, base: Mapping[str, str] | None = None) -
         variables[name] = str(root / relative)
     variables["OPENCODE_CONFIG"] = str(root / "xdg/config/opencode/opencode.json")
     variables["OPENCODE_DB"] = str(root / "xdg/data/opencode/opencode.db")
-    # `python` in a verify command means the harness's interpreter unless an
-    # instance environment puts its own first on PATH.
-    interpreter_dir = os.path.dirname(sys.executable)
-    variables["PATH"] = os.pathsep.join([interpreter_dir, variables.get("PATH", os.defpath)])
+    variables["PATH"] = cell_search_path(variables.get("PATH"))
     return CellEnvironment(root=root, run_dir=root / "run", variables=variables)
+
+
+def cell_search_path(path: str | None = None) -> str:
+    """A cell's ``PATH``: the harness's interpreter's directory, then ``path`` (the harness's ``PATH``).
+
+    ``python`` in a verify command means the harness's interpreter unless an instance environment
+    puts its own first; an arm's program is looked up on this too (``programs.resolve_program``).
+    """
+    base = path if path is not None else os.environ.get("PATH", os.defpath)
+    return os.pathsep.join([os.path.dirname(sys.executable), base])
 
 
 class DirectoryRemover:

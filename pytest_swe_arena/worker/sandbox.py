@@ -326,6 +326,23 @@ def _add_program(program: Path, search_path: str | None, found: dict[Path, None]
         _add_program(interpreter, search_path, found, depth + 1)
 
 
+def program_chain(program: str | Path, search_path: str | None = None) -> list[Path]:
+    """The program and the interpreters its ``#!`` lines run, in turn (``env NAME`` looked up on
+    ``search_path``); a name found nowhere ends the chain as given, for the caller to report."""
+    chain: list[Path] = []
+    current: Path | None = Path(program)
+    while current is not None and len(chain) < 5:
+        if not current.is_absolute():
+            located = shutil.which(str(current), path=search_path)
+            if located is None:
+                chain.append(current)
+                break
+            current = Path(located)
+        chain.append(current)
+        current = _shebang_interpreter(Path(os.path.realpath(current)))
+    return chain
+
+
 def _install_roots(path: Path) -> list[Path]:
     """The outermost ``node_modules`` above ``path``; else the venv holding it (and its base); else ``path``."""
     for ancestor in reversed(path.parents):
@@ -335,7 +352,16 @@ def _install_roots(path: Path) -> list[Path]:
         config = ancestor / "pyvenv.cfg"
         if config.is_file():
             return [ancestor, *_venv_base(config)]
+    if path.parent.name == "bin" and _is_python_prefix(path.parent.parent):
+        return [path.parent.parent]  # an interpreter (or a console script) of a Python install: its stdlib too
     return [path]
+
+
+def _is_python_prefix(prefix: Path) -> bool:
+    """Whether ``prefix`` is a Python installation of its own (a pyenv version, /opt/python3.12): it holds a
+    stdlib, and is neither ``/`` (``/bin`` is ``/usr/bin`` on merged-/usr systems) nor a system directory."""
+    resolved = Path(os.path.realpath(prefix))
+    return resolved != Path("/") and not is_system_path(resolved) and any(resolved.glob("lib/python3*/os.py"))
 
 
 def _venv_base(config: Path) -> list[Path]:
@@ -471,19 +497,41 @@ class SandboxChoice:
     #: Why there is no sandbox, for the sweep's header (None when there is one).
     reason: str | None
     version: str | None = None
+    #: With ``auto`` where bubblewrap does not work: the probe's reason. Such a sweep runs no agent
+    #: (``refuse_agents``): only arms that apply a patch, whose code runs unsandboxed when graded.
+    fallback: str | None = None
+    #: The option (or ini key) that asked for it, for messages.
+    source: str = "--arena-sandbox"
 
     def header(self) -> str:
         """The sweep header's line about the sandbox."""
         if self.mode == "bwrap":
             return f"arena sandbox: bwrap{f' ({self.version})' if self.version else ''}"
+        if self.fallback is not None:
+            return (f"arena sandbox: NONE, reference and replay arms only: the patches' code runs unsandboxed when "
+                    f"graded ({self.reason})")
         return f"arena sandbox: NONE, arms and grading run unsandboxed: {self.reason}"
+
+    def refuse_agents(self, agents: Sequence[str]) -> str | None:
+        """Why a sweep with the arms ``agents`` (those that run an agent) may not run; None when it may.
+
+        ``auto`` fails closed: without a working bubblewrap an agent would run as the user, and
+        its results would not be guarded. ``none``, asked for, runs them (its rows say so).
+        """
+        if self.fallback is None or not agents:
+            return None
+        source = self.source
+        return (f"{source}=auto: bubblewrap does not work here, so arm(s) {', '.join(agents)} would run their agent "
+                f"unsandboxed: {self.fallback}. Either make bwrap work (the threat model's 'How to run it'), "
+                f"or run with {source}=none to accept unguarded results (their rows say sandbox: none)")
 
 
 def resolve_sandbox(requested: str, probe: BwrapProbe, source: str = "--arena-sandbox") -> SandboxChoice:
     """The sandbox a sweep runs with, for ``--arena-sandbox`` (or its ini twin, named by ``source``).
 
-    ``auto`` uses bwrap where it works and says why not where it does not; ``bwrap`` where it does
-    not work is a ``SandboxError`` (a usage error); ``none`` never sandboxes.
+    ``auto`` uses bwrap where it works; where it does not, it runs only arms that run no agent
+    (``SandboxChoice.refuse_agents``); ``bwrap`` where it does not work is a ``SandboxError`` (a
+    usage error); ``none`` never sandboxes.
     """
     if requested not in SANDBOX_MODES:
         raise SandboxError(f"{source}: {requested!r} is not one of {', '.join(SANDBOX_MODES)}")
@@ -494,4 +542,5 @@ def resolve_sandbox(requested: str, probe: BwrapProbe, source: str = "--arena-sa
     if requested == "bwrap":
         raise SandboxError(f"{source}=bwrap, but bubblewrap does not work here: {probe.problem}; fix that, or use "
                            f"{source}=auto (sandbox where it works) or {source}=none")
-    return SandboxChoice(requested, "none", f"{source}=auto and bubblewrap does not work here: {probe.problem}")
+    return SandboxChoice(requested, "none", f"{source}=auto and bubblewrap does not work here: {probe.problem}",
+                         fallback=probe.problem, source=source)

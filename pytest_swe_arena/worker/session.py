@@ -8,12 +8,13 @@ outcome on the report that finishes it, as plain JSON: all the controller gets o
 
 from __future__ import annotations
 
-from collections.abc import Generator, MutableMapping
+from collections.abc import Generator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..arms.base import Arm, arm_program, runs_agent
 from ..arms.kinds import arm_kinds, build_arms
 from ..interrupts import stop_signals
 from ..naming import CellName, is_instance_file, parse_node_id
@@ -22,6 +23,7 @@ from ..results.records import user_properties
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile, check_sources
+from .programs import missing_in_sandbox
 from .sandbox import SandboxError, probe_bwrap, resolve_sandbox
 
 #: How many cells a worker runs between two sweeps of its terminal reporter's kept reports.
@@ -50,6 +52,13 @@ class CellPlugin:
         settings = self.state.settings
         self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
                                      source=settings.sources["arms"], strict_models=settings.strict_models)
+        choice = self.state.sandbox_choice
+        if choice is not None:
+            refusal = choice.refuse_agents([name for name, arm in self.state.arms.items() if runs_agent(arm)])
+            if refusal is not None:
+                raise pytest.UsageError(refusal)
+            if choice.mode == "bwrap":
+                check_programs(self.state.arms)
         if settings.preflight and self.state.sweep_run and not hasattr(self.config, "workerinput"):
             from ..arms.preflight import preflight_arms  # only a preflighted sweep loads it
 
@@ -85,7 +94,12 @@ class CellPlugin:
                 forget_cell_reports(self.config)
 
     def pytest_report_header(self) -> list[str]:
-        return [self.state.sandbox_header] if self.state.sandbox_header else []
+        lines = [self.state.sandbox_header] if self.state.sandbox_header else []
+        for name, arm in self.state.arms.items():
+            program = arm_program(arm)
+            if program is not None:
+                lines.append(f"arena arm {name}: {program.named} is {program.path}")
+        return lines
 
     def pytest_unconfigure(self) -> None:
         if hasattr(self.config, "workerinput") and self.state.interrupts is not None:
@@ -136,7 +150,19 @@ def choose_sandbox(state: ArenaState) -> None:
         choice = resolve_sandbox(settings.sandbox, probe_bwrap(), settings.sources["sandbox"])
     except SandboxError as error:
         raise pytest.UsageError(str(error)) from None
-    state.sandbox, state.sandbox_header = choice.mode, choice.header()
+    state.sandbox, state.sandbox_header, state.sandbox_choice = choice.mode, choice.header(), choice
+
+
+def check_programs(arms: Mapping[str, Arm]) -> None:
+    """Refuse, before any cell, an arm whose program cannot start in its sandbox (checked there, once per arm)."""
+    for name, arm in arms.items():
+        program = arm_program(arm)
+        missing = missing_in_sandbox(program.path) if program is not None else None
+        if program is not None and missing is not None:
+            raise pytest.UsageError(
+                f"arm {name}: its program {program.named!r} resolved to {program.path}, which cannot start in the "
+                f"arm's sandbox: the sandbox does not show {missing}. Give the program's real path (a version "
+                "manager's shim is followed to it), or install it where the sandbox shows it (docs/threat-model.md)")
 
 
 def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[pytest.Item]) -> None:

@@ -353,9 +353,17 @@ def test_sandbox_modes_resolve_with_messages_for_the_header():
     assert resolve_sandbox("auto", works).header() == "arena sandbox: bwrap (bubblewrap 0.8.0)"
     fallback = resolve_sandbox("auto", broken)
     assert (fallback.mode, fallback.requested) == ("none", "auto")
-    assert fallback.header() == ("arena sandbox: NONE, arms and grading run unsandboxed: --arena-sandbox=auto and "
-                                 "bubblewrap does not work here: bwrap cannot create its namespaces (...)")
+    assert fallback.header() == ("arena sandbox: NONE, reference and replay arms only: the patches' code runs "
+                                 "unsandboxed when graded (--arena-sandbox=auto and bubblewrap does not work here: "
+                                 "bwrap cannot create its namespaces (...))")
+    assert fallback.refuse_agents([]) is None  # GOLD, EMPTY, replay run
+    refusal = fallback.refuse_agents(["CLAUDE"])
+    assert refusal is not None and "arm(s) CLAUDE would run their agent unsandboxed" in refusal
+    assert "bwrap cannot create its namespaces (...)" in refusal and "--arena-sandbox=none" in refusal
     assert resolve_sandbox("none", works).mode == "none"
+    assert resolve_sandbox("none", works).refuse_agents(["CLAUDE"]) is None  # asked for: it runs them
+    assert resolve_sandbox("none", works).header() == "arena sandbox: NONE, arms and grading run unsandboxed: " \
+                                                      "--arena-sandbox=none"
     with pytest.raises(SandboxError, match=r"--arena-sandbox=bwrap, but bubblewrap does not work here: bwrap cannot"):
         resolve_sandbox("bwrap", broken)
     with pytest.raises(SandboxError, match=r"arena_sandbox: 'docker' is not one of auto, bwrap, none"):

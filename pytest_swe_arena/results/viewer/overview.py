@@ -58,6 +58,7 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
                                          "trials", "statuses", "cost_usd", "cost_per_cell_usd", "cost_per_resolved_usd",
                                          "tokens", "median_wall_seconds", "unknown_cost_cells", "harness_errors",
                                          "config_errors")},
+            "unguarded": arm.get("unguarded", 0),
             "kind": identity.get("kind"), "identity": identity, "agent_versions": versions,
             "cost_sources": dict(sorted(sources.items())), "cost_known": known,
             "cost_per_cell_ci95": _interval(mean_interval(costs)) if known else None,

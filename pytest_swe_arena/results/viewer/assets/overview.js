@@ -113,7 +113,10 @@
 
   function armsSection() {
     const rows = data.arms.map((arm) => [
-      arm.arm,
+      arm.unguarded
+        ? h("span", { title: `${arm.unguarded} cell(s) ran without a sandbox (sandbox: none): not guarded` },
+          arm.arm, " *unguarded")
+        : arm.arm,
       arm.kind || "n/a", `${arm.resolved} / ${arm.cells}`,
       arm.resolve_rate === null ? "n/a"
         : h("span", null, percent(arm.resolve_rate), h("span", { class: "ci" }, interval(arm.resolve_rate_ci95))),
