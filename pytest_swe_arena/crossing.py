@@ -10,7 +10,7 @@ So, here:
 
 - a file is opened relative to a directory descriptor, every folder on the way walked one
   component at a time with ``O_NOFOLLOW | O_DIRECTORY`` and the file itself with ``O_NOFOLLOW``
-  (writes with ``O_TRUNC``, ``O_EXCL`` or ``O_APPEND``); a symlink or a special file where a regular
+  (writes with ``O_EXCL`` or ``O_APPEND``, or emptied once checked); a symlink or a special file where a regular
   file is expected raises ``Refused`` (never followed), which the caller records as a flag;
 - reads are capped and streamed (``read_capped``, ``copy``);
 - names are bytes until they are shown (``shown``: escaped, no surrogate ever leaves);
@@ -43,7 +43,8 @@ _CHUNK = 1 << 16
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FLAGS: dict[str, int] = {
     "new": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-    "truncate": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    # Not O_TRUNC: a hard link to a host file would be emptied before ``_regular`` refuses it; truncated after.
+    "truncate": os.O_WRONLY | os.O_CREAT,
     "append": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
 }
 
@@ -184,6 +185,8 @@ def writing(root: Path, relative: str | bytes, mode: WriteMode = "truncate") -> 
             raise _refuse(relative, error) from None
     _regular(handle, relative, single=True)
     os.set_blocking(handle, True)
+    if mode == "truncate":
+        os.ftruncate(handle, 0)
     with os.fdopen(handle, "ab" if mode == "append" else "wb") as file:
         yield file
 

@@ -254,9 +254,10 @@ def test_the_crossing_refuses_links_special_files_and_hard_links_and_reads_withi
         with pytest.raises(crossing.Refused):
             with crossing.writing(root, relative) as file:
                 file.write(b"x")
-    with pytest.raises(crossing.Refused, match="hard links"):
-        with crossing.writing(root, "hard", "append") as file:
-            file.write(b"x")
+    for mode in ("append", "truncate"):  # truncate: refused before the host's file is emptied
+        with pytest.raises(crossing.Refused, match="hard links"):
+            with crossing.writing(root, "hard", mode) as file:
+                file.write(b"x")
     with pytest.raises(crossing.Refused, match="not a path under its root"):
         crossing.read_capped(root, "../host.txt", 100)
     assert host.read_text() == "the host's\n"
