@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -176,7 +177,11 @@ def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: flo
     where = Path(path)
     if where.is_relative_to(tree):
         return where.name == "conftest.py"
-    if any(where.is_relative_to(root) for root in untrusted):
+    # The harness's own interpreter (pytest, its plugins) may live under the user's HOME (pyenv's ~/.pyenv): the
+    # HOME a cell can write is its own, which holds no interpreter.
+    harness = {Path(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    if not any(where.is_relative_to(prefix) for prefix in harness) and any(
+            where.is_relative_to(root) for root in untrusted):
         return False
     try:
         return where.is_file() and where.stat().st_mtime < started

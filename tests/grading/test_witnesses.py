@@ -107,3 +107,37 @@ def test_the_static_scan_names_each_reach_into_the_running_process(calc):
             ("reaches_proc_self", "calc/ops.py"), ("reaches_sys", "calc/ops.py"), ("pytest_internals", "calc/ops.py"),
             ("entry_point", "calc_helper-1.0.dist-info/entry_points.txt")} <= kinds
     assert patch_flags(diff_of(calc.repo, dict(CALC_FIX)).encode()) == []
+
+
+def test_a_hook_of_the_harness_interpreter_under_the_users_home_is_trusted_and_one_written_in_the_home_is_not(
+        tmp_path):
+    """pyenv keeps the harness's interpreter (pytest and its plugins) under ``~/.pyenv``: when the graded run's HOME
+    is the user's (the suite builder's self-check), their hooks are pytest's own, not the code under test's. A
+    hook file elsewhere in an untrusted HOME still is."""
+    import json
+    import os
+    import time
+
+    from pytest_swe_arena.grading.witnesses import judge
+
+    pytest_file = sys.modules["_pytest.runner"].__file__
+    assert pytest_file is not None
+    home = Path(sys.base_prefix).parent  # a folder holding the interpreter, as ~ holds ~/.pyenv/versions/X
+    planted = tmp_path / "home" / "plugin.py"
+    planted.parent.mkdir()
+    planted.write_text("def pytest_runtest_makereport(item, call): pass\n")
+    os.utime(planted, (time.time() - 60, time.time() - 60))
+
+    def stream(hook_file: str) -> bytes:
+        records = [{"e": "start", "pid": 1}, {"e": "test", "id": "t.py::test", "when": "call", "outcome": "passed"},
+                   {"e": "hooks", "impls": [{"hook": "pytest_runtest_makereport", "plugin": "p", "file": hook_file}],
+                    "replaced": []},
+                   {"e": "finish", "exitstatus": 0}]
+        return "".join(json.dumps(record) + "\n" for record in records).encode()
+
+    trusted = judge(stream(pytest_file), expected=True, returncode=0, statuses={"t.py::test": "passed"},
+                    tree=tmp_path / "tree", untrusted=(home,), started=time.time())
+    assert trusted.reason is None, trusted.reason
+    planted_judgement = judge(stream(str(planted)), expected=True, returncode=0, statuses={"t.py::test": "passed"},
+                              tree=tmp_path / "tree", untrusted=(planted.parent,), started=time.time())
+    assert planted_judgement.reason is not None and "defined by the code under test" in planted_judgement.reason
