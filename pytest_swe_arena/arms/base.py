@@ -162,11 +162,14 @@ class SettingsReader:
         return value
 
     def _misspelling_of(self, key: str) -> str | None:
-        """A setting given but not read that is close to the absent ``key`` (``modle`` for ``model``)."""
+        """A setting given but not read that is close to the absent ``key`` (``modle`` for ``model``).
+
+        Only a close match (similarity 0.8): a setting the kind reads later is unread here too, and a real one
+        (``driver_model`` while ``worker_model`` is missing, 0.75) must not be taken for a typo."""
         if key in self.spec.settings:
             return None
         unread = [name for name in self.spec.settings if name not in self._read]
-        close = difflib.get_close_matches(key, unread, n=1)
+        close = difflib.get_close_matches(key, unread, n=1, cutoff=0.8)
         return close[0] if close else None
 
     @overload
