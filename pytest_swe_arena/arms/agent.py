@@ -33,6 +33,7 @@ from ..worker.cell import cell_search_path
 from ..worker.programs import ProgramError, follow_shim, resolve_program
 from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
+from .misconfig import tail_lines
 
 if TYPE_CHECKING:
     from ..worker.sandbox import CellSandbox
@@ -305,13 +306,8 @@ def _wrote(path: Path) -> bool:
 
 def _said(stderr: Path) -> str:
     """What the program printed on its way out (the last line of its stderr), for the error."""
-    try:
-        with open(stderr, "rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 600))
-            lines = handle.read().decode(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return f": {lines[-1][:300]}" if lines else ""
+    lines = [line for line in tail_lines(stderr) if line.strip()]  # through the crossing: the run dir is the cell's
+    return f": {lines[-1].strip()[:300]}" if lines else ""
 
 
 def agent_version(executable: str, origin: str | None = None, config_variables: Sequence[str] = ()) -> str:
