@@ -122,13 +122,13 @@
         : h("span", null, percent(arm.resolve_rate), h("span", { class: "ci" }, interval(arm.resolve_rate_ci95))),
       withInterval(arm.cost_per_cell_usd, arm.cost_per_cell_ci95, usd),
       withInterval(arm.cost_per_resolved_usd, arm.cost_per_resolved_ci95, usd),
-      usd(arm.cost_usd), count(arm.tokens), seconds(arm.median_wall_seconds), String(arm.harness_errors),
-      String(arm.config_errors),
+      usd(arm.cost_usd), count(arm.tokens), seconds(arm.median_wall_seconds),
+      `${arm.harness_errors} / ${arm.config_errors}`,
       Object.entries(arm.cost_sources).map(([source, cells]) => `${source} ${cells}`).join(", ") || "n/a",
     ]);
     return h("section", null, h("h2", null, "Arms"),
       table("arms", ["arm", "kind", "resolved", "rate (95% CI)", "USD / cell (95% CI)", "USD / resolved (95% CI)",
-        "USD", "tokens", "median wall", "harness errors", "config errors", "cost sources"], rows, { left: [1, 11] }),
+        "USD", "tokens", "median wall", "harness / config errors", "cost sources"], rows, { left: [1, 10] }),
       h("p", { class: "note" }, "Rates count resolved, unresolved, arm errors, timeouts and over-budget cells; " +
         "harness errors, configuration errors, skipped and interrupted cells are left out. Rate CI: Wilson. USD intervals: normal " +
         "approximation of the mean per cell; delta method for the dollars per resolved cell. n/a: not computable."));
