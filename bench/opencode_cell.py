@@ -36,8 +36,8 @@ from helpers.scripted_model import ScriptedModel  # noqa: E402
 
 from pytest_swe_arena.arms.agent import agent_version  # noqa: E402
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV  # noqa: E402
+from pytest_swe_arena.cell import processes as proc  # noqa: E402
 from pytest_swe_arena.spend.opencode import read_sessions, read_stream  # noqa: E402
-from pytest_swe_arena.worker import processes as proc  # noqa: E402
 
 
 def bare_run(root: Path, repo: Path, config: Path, version: str) -> float:

@@ -28,10 +28,10 @@ import statistics
 import benchlib
 from benchlib import Figure
 
+from pytest_swe_arena.cell.environment import create_cell_environment
+from pytest_swe_arena.cell.workspace import RepoStore, materialize
 from pytest_swe_arena.grading.verify import run_verify
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.cell import create_cell_environment
-from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 
 def main() -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 import benchlib
 from benchlib import Figure
 
-from pytest_swe_arena.controller.chain import GENESIS, seal
+from pytest_swe_arena.ledger.chain import GENESIS, seal
 
 ARMS = ("GOLD", "EMPTY", "SOLO", "SUP4")
 RESOLVE_RATE = {"GOLD": 1.0, "EMPTY": 0.0, "SOLO": 0.42, "SUP4": 0.55}
@@ -80,7 +80,7 @@ def ledger_row(rng: random.Random, number: int, arm: str, run_id: str) -> dict[s
 
 
 def write_ledger(out: Path, rows: int) -> Path:
-    """The ledger a sweep writes: every row sealed into the chain (``controller.chain``), as the report verifies it."""
+    """The ledger a sweep writes: every row sealed into the chain (``ledger.chain``), as the report verifies it."""
     rng = random.Random(6)
     path = out / "ledger.jsonl"
     head = GENESIS

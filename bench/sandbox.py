@@ -28,14 +28,14 @@ from collections.abc import Callable
 import benchlib
 from benchlib import Figure, git
 
+from pytest_swe_arena.cell import processes as proc
+from pytest_swe_arena.cell.environment import create_cell_environment
+from pytest_swe_arena.cell.patches import HarnessGit, apply_patch, extract, extract_patch
+from pytest_swe_arena.cell.sandbox import Sandbox, cell_policy, probe_bwrap
+from pytest_swe_arena.cell.workspace import RepoStore, materialize, reset_to_base
 from pytest_swe_arena.grading.tree import build_grading_tree, grade
 from pytest_swe_arena.grading.verify import run_verify
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker import processes as proc
-from pytest_swe_arena.worker.cell import create_cell_environment
-from pytest_swe_arena.worker.patches import HarnessGit, apply_patch, extract, extract_patch
-from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
-from pytest_swe_arena.worker.workspace import RepoStore, materialize, reset_to_base
 
 
 def interleaved(rounds: int, runs: int, ways: dict[str, Callable[[int], None]]) -> dict[str, float]:

@@ -33,6 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pytest_swe_arena.cell.venvs import find_interpreter, find_uv  # noqa: E402
 from pytest_swe_arena.grading.grades import grade  # noqa: E402
 from pytest_swe_arena.grading.parsers import parse_output  # noqa: E402
 from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
@@ -48,7 +49,6 @@ from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
     uv_environment,
     uv_timestamp,
 )
-from pytest_swe_arena.worker.venvs import find_interpreter, find_uv  # noqa: E402
 
 
 @dataclass

@@ -18,8 +18,8 @@ import statistics
 import benchlib
 from benchlib import Figure
 
+from pytest_swe_arena.cell.environment import create_cell_environment
 from pytest_swe_arena.grading import verify
-from pytest_swe_arena.worker.cell import create_cell_environment
 
 COMMAND = "python -m pytest -q -p no:cacheprovider test_calc.py"
 TESTS = "".join(f"def test_{n}():\n    from calc import mul\n    assert mul({n}, 2) == {2 * n}\n\n\n"

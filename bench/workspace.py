@@ -32,8 +32,8 @@ from pathlib import Path
 import benchlib
 from benchlib import Figure, git
 
+from pytest_swe_arena.cell.workspace import RepoStore, materialize
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 
 def disk_mib(folder: Path) -> float:

@@ -32,6 +32,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_swe_arena.cell import processes as proc
+from pytest_swe_arena.cell.git import WorkspaceError
+from pytest_swe_arena.cell.patches import (
+    apply_patch,
+    extract_patch,
+    files_touched,
+    is_excluded_from_patch,
+    is_test_path,
+)
+from pytest_swe_arena.cell.venvs import shell_argv
+from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
 from pytest_swe_arena.grading.grades import grade
 from pytest_swe_arena.grading.parsers import parse_junitxml, parse_output
 from pytest_swe_arena.grading.runners import runner_command
@@ -39,17 +50,6 @@ from pytest_swe_arena.grading.verify import VerifyInfrastructureError, VerifyRes
 from pytest_swe_arena.instances.loading import build_instance, load_instances, read_rows
 from pytest_swe_arena.instances.model import Instance, InstanceFileError
 from pytest_swe_arena.outcome import counts_as_pass
-from pytest_swe_arena.worker import processes as proc
-from pytest_swe_arena.worker.git import WorkspaceError
-from pytest_swe_arena.worker.patches import (
-    apply_patch,
-    extract_patch,
-    files_touched,
-    is_excluded_from_patch,
-    is_test_path,
-)
-from pytest_swe_arena.worker.venvs import shell_argv
-from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -227,7 +227,7 @@ def read_json_lines(path: Path, decode: Callable[[bytes], T] = json.loads, *, wh
     :param what: what a line is, for the warning about a bad one ("ledger line").
     :param on_bad_line: called for a line that is not JSON, instead of the warning.
     :param check: called with each line's number and bytes before it is decoded (the ledger's chain,
-        ``controller.chain.ChainCheck``, so the file is read once); what it raises ends the reading.
+        ``ledger.chain.ChainCheck``, so the file is read once); what it raises ends the reading.
     """
     with open(path, "rb", buffering=READ_BUFFER) as lines:
         yield from decode_json_lines(path, lines, decode, what=what, on_bad_line=on_bad_line, check=check)

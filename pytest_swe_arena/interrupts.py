@@ -1,7 +1,7 @@
 """Stopping a sweep: the tokens its processes carry, finding them, and Ctrl-C / SIGTERM.
 
 Every process a sweep starts inherits ``ARENA_SWEEP_TOKEN`` (made by the controller, see
-``new_sweep_token``), and every process ``worker.processes.run`` starts carries an
+``new_sweep_token``), and every process ``cell.processes.run`` starts carries an
 ``ARENA_PROCESS_TOKEN`` of its own: descendants that leave their process group (``setsid``,
 double forks, daemons) still inherit them, and a scan of ``/proc`` (``holders_of``) finds them.
 
@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any
 
 SWEEP_TOKEN_VARIABLE = "ARENA_SWEEP_TOKEN"
-#: Carried by every process ``worker.processes.run`` starts, one token per run.
+#: Carried by every process ``cell.processes.run`` starts, one token per run.
 PROCESS_TOKEN_VARIABLE = "ARENA_PROCESS_TOKEN"
 
 
@@ -216,7 +216,7 @@ def _parent_of(pid: int) -> int | None:
 def holders_of(variable: str, token: str, *, started_by_run: bool = False) -> list[int]:
     """Live processes whose environment carries ``variable=token`` (Linux /proc).
 
-    :param started_by_run: only those that ``worker.processes.run`` started (or their descendants): their
+    :param started_by_run: only those that ``cell.processes.run`` started (or their descendants): their
         ``ARENA_PROCESS_TOKEN`` is not this process's own.
     """
     needle = f"{variable}={token}".encode()

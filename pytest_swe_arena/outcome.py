@@ -8,7 +8,7 @@ No other module spells a status. ``ArmStatus`` is how an arm's run ended (``ArmR
 
 The worker builds a ``CellOutcome``; ``to_json`` turns it into builtin types that survive
 xdist's report serialization; the controller turns it into a ledger row
-(``controller.ledger``) and writes the patch and logs it carries. Every outcome is made by a
+(``ledger.writer``) and writes the patch and logs it carries. Every outcome is made by a
 function of this module: ``started`` and ``finished`` for a cell that ran, ``pending`` (its
 setup passed), ``skipped_budget``, ``setup_failed``, and on the controller ``crashed`` (its
 worker died), ``interrupted`` (the sweep stopped first) and ``never_handed_out`` (a budget was spent

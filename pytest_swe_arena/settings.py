@@ -27,7 +27,7 @@ import pytest
 
 VERIFY_MODES = ("patch", "workspace")
 ENGINES = ("docker", "podman")
-#: Values of --arena-sandbox (``worker.sandbox`` resolves them).
+#: Values of --arena-sandbox (``cell.sandbox`` resolves them).
 SANDBOX_MODES = ("auto", "bwrap", "none")
 #: Values of --arena-worker-start (``forkserver`` is the fork's home).
 WORKER_STARTS = ("fork", "popen")
@@ -36,7 +36,7 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class CollectionCaps:
-    """Per-cell caps on what a run dir sends to the controller (``worker.rundir``), and on the patch.
+    """Per-cell caps on what a run dir sends to the controller (``cell.rundir``), and on the patch.
 
     Set with --arena-run-dir-max-bytes, --arena-run-dir-max-files, --arena-run-dir-max-file-bytes and
     --arena-patch-max-bytes; these are their defaults.

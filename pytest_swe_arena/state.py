@@ -26,6 +26,7 @@ from .suite import load_suite
 
 if TYPE_CHECKING:
     from .arms.base import Arm
+    from .cell.sandbox import SandboxChoice
     from .instances.model import Instance
     from .interrupts import InterruptSignals
     from .outcome import CellOutcome
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from .spend.budget import BudgetGate
     from .spend.meter.cells import SessionMeter
     from .suite import Suite
-    from .worker.sandbox import SandboxChoice
 
 
 class ReuseVerdict(TypedDict):

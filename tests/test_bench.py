@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.hosts import host_support_problem
 
-from pytest_swe_arena.worker.sandbox import probe_bwrap
+from pytest_swe_arena.cell.sandbox import probe_bwrap
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 

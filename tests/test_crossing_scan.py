@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).parents[1] / "pytest_swe_arena"
 #: The modules that read or write a cell's places (run dir, workspace, HOME, grading tree).
 CELL_MODULES = ("arms/", "grading/", "spend/claude.py", "spend/codex.py", "spend/gemini.py", "spend/usage_file.py",
                 "spend/opencode.py", "spend/mini.py", "spend/meter/cells.py", "worker/pipeline.py",
-                "worker/rundir.py", "worker/health.py", "worker/processes.py", "controller/ledger.py",
+                "cell/rundir.py", "worker/health.py", "cell/processes.py", "ledger/writer.py",
                 "results/viewer/cells.py")
 CALLS = {"open", "fdopen", "copy", "copy2", "copyfile", "copytree", "copymode", "copystat", "move", "rmtree",
          "write_text", "write_bytes", "read_text", "read_bytes", "write_atomic", "parse"}
@@ -67,16 +67,16 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("grading/parsers.py", "parse(log)"): "a log parser over text, not a file",
     ("worker/health.py", "open(log, 'rb')"): "env.log of the health check at base, before the arm",
     ("worker/health.py", "passed.write_text(command + '\\n')"): HARNESS_ONLY + " (the environment store)",
-    ("worker/processes.py", "open(os.devnull, 'ab')"): HARNESS_ONLY,
-    ("worker/processes.py", "open(stdin or os.devnull, 'rb')"): "the arm's stdin: a file the harness wrote before",
+    ("cell/processes.py", "open(os.devnull, 'ab')"): HARNESS_ONLY,
+    ("cell/processes.py", "open(stdin or os.devnull, 'rb')"): "the arm's stdin: a file the harness wrote before",
     ("worker/pipeline.py", "shutil.rmtree(harness, ignore_errors=True)"):
         "the cell's harness folder, outside the sandbox's view (rmtree never follows a link)",
-    ("controller/ledger.py", "write_atomic(self.out / run_dir / name, text, durable=False)"): "the out dir (the cell "
+    ("ledger/writer.py", "write_atomic(self.out / run_dir / name, text, durable=False)"): "the out dir (the cell "
         "cannot reach it); the name is escaped by the worker and checked to fit (crossing.fits) just before",
-    ("controller/ledger.py", "write_atomic(self.out / patch_file, outcome.patch, durable=Fals"): "the out dir",
-    ("controller/ledger.py", "write_atomic(self.out / run_dir / PARTIAL_PATCH_NAME, outcome."): "the out dir",
-    ("controller/ledger.py", "write_atomic(self.out / 'runs' / outcome.instance_id / INSTANC"): "the out dir",
-    ("controller/ledger.py", "open(self.path, 'rb')"): "the ledger, in the out dir",
+    ("ledger/writer.py", "write_atomic(self.out / patch_file, outcome.patch, durable=Fals"): "the out dir",
+    ("ledger/writer.py", "write_atomic(self.out / run_dir / PARTIAL_PATCH_NAME, outcome."): "the out dir",
+    ("ledger/writer.py", "write_atomic(self.out / 'runs' / outcome.instance_id / INSTANC"): "the out dir",
+    ("ledger/writer.py", "open(self.path, 'rb')"): "the ledger, in the out dir",
     ("results/viewer/cells.py", "os.open(path, os.O_RDONLY | os.O_NOFOLLOW)"): "the out dir (O_NOFOLLOW)",
     ("results/viewer/cells.py", "os.fdopen(handle, 'rb')"): "the out dir, the file opened just above",
     ("results/viewer/cells.py", "out.read_text(path"): "the out dir, through OutDir.read_text",

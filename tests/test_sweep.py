@@ -164,7 +164,7 @@ def test_broken_verify_infrastructure_is_an_error_not_a_failure(suite, calc):
 
 OWN_CELL_ENV_CONFTEST = '''
 import pytest
-from pytest_swe_arena.worker.cell import create_cell_environment
+from pytest_swe_arena.cell.environment import create_cell_environment
 
 
 @pytest.fixture

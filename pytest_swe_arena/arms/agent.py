@@ -22,21 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..cell import processes
+from ..cell.environment import cell_search_path
+from ..cell.programs import ProgramError, follow_shim, resolve_program
+from ..cell.sandbox import SandboxError
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.budget import SpendCap
 from ..spend.meter.accounts import Upstream
 from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
-from ..worker import processes
-from ..worker.cell import cell_search_path
-from ..worker.programs import ProgramError, follow_shim, resolve_program
-from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
 from .misconfig import tail_lines
 
 if TYPE_CHECKING:
-    from ..worker.sandbox import CellSandbox
+    from ..cell.sandbox import CellSandbox
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: the name of the upstream of an arm whose agent calls one model provider (its route is

@@ -21,11 +21,11 @@ from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
 
 if TYPE_CHECKING:
+    from ..cell.environment import CellEnvironment
+    from ..cell.sandbox import CellSandbox
+    from ..cell.workspace import Workspace
     from ..instances.model import Instance
     from ..spend.meter.accounts import CellRoute
-    from ..worker.cell import CellEnvironment
-    from ..worker.sandbox import CellSandbox
-    from ..worker.workspace import Workspace
 
 T = TypeVar("T")
 

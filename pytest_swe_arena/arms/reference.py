@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import pytest
 
+from ..cell.patches import PatchApplyError, apply_patch
 from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
-from ..worker.patches import PatchApplyError, apply_patch
 from .base import ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from ..cell.patches import PatchApplyError, apply_patch
 from ..instances.loading import read_rows
 from ..instances.model import InstanceFileError
 from ..outcome import ArmStatus
 from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
-from ..worker.patches import PatchApplyError, apply_patch
 from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 

@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 
+from ..cell.git import run_git
 from ..files import json_count, json_table
 from ..outcome import ArmStatus
 from ..spend.meter.accounts import NO_CAP
 from ..spend.opencode import read_sessions, sessions_by_model, worker_sessions
 from ..spend.usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 from ..suite import ArmSpec, Suite
-from ..worker.git import run_git
 from .agent import check_program, check_template, find_program, read_env, read_metering, read_secrets, run_agent
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home

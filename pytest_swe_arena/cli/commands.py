@@ -12,14 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-from ..controller.chain import checked_names
-from ..controller.ledger import read_ledger
-from ..controller.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
 from ..crossing import terminal_text
 from ..instances.mirrors import MirrorError, make_mirror
+from ..ledger.chain import checked_names
+from ..ledger.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..ledger.reader import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
+from ..ledger.writer import read_ledger
 from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
-from ..results.records import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
 from ..results.text import format_summary, written_lines
 
 #: Exit status of a command refused or misused (as argparse's own usage errors).

@@ -1,7 +1,7 @@
 """``swe-arena status``: a live view of a sweep from another terminal.
 
 Reads what the sweep's controller keeps in its out dir: ``arena.lock`` (owner,
-heartbeat and progress, see ``controller.lock.SweepLock``, rewritten after every cell and
+heartbeat and progress, see ``ledger.lock.SweepLock``, rewritten after every cell and
 every heartbeat) and the ledger rows of that run so far. It only reads: it
 never takes, refreshes or breaks the lock.
 """
@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..controller.lock import STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..ledger.lock import STALE_SECONDS, CorruptLock, lock_written_ago, read_lock, stale_reason
+from ..ledger.reader import CellRecord, ledger_cells
 from ..naming import LEDGER_NAME, LOCK_NAME, SUMMARY_NAME
-from ..results.records import CellRecord, ledger_cells
 from ..results.summary import summarize
 from ..results.text import count, format_summary, usd
 

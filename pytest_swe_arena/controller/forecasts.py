@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from ..ledger.writer import read_ledger
 from ..naming import LEDGER_NAME
 from ..results.forecast import arm_histories, forecast, forecast_lines
 from ..settings import Settings
 from ..state import Case
-from .ledger import read_ledger
 
 
 def _ledger_of(place: Path) -> Path:

@@ -1,10 +1,10 @@
 """What a sweep says about itself: its line of ``sweeps.jsonl``.
 
-The controller appends one line when a sweep starts (``controller.ledger.append_sweep_record``):
+The controller appends one line when a sweep starts (``ledger.writer.append_sweep_record``):
 the run id, when, the command line and the ``--arena-*`` options given (on it or in ini: the
 sandbox and the meter among them, when given), the project's commit and whether its tree was
 dirty, the host, the versions, the workers and the arms. ``summary.json`` and the viewer show it
-(``results.records.read_sweep_record``), so a result names the code and command that made it.
+(``ledger.reader.read_sweep_record``), so a result names the code and command that made it.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ from ..files import remove_detached
 from ..forkserver import ForkServer
 from ..instances.loading import SchemaMemo, missing_repositories, missing_repositories_error
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
+from ..ledger.chain import ChainBroken, verify_ledger
+from ..ledger.lock import SweepLock
+from ..ledger.writer import read_ledger
 from ..naming import LEDGER_NAME, file_node_path, new_run_id, parse_node_id
 from ..results import calibration
 from ..results.calibration import failed_instances
@@ -35,10 +38,7 @@ from ..results.text import (
 )
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, ArenaState, hand_to_worker, sweep_cache
-from .chain import ChainBroken, verify_ledger
 from .forecasts import sweep_forecast
-from .ledger import read_ledger
-from .lock import SweepLock
 from .provenance import sweep_record
 from .records import SWEEP_NOT_RUN, SweepRecords
 from .resume import reusable_rows, verdicts

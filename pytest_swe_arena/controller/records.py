@@ -22,14 +22,14 @@ import msgspec
 import pytest
 
 from ..files import finite_json, write_atomic
+from ..ledger.reader import CellRecord, cell_record
+from ..ledger.writer import LedgerWriter, RowNotWritten, append_sweep_record
 from ..naming import BUDGET_NAME, CellName
 from ..outcome import CellOutcome, CellStatus, crashed, interrupted, with_spend_known
 from ..results import calibration
 from ..results.outputs import remove_other_predictions, write_predictions, write_summary_and_report
-from ..results.records import CellRecord, cell_record
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
-from .ledger import LedgerWriter, RowNotWritten, append_sweep_record
 from .progress import SweepProgress
 
 #: The exit status of a sweep that could not run: more than ``NOT_RUN_SHARE`` of its cells this run were
@@ -218,7 +218,7 @@ class SweepRecords:
             self.unwritten_files.pop(str(path), None)
 
     def cells(self) -> list[CellRecord]:
-        """This sweep's rows as the summary reads them, decoded from their ledger lines (``results.records``)."""
+        """This sweep's rows as the summary reads them, decoded from their ledger lines (``ledger.reader``)."""
         decoder = msgspec.json.Decoder(CellRecord)
         cells = []
         for number, line in enumerate(self.writer.lines(), start=1):

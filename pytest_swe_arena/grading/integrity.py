@@ -14,7 +14,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from ..worker.patches import files_touched, is_test_path
+from ..cell.patches import files_touched, is_test_path
 
 
 @dataclass(frozen=True)

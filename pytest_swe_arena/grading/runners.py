@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import crossing
-from ..worker.patches import files_touched
+from ..cell.patches import files_touched
 from .parsers import END_TEST_OUTPUT, LOG_PARSERS, START_TEST_OUTPUT, UnknownLogParser, log_parser
 
 Targets = Literal["files", "django_modules", "in_command"]

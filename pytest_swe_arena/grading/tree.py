@@ -33,15 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import crossing
+from ..cell import processes
+from ..cell.environment import CellEnvironment, create_cell_environment
+from ..cell.git import ExtractionError, HarnessGit
+from ..cell.patches import files_touched
+from ..cell.sandbox import Sandbox, cell_policy, program_mounts_outside
+from ..cell.templates import EnvironmentTemplate
+from ..cell.venvs import EnvBuildError, PythonEnvironment, shell_argv
+from ..cell.workspace import WORK_BRANCH, Workspace, copy_snapshot_refs
 from ..instances.model import Instance
-from ..worker import processes
-from ..worker.cell import CellEnvironment, create_cell_environment
-from ..worker.git import ExtractionError, HarnessGit
-from ..worker.patches import files_touched
-from ..worker.sandbox import Sandbox, cell_policy, program_mounts_outside
-from ..worker.templates import EnvironmentTemplate
-from ..worker.venvs import EnvBuildError, PythonEnvironment, shell_argv
-from ..worker.workspace import WORK_BRANCH, Workspace, copy_snapshot_refs
 from .integrity import STDLIB_MODULES, IntegrityFlag, patch_flags
 from .rules import SWEBENCH, GradingRules
 from .runners import _PYTEST_CONFIGS as PYTEST_CONFIGS  # where pytest reads its configuration: one home

@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import crossing
+from ..cell import processes
+from ..cell.patches import PatchApplyError, apply_patch, files_touched, restore_from_base
+from ..cell.venvs import shell_argv
+from ..cell.workspace import Workspace, reset_to_base
 from ..instances.model import Instance
 from ..outcome import CellStatus
-from ..worker import processes
-from ..worker.patches import PatchApplyError, apply_patch, files_touched, restore_from_base
-from ..worker.venvs import shell_argv
-from ..worker.workspace import Workspace, reset_to_base
 from .grades import grade
 from .integrity import IntegrityFlag
 from .parsers import parse_junitxml, parse_output, read_results
@@ -49,7 +49,7 @@ from .runners import (
 from .witnesses import WITNESS_DIR, channel, judge, recorded_statuses, runs_pytest, startup_env
 
 if TYPE_CHECKING:
-    from ..worker.sandbox import Sandbox
+    from ..cell.sandbox import Sandbox
 
 
 class VerifyInfrastructureError(Exception):

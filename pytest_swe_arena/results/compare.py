@@ -14,8 +14,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..ledger.reader import CellRecord
 from ..naming import trial_name
-from .records import CellRecord
 from .stats import mcnemar_exact_p, per_resolved
 from .summary import summarize
 from .text import UNGUARDED_MARK, UNGUARDED_NOTE, format_table, p_value, percent, usd

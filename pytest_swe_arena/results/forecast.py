@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .records import cell_record
+from ..ledger.reader import cell_record
 from .text import format_table, usd
 
 

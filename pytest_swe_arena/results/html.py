@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import __version__
+from ..ledger.reader import CellRecord
 from ..outcome import STATUS_TABLE, CellStatus
-from .records import CellRecord
 from .text import count, interval_text, p_value, percent, seconds, usd
 
 TRIAL = attrgetter("trial")

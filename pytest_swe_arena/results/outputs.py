@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..files import finite_json, read_json_object, write_atomic
+from ..ledger.reader import CellRecord, read_sweep_record
 from ..naming import BUDGET_NAME, LEDGER_NAME, REPORT_NAME, SUMMARY_NAME, CellName, predictions_name
 from .html import render_report
-from .records import CellRecord, read_sweep_record
 from .summary import summarize
 
 if TYPE_CHECKING:

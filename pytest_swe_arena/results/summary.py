@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from ..ledger.reader import CellRecord
 from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.budget import SWEEP
-from .records import CellRecord
 from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
 
 SUMMARY_SCHEMA_VERSION = 1

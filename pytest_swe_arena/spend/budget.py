@@ -288,7 +288,7 @@ Live = TypeVar("Live", bound=LiveSpend)
 
 
 class CapWatch(Generic[Live]):
-    """A ``should_stop`` for ``worker.processes.run``: an agent's live spend against a ``SpendCap``.
+    """A ``should_stop`` for ``cell.processes.run``: an agent's live spend against a ``SpendCap``.
 
     ``live`` is where the agent's kind reads its spend so far: opencode's event stream
     (``opencode.StreamFollower``), Claude's stream and sub-agent transcripts, Codex's

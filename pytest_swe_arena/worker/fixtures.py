@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from ..arms.base import Arm
+from ..cell.environment import CellEnvironment, DirectoryRemover, create_cell_environment
+from ..cell.git import WorkspaceError
+from ..cell.workspace import RepoStore, Workspace, materialize
 from ..crossing import terminal_text
 from ..instances.model import Instance
 from ..naming import CellName
 from ..outcome import CellStatus
 from ..state import CASE_KEY, OUTCOME_KEY, PHASES_KEY, STARTED_KEY, STATE_KEY, Case
-from .cell import CellEnvironment, DirectoryRemover, create_cell_environment
-from .git import WorkspaceError
 from .pipeline import run_cell
-from .workspace import RepoStore, Workspace, materialize
 
 
 def _case(request: pytest.FixtureRequest) -> Case:

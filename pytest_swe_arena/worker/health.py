@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..cell.venvs import EnvBuildError, EnvironmentStore, PythonEnvironment
 from ..grading.runners import Runner, has_pytest_config, prepare_tox_current_env, targets_from_patch, test_files
 from ..instances.model import Instance
-from .venvs import EnvBuildError, EnvironmentStore, PythonEnvironment
 
 #: The parsers of runners that are not pytest: their check imports the project instead of collecting.
 NOT_PYTEST = {"parse_log_django": "django", "parse_log_sympy": "sympy"}

@@ -20,6 +20,14 @@ import pytest
 from .. import crossing
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
+from ..cell.environment import CellEnvironment
+from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
+from ..cell.patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
+from ..cell.rundir import collect_run_dir, patch_over_cap
+from ..cell.sandbox import CellSandbox
+from ..cell.templates import EnvironmentTemplate, instance_template
+from ..cell.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
+from ..cell.workspace import Workspace
 from ..grading.integrity import IntegrityFlag
 from ..grading.rules import RULE_SETS
 from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
@@ -44,16 +52,8 @@ from ..spend.plausible import checked_costs
 from ..spend.prices import price_for_served, same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
-from .cell import CellEnvironment
-from .git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from .health import check_health
-from .patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
-from .rundir import collect_run_dir, patch_over_cap
-from .sandbox import CellSandbox
 from .swebench_envs import shipped_env_spec
-from .templates import EnvironmentTemplate, instance_template
-from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
-from .workspace import Workspace
 
 #: The harness's own files of a run dir: collected first, so a flood of the agent's files cannot crowd them out.
 HARNESS_LOGS = ("verify.log", "env.log", "verify-junit.xml")

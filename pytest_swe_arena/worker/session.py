@@ -16,15 +16,15 @@ import pytest
 
 from ..arms.base import Arm, arm_program, runs_agent
 from ..arms.kinds import arm_kinds, build_arms
+from ..cell.programs import missing_in_sandbox
+from ..cell.sandbox import SandboxError, probe_bwrap, resolve_sandbox
 from ..interrupts import stop_signals
+from ..ledger.reader import user_properties
 from ..naming import CellName, is_instance_file, parse_node_id
 from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
-from ..results.records import user_properties
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile, check_sources
-from .programs import missing_in_sandbox
-from .sandbox import SandboxError, probe_bwrap, resolve_sandbox
 
 #: How many cells a worker runs between two sweeps of its terminal reporter's kept reports.
 FORGET_EVERY = 256

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cell.git import run_git
+from ..cell.venvs import EnvBuildError, EnvSpec
 from ..instances.model import Instance
 from ..instances.swebench_specs import (
     ShippedSpec,
@@ -22,9 +24,7 @@ from ..instances.swebench_specs import (
     resolution_date,
     row_date,
 )
-from .git import run_git
 from .health import unreachable_server
-from .venvs import EnvBuildError, EnvSpec
 
 
 def shipped_env_spec(instance: Instance, spec: ShippedSpec, mirror: Path | None) -> EnvSpec:

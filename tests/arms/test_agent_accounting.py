@@ -287,7 +287,7 @@ def test_the_supervisor_run_read_is_the_one_whose_state_was_written_last(tmp_pat
 def test_opencode_home_is_installed_into_the_cell_not_its_run_dir(tmp_path):
     from pytest_swe_arena.arms.base import CellRequest
     from pytest_swe_arena.arms.opencode_home import OpencodeHome
-    from pytest_swe_arena.worker.cell import create_cell_environment
+    from pytest_swe_arena.cell.environment import create_cell_environment
 
     auth = tmp_path / "auth.json"
     auth.write_text('{"p": {"type": "api", "key": "k"}}')
@@ -327,8 +327,8 @@ def _store(db: Path, cost: object = None) -> None:
 
 def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_never_raises(tmp_path):
     from pytest_swe_arena.arms.base import CellRequest
+    from pytest_swe_arena.cell.environment import create_cell_environment
     from pytest_swe_arena.spend.opencode import account_opencode
-    from pytest_swe_arena.worker.cell import create_cell_environment
 
     streamed = Usage(10, 1, 0, 0, 0, 1, 11, 0.0, "reported")
 

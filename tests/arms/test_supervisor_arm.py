@@ -214,9 +214,9 @@ def test_supervisor_accounting_keeps_every_workers_spend(loops, tmp_path):
     """Worker and driver on one model, a session naming no model, workers the store does not know."""
     from pytest_swe_arena.arms.base import ArmSpec, CellRequest
     from pytest_swe_arena.arms.supervisor import SupervisorArm, SupervisorRun
+    from pytest_swe_arena.cell.environment import create_cell_environment
     from pytest_swe_arena.spend.usage import Usage
     from pytest_swe_arena.suite import Suite
-    from pytest_swe_arena.worker.cell import create_cell_environment
 
     repo, _ = loops
     settings = {"loops_repo": str(repo), "shim": str(repo / "driver/run_supervisor.py"), "worker_model": ASKED,

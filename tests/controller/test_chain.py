@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from helpers.arena import swe_arena
 
-from pytest_swe_arena.controller import chain
-from pytest_swe_arena.controller.chain import (
+from pytest_swe_arena.files import finite_json
+from pytest_swe_arena.ledger import chain
+from pytest_swe_arena.ledger.chain import (
     CHAIN_KEY,
     GENESIS,
     ChainBroken,
@@ -26,7 +27,6 @@ from pytest_swe_arena.controller.chain import (
     verify_ledger_beside,
     without_seal,
 )
-from pytest_swe_arena.files import finite_json
 
 FORGER = Path(__file__).parents[1] / "data" / "hostile" / "forge_ledger.py"
 

@@ -107,7 +107,7 @@ class Matrix:
         return rows
 
     def lock_state(self) -> str:
-        from pytest_swe_arena.controller.lock import lock_written_ago, read_lock, stale_reason
+        from pytest_swe_arena.ledger.lock import lock_written_ago, read_lock, stale_reason
 
         owner = read_lock(self.out)
         if owner is None:

@@ -39,7 +39,7 @@ class HoldArm:
         Path(os.environ["HOLD_DIR"], f"{request.instance.instance_id}-{os.getpid()}").write_text(str(os.getpid()))
         while not Path(os.environ["HOLD_DIR"], "release").exists():
             time.sleep(0.05)
-        from pytest_swe_arena.worker.patches import apply_patch
+        from pytest_swe_arena.cell.patches import apply_patch
         apply_patch(request.workspace, request.instance.patch, "gold")
         return ArmResult(usage=Usage.no_model())
 

@@ -153,7 +153,7 @@ def test_a_lock_from_a_host_whose_clock_is_ahead_is_judged_by_the_file_age(suite
 
 
 def test_content_doubt_and_the_file_age():
-    from pytest_swe_arena.controller.lock import content_doubt, stale_reason
+    from pytest_swe_arena.ledger.lock import content_doubt, stale_reason
 
     now = datetime.now(UTC)
     assert content_doubt(owner()) is None

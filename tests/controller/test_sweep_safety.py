@@ -20,7 +20,7 @@ from pytest_swe_arena.controller.records import SWEEP_NOT_RUN
 # workspace and real processes; only what a model would have spent is stated by the arm.
 ARMS_CONFTEST = r'''
 import os, sys, time
-from pytest_swe_arena.worker import processes as proc
+from pytest_swe_arena.cell import processes as proc
 from pytest_swe_arena.arms.base import ArmResult
 from pytest_swe_arena.spend.usage import Usage
 
@@ -32,7 +32,7 @@ class PricedArm:
         self.spec = spec
 
     def run(self, request):
-        from pytest_swe_arena.worker.patches import apply_patch
+        from pytest_swe_arena.cell.patches import apply_patch
         time.sleep(float(self.spec.settings.get("seconds", 0.3)))
         apply_patch(request.workspace, request.instance.patch, "gold")
         usage = Usage(900, 100, 0, 0, 0, 1, 900, 1.0, "reported")
@@ -61,7 +61,7 @@ class TreeArm:
                           grace=2.0)
         if result.timed_out:
             return ArmResult(status="timeout", error="agent timed out", usage=Usage(cost_source="unknown"))
-        from pytest_swe_arena.worker.patches import apply_patch
+        from pytest_swe_arena.cell.patches import apply_patch
         apply_patch(request.workspace, request.instance.patch, "gold")
         return ArmResult(usage=Usage(cost_source="unknown"))
 
@@ -245,7 +245,7 @@ def test_a_lock_is_stale_when_its_heartbeat_is_old(arena):
 
 
 def test_stale_reason_uses_the_limit_the_owner_recorded():
-    from pytest_swe_arena.controller.lock import stale_reason
+    from pytest_swe_arena.ledger.lock import stale_reason
 
     # The age is taken from the clock when the lock is judged: bound it by the clock around the calls,
     # so that a pause of the machine between two lines cannot change the expected text.
@@ -263,7 +263,7 @@ def test_stale_reason_uses_the_limit_the_owner_recorded():
 def test_the_heartbeat_keeps_beating_after_a_failed_write(tmp_path):
     import shutil
 
-    from pytest_swe_arena.controller.lock import SweepLock
+    from pytest_swe_arena.ledger.lock import SweepLock
 
     out = tmp_path / "out"
     lock = SweepLock(out, "r1", dict, heartbeat=0.05)

@@ -12,7 +12,7 @@ import pytest
 from helpers.arena import XDIST
 from helpers.faults import SECOND_CTRL_C_PAUSE, FaultSweep, cell, fill, ledger_lines, ledger_rows, small_disk, wait_for
 
-from pytest_swe_arena.controller.chain import without_seal
+from pytest_swe_arena.ledger.chain import without_seal
 
 CELLS = {(f"demo__calc-{n}", arm) for n in (1, 2, 3) for arm in ("GOLD", "AGENT")}
 FAILURE = "error: swe-arena could not write everything to "
@@ -128,7 +128,7 @@ def test_a_full_disk_keeps_what_was_recorded_and_ends_with_one_error(suite, calc
 
 
 def test_a_row_that_does_not_fit_is_absent_not_torn(tmp_path):
-    from pytest_swe_arena.controller.ledger import LedgerWriter, RowNotWritten
+    from pytest_swe_arena.ledger.writer import LedgerWriter, RowNotWritten
 
     with small_disk(tmp_path / "disk", size="1m") as disk:
         writer = LedgerWriter(disk / "out", "r1", 1)
@@ -146,7 +146,7 @@ def test_a_row_that_does_not_fit_is_absent_not_torn(tmp_path):
 
 
 def test_a_file_that_does_not_fit_leaves_no_temp_file_and_names_itself(tmp_path):
-    from pytest_swe_arena.controller.ledger import write_atomic
+    from pytest_swe_arena.ledger.writer import write_atomic
 
     with small_disk(tmp_path / "disk", size="1m") as disk:
         fill(disk)

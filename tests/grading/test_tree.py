@@ -13,6 +13,13 @@ from typing import Any
 import pytest
 from helpers.gitrepos import CALC_FIX, Project, diff_of
 
+from pytest_swe_arena.cell import processes as proc
+from pytest_swe_arena.cell.environment import CellEnvironment, create_cell_environment
+from pytest_swe_arena.cell.patches import HarnessGit, extract, files_touched
+from pytest_swe_arena.cell.sandbox import Sandbox, cell_policy, probe_bwrap
+from pytest_swe_arena.cell.templates import instance_template
+from pytest_swe_arena.cell.venvs import EnvironmentStore, EnvSpec
+from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
 from pytest_swe_arena.grading.integrity import internals_flags
 from pytest_swe_arena.grading.tree import (
     GradingTree,
@@ -27,13 +34,6 @@ from pytest_swe_arena.grading.tree import (
 from pytest_swe_arena.grading.verify import run_verify
 from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.instances.model import Instance
-from pytest_swe_arena.worker import processes as proc
-from pytest_swe_arena.worker.cell import CellEnvironment, create_cell_environment
-from pytest_swe_arena.worker.patches import HarnessGit, extract, files_touched
-from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
-from pytest_swe_arena.worker.templates import instance_template
-from pytest_swe_arena.worker.venvs import EnvironmentStore, EnvSpec
-from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
 
 HOSTILE = Path(__file__).parents[1] / "data" / "hostile"
 TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from helpers.gitrepos import CALC_FIX, Project, diff_of
 
+from pytest_swe_arena.cell.sandbox import probe_bwrap
+from pytest_swe_arena.cell.workspace import RepoStore
 from pytest_swe_arena.grading.tree import grade_on_fresh_tree
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.sandbox import probe_bwrap
-from pytest_swe_arena.worker.workspace import RepoStore
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "data" / "hostile"))
 import verdict_writers as hostile  # noqa: E402

@@ -30,7 +30,7 @@ DOTENVX = find_cli("dotenvx")
 
 def default_sandbox() -> str:
     """What every row of a sweep under the default --arena-sandbox=auto records here: bwrap wherever it works."""
-    from pytest_swe_arena.worker.sandbox import probe_bwrap
+    from pytest_swe_arena.cell.sandbox import probe_bwrap
 
     return "bwrap" if probe_bwrap().works else "none"
 

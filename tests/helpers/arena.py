@@ -115,7 +115,7 @@ PRICED_CONFTEST = r'''
 import os, pathlib, time
 from pytest_swe_arena.arms.base import ArmResult
 from pytest_swe_arena.spend.usage import Usage
-from pytest_swe_arena.worker.patches import apply_patch
+from pytest_swe_arena.cell.patches import apply_patch
 
 
 class PricedArm:

@@ -12,10 +12,10 @@ import pytest
 from helpers.arena import XDIST, ledger_validator, swe_arena, write_export
 from helpers.gitrepos import commit, diff_of, git, shapes_swe_bench_row
 
+from pytest_swe_arena.cell.patches import apply_patch, extract_patch
+from pytest_swe_arena.cell.workspace import RepoStore, materialize
 from pytest_swe_arena.grading.verify import ContainerHost, VerifyInfrastructureError, run_verify
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.patches import apply_patch, extract_patch
-from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 F2P = {"tests/test_text.py::test_collapse[a": "passed", "tests/test_text.py::test_strip": "passed"}
 P2P = {"tests/test_text.py::test_lower": "passed", "tests/test_text.py::test_collapse[X-x]": "passed",

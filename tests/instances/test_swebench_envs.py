@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_swe_arena.cell.venvs import find_uv
 from pytest_swe_arena.instances.swebench_specs import (
     SETUPTOOLS_EDITABLE_FLOOR,
     CondaNames,
@@ -35,7 +36,6 @@ from pytest_swe_arena.instances.swebench_specs import (
     uv_config_text,
     uv_environment,
 )
-from pytest_swe_arena.worker.venvs import find_uv
 
 ROOT = Path(__file__).resolve().parents[2]
 LITE_VERSIONS = Path(__file__).resolve().parents[1] / "data" / "swebench_lite_versions.json"

@@ -15,11 +15,11 @@ import pytest
 from helpers.gitrepos import commit, git, shapes_swe_bench_row
 from test_swebench_envs import dated_index  # noqa: F401 (a fixture)
 
+from pytest_swe_arena.cell.venvs import EnvBuildError, EnvironmentStore, EnvSpec
 from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.instances.specs import with_shipped_spec
 from pytest_swe_arena.instances.swebench_specs import ShippedSpec, load_shipped_specs
 from pytest_swe_arena.worker.swebench_envs import shipped_env_spec
-from pytest_swe_arena.worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec
 
 HERE = ".".join(map(str, __import__("sys").version_info[:2]))
 
@@ -211,9 +211,9 @@ def test_the_grading_trees_install_step_resolves_as_of_the_date_too(tmp_path, da
     # The fresh tree's install step, when it runs again (the patch touches what it builds), resolves as of the
     # row's date, as the template's did (sphinx's `uv pip install -e .[test]` took today's docutils, whose roman
     # module sphinx 3 cannot import).
+    from pytest_swe_arena.cell.environment import create_cell_environment
+    from pytest_swe_arena.cell.sandbox import Sandbox, cell_policy, probe_bwrap
     from pytest_swe_arena.grading.tree import run_step
-    from pytest_swe_arena.worker.cell import create_cell_environment
-    from pytest_swe_arena.worker.sandbox import Sandbox, cell_policy, probe_bwrap
 
     if sandboxed and not probe_bwrap().works:
         pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from helpers.arena import PRICED_CONFTEST, swe_arena
 
+from pytest_swe_arena.ledger.reader import cell_records
 from pytest_swe_arena.results.compare import compare_runs, format_comparison
 from pytest_swe_arena.results.forecast import arm_histories, forecast, forecast_lines
 from pytest_swe_arena.results.gate import Limit, LimitError, check, gate_lines
-from pytest_swe_arena.results.records import cell_records
 
 IDENTITY = {"name": "SOLO", "kind": "priced", "settings": {"cost": 0.25}}
 

@@ -18,7 +18,7 @@ import pytest
 from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 from helpers.browser import Browser
 
-from pytest_swe_arena.controller.chain import seal, verify_ledger
+from pytest_swe_arena.ledger.chain import seal, verify_ledger
 
 # A real arm kind (registered through the hook) that does real work in the workspace; only what a
 # model would have spent is stated by the arm. ``resolve`` picks the instances it fixes; the ``hold``

@@ -18,7 +18,7 @@ from helpers.arena import XDIST
 from helpers.browser import Browser
 from helpers.scripted_model import ScriptedModel
 
-from pytest_swe_arena.controller.chain import seal, verify_ledger, without_seal
+from pytest_swe_arena.ledger.chain import seal, verify_ledger, without_seal
 
 ARMS = ["GOLD", "EMPTY", "SOLO", "FAILS", "HANGS", "NOPROG", "PRED"]
 #: Statuses only a spent budget or a Ctrl-C gives: added as rows, in the shape the recorder writes.

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_swe_arena.controller.ledger import append_sweep_record
-from pytest_swe_arena.results.records import cell_records, read_sweep_record
+from pytest_swe_arena.ledger.reader import cell_records, read_sweep_record
+from pytest_swe_arena.ledger.writer import append_sweep_record
 from pytest_swe_arena.results.summary import summarize
 from pytest_swe_arena.results.viewer.build import MANIFEST, PagesWhileRunning, write_viewer
 from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card

@@ -12,8 +12,8 @@ import pytest
 from helpers.agents import arm_table
 from helpers.arena import PRICED_CONFTEST, XDIST, swe_arena
 
-from pytest_swe_arena.controller.chain import GENESIS, seal, without_seal
-from pytest_swe_arena.results.records import cell_records, read_cells
+from pytest_swe_arena.ledger.chain import GENESIS, seal, without_seal
+from pytest_swe_arena.ledger.reader import cell_records, read_cells
 from pytest_swe_arena.results.summary import summarize
 from pytest_swe_arena.spend.budget import BudgetLimits, BudgetTally, Limit
 from pytest_swe_arena.spend.usage_file import read_usage_report
@@ -313,7 +313,7 @@ def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
 
 def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tmp_path):
     """What a plugin's arm kind may put in its details: the ledger line is still whole, and JSON."""
-    from pytest_swe_arena.controller.ledger import LedgerWriter, finite_json
+    from pytest_swe_arena.ledger.writer import LedgerWriter, finite_json
 
     assert finite_json({"a": [1.5, 2]}, "here", sort_keys=True) == '{"a": [1.5, 2]}'
     with pytest.warns(UserWarning, match=r"^here: details.score = nan, details.runs\[1\] = -inf: not a finite "

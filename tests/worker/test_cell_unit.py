@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers.arena import XDIST
 
-from pytest_swe_arena.worker.cell import DirectoryRemover, create_cell_environment
+from pytest_swe_arena.cell.environment import DirectoryRemover, create_cell_environment
 
 
 def test_removed_cell_dirs_are_renamed_at_once_and_gone_when_the_remover_closes(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 from helpers.agents import arm_table
 
 from pytest_swe_arena import crossing
-from pytest_swe_arena.worker.sandbox import probe_bwrap
+from pytest_swe_arena.cell.sandbox import probe_bwrap
 
 HOSTILE = Path(__file__).parents[1] / "data" / "hostile"
 PLANTER = HOSTILE / "link_planter.py"

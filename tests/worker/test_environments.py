@@ -12,7 +12,7 @@ import pytest
 from helpers.arena import write_export
 from helpers.gitrepos import git, shapes_swe_bench_row
 
-from pytest_swe_arena.worker.venvs import EnvBuildError, _probe, find_interpreter
+from pytest_swe_arena.cell.venvs import EnvBuildError, _probe, find_interpreter
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 

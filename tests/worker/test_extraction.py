@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.gitrepos import Project, commit, git
 
-from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.patches import (
+from pytest_swe_arena.cell.patches import (
     ExcludedFile,
     Extraction,
     ExtractionError,
@@ -21,7 +20,8 @@ from pytest_swe_arena.worker.patches import (
     extract,
     files_touched,
 )
-from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
+from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
+from pytest_swe_arena.instances.loading import build_instance
 
 GIT_TRICKS = Path(__file__).parents[1] / "data" / "hostile" / "git_tricks.py"
 ATTACKS = ["fsmonitor", "hooks", "clean-filter", "encoding", "replace", "skip-worktree", "assume-unchanged",

@@ -25,7 +25,7 @@ from helpers.agents import arm_table
 from helpers.arena import XDIST
 from helpers.gitrepos import CALC_BUG, CALC_FIX, CALC_TESTS, CALC_V1, GIT_ENV, Project, commit, diff_of, git
 
-from pytest_swe_arena.worker.patches import files_touched
+from pytest_swe_arena.cell.patches import files_touched
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -187,10 +187,10 @@ def test_a_patch_over_the_cap_is_never_read_further_than_the_cap(calc, tmp_path,
     it, and the harness's own allocations stay within a few caps (reading the patch whole took more than 40 MiB)."""
     import tracemalloc
 
+    from pytest_swe_arena.cell.git import OutputOverCap
+    from pytest_swe_arena.cell.patches import extract, extract_patch
+    from pytest_swe_arena.cell.workspace import RepoStore, materialize
     from pytest_swe_arena.instances.loading import build_instance
-    from pytest_swe_arena.worker.git import OutputOverCap
-    from pytest_swe_arena.worker.patches import extract, extract_patch
-    from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
     instance = build_instance(tmp_path / "i.jsonl", 1, calc.row(), None)
     store = RepoStore(tmp_path / "cache")

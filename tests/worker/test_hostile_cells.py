@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers.agents import DOTENVX, arm_table
 
-from pytest_swe_arena.worker.sandbox import probe_bwrap
+from pytest_swe_arena.cell.sandbox import probe_bwrap
 
 HOSTILE = Path(__file__).parents[1] / "data" / "hostile"
 TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
@@ -280,7 +280,7 @@ def test_a_flooded_run_dir_with_a_link_to_a_private_file_sends_only_what_the_cap
     """Sixty 8 MiB files, 1,500 small ones, a FIFO and links to a private file and folder in the run dir (issue
     13 took the worker to 1.5 GB and copied the private file): the out dir holds what the caps allow, the row
     records what was cut, the private file is nowhere, and the sweep's process stays small."""
-    from pytest_swe_arena.worker.rundir import CollectionCaps
+    from pytest_swe_arena.cell.rundir import CollectionCaps
 
     marker = f"arena-flood-{uuid.uuid4().hex}"
     suite.instances([calc.row()])

@@ -13,10 +13,10 @@ from helpers.agents import arm_table
 from helpers.arena import XDIST, swe_arena
 from helpers.gitrepos import latin1_project
 
+from pytest_swe_arena.cell.patches import apply_patch, extract_patch, files_touched
+from pytest_swe_arena.cell.workspace import RepoStore, materialize, reset_to_base
 from pytest_swe_arena.instances.loading import build_instance
 from pytest_swe_arena.outcome import CellOutcome, patch_digest
-from pytest_swe_arena.worker.patches import apply_patch, extract_patch, files_touched
-from pytest_swe_arena.worker.workspace import RepoStore, materialize, reset_to_base
 
 #: A command-arm agent that fixes the Latin-1 file byte for byte, as an editor keeping its encoding would.
 AGENT = '''

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pytest_swe_arena.worker import processes as proc
+from pytest_swe_arena.cell import processes as proc
 
 # A tree: the leader forks a child in its group, a grandchild that escapes with setsid and a shell
 # that ignores SIGTERM; it says "started" (and writes its pid) once the escapee has left the group and

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers.agents import arm_table
 
-from pytest_swe_arena.worker.rundir import MAX_CUT_ENTRIES, CollectionCaps, collect_run_dir, patch_over_cap
+from pytest_swe_arena.cell.rundir import MAX_CUT_ENTRIES, CollectionCaps, collect_run_dir, patch_over_cap
 
 FLOOD = Path(__file__).parents[1] / "data" / "hostile" / "flood_run_dir.py"
 MiB = 1024 * 1024

@@ -21,11 +21,10 @@ from helpers.scripted_model import ScriptedModel
 from pytest_swe_arena.arms.agent import agent_version
 from pytest_swe_arena.arms.base import CellRequest
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV, OpencodeHome
-from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker import processes as proc
-from pytest_swe_arena.worker.cell import CellEnvironment, create_cell_environment
-from pytest_swe_arena.worker.patches import extract_patch
-from pytest_swe_arena.worker.sandbox import (
+from pytest_swe_arena.cell import processes as proc
+from pytest_swe_arena.cell.environment import CellEnvironment, create_cell_environment
+from pytest_swe_arena.cell.patches import extract_patch
+from pytest_swe_arena.cell.sandbox import (
     BwrapProbe,
     Sandbox,
     SandboxError,
@@ -37,7 +36,8 @@ from pytest_swe_arena.worker.sandbox import (
     program_mounts,
     resolve_sandbox,
 )
-from pytest_swe_arena.worker.workspace import RepoStore, Workspace, materialize
+from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
+from pytest_swe_arena.instances.loading import build_instance
 
 HOSTILE = Path(__file__).parents[1] / "data" / "hostile"
 ESCAPE = HOSTILE / "escape.py"

@@ -18,7 +18,7 @@ import pytest
 from helpers.agents import arm_table
 from helpers.arena import swe_arena
 
-from pytest_swe_arena.worker.sandbox import is_system_path, probe_bwrap, program_mounts
+from pytest_swe_arena.cell.sandbox import is_system_path, probe_bwrap, program_mounts
 
 needs_bwrap = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
 

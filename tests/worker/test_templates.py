@@ -16,9 +16,9 @@ from helpers.agents import arm_table
 from helpers.arena import write_export
 from helpers.gitrepos import git, shapes_swe_bench_row
 
-from pytest_swe_arena.worker.sandbox import probe_bwrap
-from pytest_swe_arena.worker.templates import instance_template
-from pytest_swe_arena.worker.venvs import EnvBuildError, EnvironmentStore, EnvSpec
+from pytest_swe_arena.cell.sandbox import probe_bwrap
+from pytest_swe_arena.cell.templates import instance_template
+from pytest_swe_arena.cell.venvs import EnvBuildError, EnvironmentStore, EnvSpec
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 needs_bwrap = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")

@@ -11,9 +11,8 @@ import pytest
 from helpers.arena import XDIST
 from helpers.gitrepos import commit, commits_sharing_a_prefix, diff_of, git
 
-from pytest_swe_arena.instances.loading import Source, build_instance
-from pytest_swe_arena.worker.git import WorkspaceError
-from pytest_swe_arena.worker.patches import (
+from pytest_swe_arena.cell.git import WorkspaceError
+from pytest_swe_arena.cell.patches import (
     apply_patch,
     commit_environment_setup,
     extract_patch,
@@ -21,7 +20,8 @@ from pytest_swe_arena.worker.patches import (
     is_excluded_from_patch,
     is_test_path,
 )
-from pytest_swe_arena.worker.workspace import WORK_BRANCH, RepoStore, materialize, reset_to_base
+from pytest_swe_arena.cell.workspace import WORK_BRANCH, RepoStore, materialize, reset_to_base
+from pytest_swe_arena.instances.loading import Source, build_instance
 
 
 def instance_of(project, **extra):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from helpers.gitrepos import commit, git
 
+from pytest_swe_arena.cell.git import WorkspaceError
+from pytest_swe_arena.cell.patches import extract_patch
+from pytest_swe_arena.cell.workspace import RepoStore, materialize
 from pytest_swe_arena.instances.loading import build_instance
-from pytest_swe_arena.worker.git import WorkspaceError
-from pytest_swe_arena.worker.patches import extract_patch
-from pytest_swe_arena.worker.workspace import RepoStore, materialize
 
 
 def instance_at(source: Path, base: str):

@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
+from ...ledger.reader import CellRecord, DetailsRecord
 from ...naming import LEDGER_NAME
-from ..records import CellRecord, DetailsRecord
 
 #: Instance ids and arm names as the ledger writes them (validated on the way in): safe as path parts.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -42,7 +42,7 @@ class ViewerRow(CellRecord, frozen=True, gc=False):
     provenance: dict[str, Any] = {}
     details: Details = Details()
     sandbox: Any = None
-    #: The ledger chain's hash, in a ledger that has one (``controller.chain``, when it lands).
+    #: The ledger chain's hash, in a ledger that has one (``ledger.chain``, when it lands).
     chain_sha256: str | None = None
     #: Set by ``read_run``: where the row's line starts in the ledger, and its cell page (``page_name``).
     offset: int = -1

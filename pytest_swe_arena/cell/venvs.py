@@ -6,7 +6,7 @@ install command. The requirements are resolved once per spec and interpreter
 (``uv pip compile``, under a file lock, so concurrent xdist workers resolve
 once between them) into a pinned ``requirements.lock`` in the shared cache;
 the environment is then built from that lock out of uv's shared package cache,
-offline, and the spec's steps run. ``worker.templates`` does that once per spec and
+offline, and the spec's steps run. ``cell.templates`` does that once per spec and
 base (a template) and gives every cell a copy.
 """
 

@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cell import CellEnvironment
+from .environment import CellEnvironment
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")

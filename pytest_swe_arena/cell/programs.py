@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from .cell import cell_search_path, create_cell_environment
+from .environment import cell_search_path, create_cell_environment
 from .sandbox import CellSandbox, SandboxError, program_chain
 
 #: Managers whose shims are scripts that ``exec MANAGER exec NAME "$@"`` (asdf: also ``exec asdf exec``).

@@ -21,11 +21,11 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 
-from ..controller.chain import ChainCheck, verify_ledger_beside
 from ..files import read_json_lines
 from ..naming import LEDGER_NAME, SWEEPS_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, TOKEN_PARTS, plausible_usage_json, token_total
+from .chain import ChainCheck, verify_ledger_beside
 
 T = TypeVar("T")
 
