@@ -2,11 +2,11 @@
 
 Fed only by test reports, so the same sweep gives the same rows with and without ``-n``:
 each report that ends a cell carries its outcome as plain JSON (``report.arena``), and a
-failed one without it is xdist's stand-in for a worker that died (``outcome.crashed``). Rows
+failed one without it is xdist's stand-in for a worker that died (``controller.stand_ins.crashed``). Rows
 are built and written by ``ledger``; their spend goes to the ``BudgetTally``, and with a
 budget to ``budget.json`` after every row. What cannot be written (a full disk) is kept
 here, and stops the sweep after the cell (``stop_reason``). At the end: the rows of cells
-that never finished (``outcome.interrupted``), then the predictions, ``summary.json``,
+that never finished (``controller.stand_ins.interrupted``), then the predictions, ``summary.json``,
 ``report.html`` and, when calibrating, ``calibration.json``.
 """
 
@@ -25,12 +25,13 @@ from ..files import finite_json, write_atomic
 from ..ledger.reader import CellRecord, cell_record
 from ..ledger.writer import LedgerWriter, RowNotWritten, append_sweep_record
 from ..naming import BUDGET_NAME, CellName
-from ..outcome import CellOutcome, CellStatus, crashed, interrupted, with_spend_known
+from ..outcome import CellOutcome, CellStatus
 from ..results import calibration
 from ..results.outputs import remove_other_predictions, write_predictions, write_summary_and_report
 from ..results.summary import summarize
 from ..spend.budget import BudgetLimits, BudgetTally
 from .progress import SweepProgress
+from .stand_ins import crashed, interrupted, with_spend_known
 
 #: The exit status of a sweep that could not run: more than ``NOT_RUN_SHARE`` of its cells this run were
 #: harness or configuration errors (status 1 stays a sweep that ran and left cells unresolved). docs/outputs.md.

@@ -11,7 +11,7 @@ the controller's. ``BudgetScheduling`` wraps the scheduler of the ``--dist`` mod
 
 - a cell whose budget (the sweep's, or its arm's) is spent is never sent to a worker: the
   chosen scheduler is told it is done, and the controller reports it ``skipped_budget`` with
-  the reason (``outcome.never_handed_out``), through ``pytest_runtest_logreport`` like every
+  the reason (``controller.stand_ins.never_handed_out``), through ``pytest_runtest_logreport`` like every
   other report, so it is in the ledger, the terminal and ``--junitxml``;
 - once a cap is spent, the cells already queued on a worker but not started are asked back
   (xdist's ``steal`` command, one cell per request) and reported the same way.
@@ -31,8 +31,8 @@ from typing import Any, cast
 import pytest
 
 from ..naming import parse_node_id
-from ..outcome import never_handed_out
 from ..spend.budget import SWEEP, BudgetTally
+from .stand_ins import never_handed_out
 
 
 class HeldNode:

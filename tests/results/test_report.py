@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from pytest_swe_arena.controller.stand_ins import with_spend_known
 from pytest_swe_arena.ledger.reader import UsageRecord, cell_records, user_properties
-from pytest_swe_arena.outcome import CellOutcome, with_spend_known
+from pytest_swe_arena.outcome import CellOutcome
 from pytest_swe_arena.results.compare import compare_runs, format_comparison
 from pytest_swe_arena.results.summary import CellRecord, summarize
 from pytest_swe_arena.results.text import format_budget, format_summary
