@@ -212,8 +212,7 @@ import time
 
 import pytest
 
-from pytest_swe_arena.arms.base import ArmResult, SettingsReader
-from pytest_swe_arena.spend.usage import Usage
+from pytest_swe_arena import ArmResult, SettingsReader, Usage
 
 
 class SleepArm:
