@@ -208,10 +208,6 @@ def _cut_back(descriptor: int, size: int) -> None:
 BadLine = Callable[[Path, int, ValueError], None]
 
 
-def skip_bad_line(path: Path, number: int, error: ValueError) -> None:
-    """Skip the line without a word (for an agent's own files, which the agent may have left torn)."""
-
-
 #: The read buffer of JSON Lines files: with 64 KiB instead of 8, the lines of a 100,000-row ledger are
 #: split in 0.05 s of CPU instead of 0.09.
 READ_BUFFER = 1 << 16

@@ -42,7 +42,7 @@ class ViewerRow(CellRecord, frozen=True, gc=False):
     provenance: dict[str, Any] = {}
     details: Details = Details()
     sandbox: Any = None
-    #: The ledger chain's hash, in a ledger that has one (``ledger.chain``, when it lands).
+    #: The ledger chain's hash, in a ledger that has one (``ledger.chain``).
     chain_sha256: str | None = None
     #: Set by ``read_run``: where the row's line starts in the ledger, and its cell page (``page_name``).
     offset: int = -1

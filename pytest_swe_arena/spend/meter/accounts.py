@@ -508,7 +508,6 @@ class Meter:
 
 # --------------------------------------------------------------------------- reconciliation
 
-RECONCILIATION_STATUSES = ("agree", "differ", "incomplete", "unreported")
 #: reported and metered dollars agree within this share of the metered cost (or a millionth of a dollar)
 COST_TOLERANCE = 0.01
 
