@@ -4,7 +4,8 @@
 package does with it: the pytest outcome, whether it counts in the resolve rate, whether a
 resumed sweep keeps it, how the terminal and ``report.html`` show it, and what it means.
 No other module spells a status. ``ArmStatus`` is how an arm's run ended (``ArmResult``,
-``AgentOutcome``), ``TestStatus`` one test's status in a graded run.
+``AgentOutcome``), ``TestStatus`` one test's status in a graded run; ``CostSource`` and
+``ReconciliationStatus`` are the vocabularies of a row's usage.
 
 The worker builds a ``CellOutcome``; ``to_json`` turns it into builtin types that survive
 xdist's report serialization; the controller turns it into a ledger row
@@ -205,6 +206,36 @@ class TestStatus(StrEnum):
 
 
 _TEST_SEVERITY = {status: rank for rank, status in enumerate(TestStatus)}
+
+
+class CostSource(StrEnum):
+    """Where a usage's ``cost_usd`` came from (``usage.cost_source`` of a row)."""
+
+    #: the agent said what it cost
+    REPORTED = "reported"
+    #: the agent said its tokens; the suite's prices gave the dollars
+    PRICED = "priced"
+    #: the metering proxy counted the calls and priced them
+    METERED = "metered"
+    #: the agent's figure was refused as implausible; the plausible (priced) one is recorded
+    IMPLAUSIBLE = "implausible"
+    #: nobody knows: the cell may have spent
+    UNKNOWN = "unknown"
+    #: no model was called: truly zero
+    NONE = "none"
+
+
+class ReconciliationStatus(StrEnum):
+    """What an agent reported against what the meter counted for one cell (``details.reconciliation.status``)."""
+
+    #: every token count equal, the cost within rounding
+    AGREE = "agree"
+    #: the agent's report is off (``difference`` says by how much)
+    DIFFER = "differ"
+    #: the meter could not read some calls: its figures are a lower bound
+    INCOMPLETE = "incomplete"
+    #: the agent reported no usage
+    UNREPORTED = "unreported"
 
 
 def counts_as_pass(status: object) -> bool:

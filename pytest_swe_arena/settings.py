@@ -20,6 +20,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,18 @@ import pytest
 
 VERIFY_MODES = ("patch", "workspace")
 ENGINES = ("docker", "podman")
-#: Values of --arena-sandbox (``cell.sandbox`` resolves them).
-SANDBOX_MODES = ("auto", "bwrap", "none")
+class SandboxMode(StrEnum):
+    """Values of --arena-sandbox (``cell.sandbox`` resolves them)."""
+
+    #: bubblewrap where it works; refused for an arm that runs an agent where it does not
+    AUTO = "auto"
+    #: bubblewrap, or the sweep stops
+    BWRAP = "bwrap"
+    #: no sandbox (the agent runs as your user)
+    NONE = "none"
+
+
+SANDBOX_MODES = tuple(SandboxMode)
 #: Values of --arena-worker-start (``forkserver`` is the fork's home).
 WORKER_STARTS = ("fork", "popen")
 MiB = 1024 * 1024

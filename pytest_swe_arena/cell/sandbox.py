@@ -49,6 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..settings import SANDBOX_MODES
 from .environment import CellEnvironment
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
@@ -65,9 +66,6 @@ ETC_PATHS = (
     "/etc/localtime", "/etc/timezone", "/etc/mime.types", "/etc/os-release", "/etc/debian_version",
     "/etc/terminfo", "/etc/inputrc", f"/etc/python{sys.version_info.major}.{sys.version_info.minor}",
 )
-
-#: The values of ``--arena-sandbox``.
-SANDBOX_MODES = ("auto", "bwrap", "none")
 
 
 class SandboxError(Exception):

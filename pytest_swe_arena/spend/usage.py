@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, NamedTuple
 
+from ..outcome import CostSource
 from .prices import price_tokens
 
-COST_SOURCES = ("reported", "priced", "metered", "implausible", "unknown", "none")
 #: the model of spend whose model nobody named
 UNKNOWN_MODEL = "unknown"
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -86,12 +86,12 @@ def plausible_usage_json(data: Any) -> tuple[dict[str, Any], list[str]]:
     cost = data.get("cost_usd")
     problem = None if cost is None else cost_problem(cost)
     if problem:
-        fixed.update(cost_usd=None, cost_source="unknown")
+        fixed.update(cost_usd=None, cost_source=CostSource.UNKNOWN)
         problems.append(f"cost_usd: {problem}")
-    source = fixed.get("cost_source", "unknown")
-    if source not in COST_SOURCES:
-        fixed["cost_source"] = "unknown"
-        problems.append(f"cost_source: {source!r} is not one of {', '.join(COST_SOURCES)}")
+    source = fixed.get("cost_source", CostSource.UNKNOWN)
+    if source not in tuple(CostSource):
+        fixed["cost_source"] = CostSource.UNKNOWN
+        problems.append(f"cost_source: {source!r} is not one of {', '.join(CostSource)}")
     return fixed, problems
 
 
@@ -126,12 +126,12 @@ class Usage:
     steps: int | None = None
     max_context_tokens: int | None = None
     cost_usd: float | None = None
-    cost_source: str = "unknown"
+    cost_source: str = CostSource.UNKNOWN  # a CostSource (a str: agents' readers write the words)
 
     @classmethod
     def no_model(cls) -> Usage:
         """The usage of an arm that calls no model: truly zero."""
-        return cls(0, 0, 0, 0, 0, 0, 0, 0.0, "none")
+        return cls(0, 0, 0, 0, 0, 0, 0, 0.0, CostSource.NONE)
 
     @property
     def total_tokens(self) -> int | None:
@@ -166,13 +166,13 @@ class Usage:
         With no usable price a cost of 0 is only believed when nothing was spent.
         """
         if self.cost_usd:
-            return replace(self, cost_source="reported")
+            return replace(self, cost_source=CostSource.REPORTED)
         cost = price_tokens(self, price) if price is not None else None
         if cost is not None:
-            return replace(self, cost_usd=cost, cost_source="priced")
+            return replace(self, cost_usd=cost, cost_source=CostSource.PRICED)
         if self.cost_usd == 0 and self.total_tokens == 0 and not self.cache_read_tokens and not self.cache_write_tokens:
-            return replace(self, cost_source="reported")
-        return replace(self, cost_usd=None, cost_source="unknown")
+            return replace(self, cost_source=CostSource.REPORTED)
+        return replace(self, cost_usd=None, cost_source=CostSource.UNKNOWN)
 
 
 def row_tokens(usage: Mapping[str, Any]) -> int | None:
@@ -182,7 +182,7 @@ def row_tokens(usage: Mapping[str, Any]) -> int | None:
 
 def unknown_usage() -> dict[str, Any]:
     """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
-    return Usage(cost_source="unknown").to_json()
+    return Usage(cost_source=CostSource.UNKNOWN).to_json()
 
 
 class Accounting(NamedTuple):
@@ -227,10 +227,11 @@ def add_usages(usages: Iterable[Usage]) -> Usage:
     known_contexts = [c for c in contexts if c is not None]
     values["max_context_tokens"] = max(known_contexts) if len(known_contexts) == len(contexts) else None
     sources = {usage.cost_source for usage in items}
-    values["cost_source"] = next(s for s in ("unknown", "implausible", "priced", "reported", "metered", "none")
-                                if s in sources)
+    precedence = (CostSource.UNKNOWN, CostSource.IMPLAUSIBLE, CostSource.PRICED, CostSource.REPORTED,
+                  CostSource.METERED, CostSource.NONE)
+    values["cost_source"] = next(s for s in precedence if s in sources)
     if values["cost_usd"] is None:
-        values["cost_source"] = "unknown"
+        values["cost_source"] = CostSource.UNKNOWN
     return Usage(**values)
 
 

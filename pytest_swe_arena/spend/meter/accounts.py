@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from ...outcome import ReconciliationStatus
 from ..budget import BudgetLimits, Limit, SpendCap
 from ..prices import Price, price_for, price_tokens
 from ..usage import TOKEN_FIELDS, Usage, add_usages
@@ -524,7 +525,7 @@ class Reconciliation:
     agent under-reported.
     """
 
-    status: str
+    status: ReconciliationStatus
     reported: Usage
     metered: Usage
     difference: Mapping[str, int | float | None]
@@ -552,15 +553,16 @@ def reconcile(reported: Usage, metered: CellState) -> Reconciliation:
     if isinstance(cost_off, float) and abs(cost_off) > max(1e-6, COST_TOLERANCE * (measured.cost_usd or 0.0)):
         off.append(f"cost_usd {cost_off:+.6f}")
     if reported.total_tokens is None and reported.cost_usd is None:
-        status, note = "unreported", "the agent reported no usage; the metered figures are the only ones"
+        status = ReconciliationStatus.UNREPORTED
+        note = "the agent reported no usage; the metered figures are the only ones"
     elif metered.calls_unknown:
-        status = "incomplete"
+        status = ReconciliationStatus.INCOMPLETE
         note = (f"{metered.calls_unknown} call(s) whose usage the meter could not read: metered figures are a "
                 "lower bound" + (f"; metered - reported: {', '.join(off)}" if off else ""))
     elif off:
-        status, note = "differ", f"metered - reported: {', '.join(off)}"
+        status, note = ReconciliationStatus.DIFFER, f"metered - reported: {', '.join(off)}"
     else:
-        status, note = "agree", "the agent's report equals what was metered"
+        status, note = ReconciliationStatus.AGREE, "the agent's report equals what was metered"
     return Reconciliation(status, reported, measured, difference, note)
 
 
