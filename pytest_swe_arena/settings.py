@@ -39,7 +39,7 @@ class SandboxMode(StrEnum):
     NONE = "none"
 
 
-SANDBOX_MODES = tuple(SandboxMode)
+SANDBOX_MODES = tuple(mode.value for mode in SandboxMode)
 #: Values of --arena-worker-start (``forkserver`` is the fork's home).
 WORKER_STARTS = ("fork", "popen")
 MiB = 1024 * 1024

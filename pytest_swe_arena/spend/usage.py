@@ -86,11 +86,11 @@ def plausible_usage_json(data: Any) -> tuple[dict[str, Any], list[str]]:
     cost = data.get("cost_usd")
     problem = None if cost is None else cost_problem(cost)
     if problem:
-        fixed.update(cost_usd=None, cost_source=CostSource.UNKNOWN)
+        fixed.update(cost_usd=None, cost_source=CostSource.UNKNOWN.value)
         problems.append(f"cost_usd: {problem}")
     source = fixed.get("cost_source", CostSource.UNKNOWN)
     if source not in tuple(CostSource):
-        fixed["cost_source"] = CostSource.UNKNOWN
+        fixed["cost_source"] = CostSource.UNKNOWN.value
         problems.append(f"cost_source: {source!r} is not one of {', '.join(CostSource)}")
     return fixed, problems
 
@@ -126,12 +126,12 @@ class Usage:
     steps: int | None = None
     max_context_tokens: int | None = None
     cost_usd: float | None = None
-    cost_source: str = CostSource.UNKNOWN  # a CostSource (a str: agents' readers write the words)
+    cost_source: str = CostSource.UNKNOWN.value  # a CostSource's word
 
     @classmethod
     def no_model(cls) -> Usage:
         """The usage of an arm that calls no model: truly zero."""
-        return cls(0, 0, 0, 0, 0, 0, 0, 0.0, CostSource.NONE)
+        return cls(0, 0, 0, 0, 0, 0, 0, 0.0, CostSource.NONE.value)
 
     @property
     def total_tokens(self) -> int | None:
@@ -139,7 +139,8 @@ class Usage:
         return token_total(getattr(self, key) for key in TOKEN_PARTS)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """Builtin types only (execnet sends them between processes): ``cost_source`` as its word."""
+        return {**asdict(self), "cost_source": str(self.cost_source)}
 
     def checked(self, where: str = "usage") -> tuple[Usage, list[str]]:
         """This usage with every implausible figure unknown (None), and why each was refused.
@@ -166,13 +167,13 @@ class Usage:
         With no usable price a cost of 0 is only believed when nothing was spent.
         """
         if self.cost_usd:
-            return replace(self, cost_source=CostSource.REPORTED)
+            return replace(self, cost_source=CostSource.REPORTED.value)
         cost = price_tokens(self, price) if price is not None else None
         if cost is not None:
-            return replace(self, cost_usd=cost, cost_source=CostSource.PRICED)
+            return replace(self, cost_usd=cost, cost_source=CostSource.PRICED.value)
         if self.cost_usd == 0 and self.total_tokens == 0 and not self.cache_read_tokens and not self.cache_write_tokens:
-            return replace(self, cost_source=CostSource.REPORTED)
-        return replace(self, cost_usd=None, cost_source=CostSource.UNKNOWN)
+            return replace(self, cost_source=CostSource.REPORTED.value)
+        return replace(self, cost_usd=None, cost_source=CostSource.UNKNOWN.value)
 
 
 def row_tokens(usage: Mapping[str, Any]) -> int | None:
@@ -182,7 +183,7 @@ def row_tokens(usage: Mapping[str, Any]) -> int | None:
 
 def unknown_usage() -> dict[str, Any]:
     """The ``usage`` of a cell that may have spent, but did not say how much: every figure null."""
-    return Usage(cost_source=CostSource.UNKNOWN).to_json()
+    return Usage(cost_source=CostSource.UNKNOWN.value).to_json()
 
 
 class Accounting(NamedTuple):
@@ -229,9 +230,9 @@ def add_usages(usages: Iterable[Usage]) -> Usage:
     sources = {usage.cost_source for usage in items}
     precedence = (CostSource.UNKNOWN, CostSource.IMPLAUSIBLE, CostSource.PRICED, CostSource.REPORTED,
                   CostSource.METERED, CostSource.NONE)
-    values["cost_source"] = next(s for s in precedence if s in sources)
+    values["cost_source"] = next(s.value for s in precedence if s in sources)
     if values["cost_usd"] is None:
-        values["cost_source"] = CostSource.UNKNOWN
+        values["cost_source"] = CostSource.UNKNOWN.value
     return Usage(**values)
 
 

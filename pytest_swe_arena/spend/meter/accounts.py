@@ -525,14 +525,14 @@ class Reconciliation:
     agent under-reported.
     """
 
-    status: ReconciliationStatus
+    status: str  # a ReconciliationStatus's word
     reported: Usage
     metered: Usage
     difference: Mapping[str, int | float | None]
     note: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reported": self.reported.to_json(), "metered": self.metered.to_json(),
+        return {"status": str(self.status), "reported": self.reported.to_json(), "metered": self.metered.to_json(),
                 "difference": dict(self.difference), "note": self.note}
 
 
@@ -553,16 +553,16 @@ def reconcile(reported: Usage, metered: CellState) -> Reconciliation:
     if isinstance(cost_off, float) and abs(cost_off) > max(1e-6, COST_TOLERANCE * (measured.cost_usd or 0.0)):
         off.append(f"cost_usd {cost_off:+.6f}")
     if reported.total_tokens is None and reported.cost_usd is None:
-        status = ReconciliationStatus.UNREPORTED
+        status = ReconciliationStatus.UNREPORTED.value
         note = "the agent reported no usage; the metered figures are the only ones"
     elif metered.calls_unknown:
-        status = ReconciliationStatus.INCOMPLETE
+        status = ReconciliationStatus.INCOMPLETE.value
         note = (f"{metered.calls_unknown} call(s) whose usage the meter could not read: metered figures are a "
                 "lower bound" + (f"; metered - reported: {', '.join(off)}" if off else ""))
     elif off:
-        status, note = ReconciliationStatus.DIFFER, f"metered - reported: {', '.join(off)}"
+        status, note = ReconciliationStatus.DIFFER.value, f"metered - reported: {', '.join(off)}"
     else:
-        status, note = ReconciliationStatus.AGREE, "the agent's report equals what was metered"
+        status, note = ReconciliationStatus.AGREE.value, "the agent's report equals what was metered"
     return Reconciliation(status, reported, measured, difference, note)
 
 
