@@ -21,7 +21,6 @@ renders them as that table.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import re
@@ -161,18 +160,7 @@ def set_up(suite: Any, kind: Kind, model: ScriptedModel, extra: dict[str, Any] |
            price: str = "") -> str:
     """The documented example as the suite's arm (with ``extra`` settings and a ``price`` table added when the
     example has none), its secrets pointing at ``model``."""
-    arm, suite.arms_toml = arm_toml(suite, kind, model, extra, price)
-    return arm
-
-
-def arm_toml(suite: Any, kind: Kind, model: ScriptedModel, extra: dict[str, Any] | None = None, price: str = "",
-             env_file: str | None = None) -> tuple[str, str]:
-    """(the arm, its TOML) as ``set_up`` makes them; ``env_file`` renames the example's env file (so that two
-    kinds whose examples name the same file can be arms of one sweep, each with its own endpoint)."""
-    toml, arm, documented_env_file = documented_example(kind)
-    if env_file is not None:
-        toml = toml.replace(f'files = ["{documented_env_file}"]', f'files = ["{env_file}"]')
-    env_file = env_file or documented_env_file
+    toml, arm, env_file = documented_example(kind)
     if price and "[tool.swe_arena.prices." not in toml:
         toml += price
     toml = toml.replace("https://api.openai.com/v1", model.base_url)
@@ -182,7 +170,8 @@ def arm_toml(suite: Any, kind: Kind, model: ScriptedModel, extra: dict[str, Any]
     secrets = suite.path / "secrets"
     secrets.mkdir(exist_ok=True)
     (secrets / env_file).write_text("".join(f"{name}={value}\n" for name, value in kind.env_file(model).items()))
-    return arm, toml
+    suite.arms_toml = toml
+    return arm
 
 
 def turn(base: dict[str, Any], prompt: int, completion: int, *, kind: Kind, cached: int = 0, cache_write: int = 0,
@@ -310,62 +299,32 @@ STOPS = {"max_tokens": ({"max_tokens": 3000, "timeout": 500}, "over_budget", "ov
          "timeout": ({"timeout": 120}, "timeout", "did not finish within 120 s")}
 
 
-def stopped_script(kind: Kind) -> list[dict[str, Any]]:
-    """No call after the first is ever answered (Gemini CLI gives up on one after a minute and retries)."""
-    return [turn(kind.shell("true"), 5000, 50, kind=kind, cached=1000), *[{"mode": "hang"}] * 20]
-
-
-def stop_price(kind: Kind) -> str:
-    return (f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n'
-            "input = 1.0\noutput = 1.0\ncache_read = 1.0\ncache_write = 1.0\n" if kind.name in EXTRA_PRICES else "")
-
-
-def assert_stopped(suite: Any, kind: Kind, stop: str, row: dict[str, Any], model: ScriptedModel, output: str) -> None:
-    """Only the live cap, watching the first call's usage, or the arm's timeout can end the cell; either way the
-    first call's spend and the transcript are in the row."""
+@pytest.mark.parametrize("stop", list(STOPS))
+@pytest.mark.parametrize("kind", kind_params())
+def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, calc, kind, stop):
+    # No call after the first is ever answered (Gemini CLI gives up on one after a minute and retries):
+    # only the live cap, watching the first call's usage, or the arm's timeout can end the cell; either
+    # way the first call's spend and the transcript are in the row.
     settings, status, error = STOPS[stop]
+    script = [turn(kind.shell("true"), 5000, 50, kind=kind, cached=1000), *[{"mode": "hang"}] * 20]
+    suite.instances([calc.row()])
+    price = (f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n'
+             "input = 1.0\noutput = 1.0\ncache_read = 1.0\ncache_write = 1.0\n" if kind.name in EXTRA_PRICES else "")
+    with ScriptedModel(script, api_key=API_KEY) as model:
+        arm = set_up(suite, kind, model, settings, price)
+        result = suite.run(f"--arena-arms={arm}")
+    (row,) = suite.ledger()
     record({"test": "live_cap", "kind": kind.name, "stop": stop, "settings": settings, "status": row["status"],
             "error": row["error"], "cost_ledger": row["usage"]["cost_usd"], "tokens_ledger": row_total(row),
             "tokens_endpoint": sum(served(model).to_json().values()), "calls_answered": len(model.served),
             "seconds_arm": round(row["phases"]["arm"], 1)})
-    assert row["status"] == status, output[-3000:]
+    assert row["status"] == status, result.stdout.str()[-3000:]
     assert error in row["error"]
     assert tokens_of(row) == served(model)
     assert row["usage"]["cost_usd"] is not None and row["usage"]["cost_usd"] > 0
     # Only the first call was answered, so the agent never exits by itself: the watch or the timeout ended it.
     assert len(model.served) == 1
     assert "calc.mul(3, 4)" in cell_files(suite.path / "arena-out" / row["run_dir"])
-
-
-@pytest.mark.parametrize("stop", [stop for stop in STOPS if stop != "timeout"])
-@pytest.mark.parametrize("kind", kind_params())
-def test_a_live_cap_stops_the_agent_and_its_spend_is_kept(suite, calc, kind, stop):
-    suite.instances([calc.row()])
-    with ScriptedModel(stopped_script(kind), api_key=API_KEY) as model:
-        arm = set_up(suite, kind, model, STOPS[stop][0], stop_price(kind))
-        result = suite.run(f"--arena-arms={arm}")
-    (row,) = suite.ledger()
-    assert_stopped(suite, kind, stop, row, model, result.stdout.str())
-
-
-def test_the_timeout_stops_every_kind_and_its_spend_is_kept(suite, calc):
-    """The timeout case of the test above, every installed kind an arm of one sweep, one xdist worker each, each
-    arm against its own endpoint: the arms wait out their 120 s side by side rather than one after another."""
-    kinds = [kind for kind in KINDS.values() if kind.cli is not None]
-    if not kinds or DOTENVX is None:
-        pytest.skip("no agent kind or dotenvx installed (npm install; pip install -e .[test])")
-    suite.instances([calc.row()])
-    with contextlib.ExitStack() as stack:
-        models = {kind.name: stack.enter_context(ScriptedModel(stopped_script(kind), api_key=API_KEY))
-                  for kind in kinds}
-        arms = {kind.name: arm_toml(suite, kind, models[kind.name], STOPS["timeout"][0], stop_price(kind),
-                                    env_file=f"{kind.name}.env") for kind in kinds}
-        suite.arms_toml = "\n".join(toml for _, toml in arms.values())
-        result = suite.run(f"--arena-arms={','.join(arm for arm, _ in arms.values())}", "-n", str(len(kinds)))
-    rows = {row["arm"]: row for row in suite.ledger()}
-    assert sorted(rows) == sorted(arm for arm, _ in arms.values()), result.stdout.str()[-3000:]
-    for kind in kinds:
-        assert_stopped(suite, kind, "timeout", rows[arms[kind.name][0]], models[kind.name], result.stdout.str())
 
 
 @pytest.mark.parametrize("kind", kind_params())
