@@ -449,6 +449,12 @@ AGENTS_OWN_PRICES = {"claude-code": "input = 3.0\noutput = 15.0\ncache_read = 0.
                      "mini-swe-agent": "input = 2.5\noutput = 10.0\ncache_read = 1.25\n"}
 
 
+#: The CLI's own setting that stops it retrying a refused call: mini-swe-agent retries a failed call 10 times
+#: with waits of 4 s up to 60 s (about 4.5 minutes), which the proxy's refusal of the second call would only
+#: repeat; one attempt refuses it the same way, and the row says over_budget the same way.
+CLI_NO_RETRIES: dict[str, dict[str, Any]] = {"mini-swe-agent": {"env": {"MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"}}}
+
+
 def meter_calls(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "meter-calls.jsonl").read_text().splitlines()]
 
@@ -486,7 +492,8 @@ def test_a_metered_agent_is_stopped_at_the_proxy_by_its_cap(suite, calc, kind):
     price = "".join(f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
                     for _ in [kind.name] if kind.name in EXTRA_PRICES)
     with ScriptedModel(script, api_key=API_KEY) as model:
-        settings = {**METERED_UPSTREAM[kind.name](model), "meter": True, "max_tokens": 3000}
+        settings = {**METERED_UPSTREAM[kind.name](model), "meter": True, "max_tokens": 3000,
+                    **CLI_NO_RETRIES.get(kind.name, {})}
         arm = set_up(suite, kind, model, settings, price)
         result = suite.run(f"--arena-arms={arm}")
     (row,) = suite.ledger()

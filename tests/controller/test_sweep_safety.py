@@ -318,12 +318,13 @@ def test_signals_after_the_first_hurry_the_stop_and_never_raise():
     signals = InterruptSignals(on_hurry=lambda: hurried.append("killed the agents"), repeat_window=0.0)
     signals.install()
     try:
+        # Waits for the handler to have run (not sleeps: a signal's handler may run late on a busy machine).
         with pytest.raises(KeyboardInterrupt, match="SIGINT"):
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)
-        for signum in (signal.SIGINT, signal.SIGTERM):  # raising now would skip the stop's bookkeeping
+            wait_for(lambda: False, 60, "the first SIGINT to raise KeyboardInterrupt")
+        for count, signum in enumerate((signal.SIGINT, signal.SIGTERM), 1):  # raising would skip the bookkeeping
             os.kill(os.getpid(), signum)
-            time.sleep(0.2)
+            wait_for(lambda count=count: len(hurried) >= count, 60, f"signal {count} after the first to hurry")
         assert hurried == ["killed the agents"] * 2 and signals.hurried.is_set()
     finally:
         signals.uninstall()
@@ -332,8 +333,7 @@ def test_signals_after_the_first_hurry_the_stop_and_never_raise():
     try:
         ending.begin_stop()  # the session's finish has begun: even a first signal only hurries
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.2)
-        assert hurried[-1] == "again"
+        wait_for(lambda: hurried[-1] == "again", 60, "the SIGTERM to hurry")
     finally:
         ending.uninstall()
 
