@@ -36,6 +36,8 @@ from .overview import overview_data
 from .rows import SAFE_NAME, ViewerRow, full_rows, read_run, rows_at
 
 INDEX_PAGE = "index.html"
+#: The pages of a run's viewer; ``runs.html`` (the runs browser, ``runs.py``) is written elsewhere.
+VIEWER_PAGES = (INDEX_PAGE, "cell.html")
 #: Changes whenever the cell data's shape changes, so every cell page is built again.
 CELL_FORMAT = 2
 MANIFEST = "data/cells.manifest.json"
@@ -69,8 +71,8 @@ def write_derived(path: Path, text: str) -> None:
         raise
 
 
-def copy_assets(viewer: Path) -> None:
-    """The pages and the vendored libraries, copied from the package where they differ."""
+def copy_assets(viewer: Path, pages: Sequence[str] = VIEWER_PAGES) -> None:
+    """The ``pages``, the scripts and the vendored libraries, copied from the package where they differ."""
     source = resources.files(__package__).joinpath("assets")
     with resources.as_file(source) as assets:
         for path in sorted(assets.rglob("*")):
@@ -79,6 +81,8 @@ def copy_assets(viewer: Path) -> None:
             relative = path.relative_to(assets)
             # The pages sit at the top of viewer/ (short links to them); everything they load under assets/.
             page = relative.suffix == ".html" and len(relative.parts) == 1
+            if page and relative.name not in pages:
+                continue
             target = viewer / relative if page else viewer / "assets" / relative
             if not target.is_file() or target.read_bytes() != path.read_bytes():
                 target.parent.mkdir(parents=True, exist_ok=True)
