@@ -403,3 +403,60 @@ def test_sort_the_status_filter_and_an_out_dir_moved_elsewhere_in_chromium(tmp_p
         assert "2 files, +2 −5 lines" in excluded["head"]
         assert excluded["rows"] == ["tests/test_ops.py+2 −5", ".loops/blob.binbinary"]
         assert browser.errors == []
+
+
+MATRIX = "arenaOverview.matrix()"
+
+
+def matrix_filter(browser: Browser, **filters: str | bool) -> list[dict[str, Any]]:
+    """Set the matrix's filters (element id suffix -> value, or checked for a checkbox); the instances shown."""
+    for name, value in filters.items():
+        prop = "checked" if isinstance(value, bool) else "value"
+        browser.evaluate(f"(() => {{ const e = document.getElementById('matrix-{name}'); e.{prop} = {json.dumps(value)};"
+                         " e.dispatchEvent(new Event(e.tagName === 'SELECT' || e.type === 'checkbox' ? 'change'"
+                         " : 'input')); })()")
+    matching: list[dict[str, Any]] = browser.evaluate(MATRIX)
+    shown = browser.evaluate("[...document.querySelectorAll('#matrix .row:not([hidden])')]"
+                             ".map(r => r.children[0].textContent.replace('⚑', ''))")
+    assert shown == [entry["instance"] for entry in matching], "every matching instance of a short list is drawn"
+    return matching
+
+
+def test_the_instance_by_arm_matrix_narrows_by_repository_status_flags_and_created_date_in_chromium(tmp_path):
+    """The overview's matrix: a row per instance, a column per arm; each filter narrows it, and a glyph opens its cell."""
+    from test_viewer_data import out_dir, ten_instance_sweep
+
+    from pytest_swe_arena.results.viewer.build import write_viewer
+
+    rows = ten_instance_sweep()
+    flagged = next(entry for entry in rows if entry["instance_id"] == "demo__calc-7" and entry["arm"] == "SUP4")
+    flagged["details"] = {"integrity": [{"kind": "tests_touched", "path": "tests/test_ops.py", "detail": "restored"}]}
+    built, summary = out_dir(tmp_path, rows)
+    for n in range(1, 11):  # calc-1..3 in another repository; created one a month, from January
+        card = {"instance_id": f"demo__calc-{n}", "repo": "other/lib" if n <= 3 else "demo/calc",
+                "created_at": f"2023-{n:02d}-15T08:00:00Z", "problem_statement": "mul is wrong"}
+        (built / "runs" / f"demo__calc-{n}" / "instance.json").write_text(json.dumps(card))
+    write_viewer(built, summary)
+    with Browser(tmp_path / "chromium-profile") as browser:
+        browser.open(built / "viewer" / "index.html")
+        browser.wait_until("document.body.dataset.ready === '1'")
+        everything = matrix_filter(browser)
+        assert len(everything) == 10 and everything[0] == {
+            "instance": "demo__calc-1", "arms": [["resolved"], ["resolved"], ["resolved"]]}
+        assert browser.evaluate("document.getElementById('matrix-count').textContent") == "10 of 10 instances"
+        other = matrix_filter(browser, repo=option_value(browser, "matrix-repo", "other/lib"))
+        assert [entry["instance"] for entry in other] == ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
+        matrix_filter(browser, repo="")
+        errors = matrix_filter(browser, status=option_value(browser, "matrix-status", "arm_error"))
+        assert [entry["instance"] for entry in errors] == ["demo__calc-10", "demo__calc-9"]
+        assert errors[0]["arms"] == [["unresolved"], ["arm_error"], ["unresolved"]]
+        matrix_filter(browser, status="")
+        assert [entry["instance"] for entry in matrix_filter(browser, flagged=True)] == ["demo__calc-7"]
+        matrix_filter(browser, flagged=False)
+        spring = matrix_filter(browser, **{"created-from": "2023-03-01", "created-to": "2023-05-31"})
+        assert [entry["instance"] for entry in spring] == ["demo__calc-3", "demo__calc-4", "demo__calc-5"]
+        both = matrix_filter(browser, repo=option_value(browser, "matrix-repo", "demo/calc"))
+        assert [entry["instance"] for entry in both] == ["demo__calc-4", "demo__calc-5"]
+        href = browser.evaluate("document.querySelector('#matrix .row:not([hidden]) .trials a').href")
+        assert href.endswith("/viewer/cell.html#cells/demo__calc-4/SOLO/1")
+        assert browser.errors == []
