@@ -129,6 +129,9 @@ OVERVIEW = """({
     charts: ['frontier-cell', 'frontier-resolved'].map(id => Chart.getChart(document.getElementById(id))
         .data.datasets.filter(d => d.arenaArm).map(d => [d.arenaArm, d.arenaApart])),
     unplaced: (document.getElementById('frontier-unplaced') || {}).textContent,
+    free: (document.getElementById('frontier-free') || {}).textContent,
+    run_open: document.getElementById('run-meta').open,
+    matrix: arenaOverview.matrix(),
     baseline: document.getElementById('comparison-holder').dataset.baseline,
     width: document.documentElement.scrollWidth,
     resolved_colour: getComputedStyle(document.querySelector('.st-resolved')).backgroundColor,
@@ -182,11 +185,17 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert page["count"] == "17 of 17 cells"
         assert page["command"].startswith("pytest ") and "--arena-arms=GOLD,EMPTY,SOLO" in page["command"]
         assert page["facts"]["hosts"] and page["facts"]["plugin version"] == "0.1.0"
-        # Every arm with a rate is on both charts; the replay arm (its cost unknown) stands apart.
+        # Every arm with a rate and a spend is on both charts; the replay arm (its cost unknown) stands apart;
+        # GOLD and EMPTY spent $0: named under the charts, not drawn on the axis.
+        free = page["free"].split(": ", 1)[1].split(", ")
+        assert {"GOLD", "EMPTY"} <= set(free) and "SOLO" not in free and "PRED" not in free
         for chart in page["charts"]:
             placed = dict(chart)
-            assert sorted(placed) == sorted(set(ARMS + ADDED) - {"NOPROG"}), chart
-            assert placed["PRED"] is True and placed["GOLD"] is False and placed["SOLO"] is False
+            assert sorted(placed) == sorted(set(ARMS + ADDED) - {"NOPROG", *free}), chart
+            assert placed["PRED"] is True and placed["SOLO"] is False
+        assert page["run_open"] is False, "the run's metadata is folded: the first screen is the results"
+        assert [(row["instance"], row["arms"][ARMS.index("SOLO")]) for row in page["matrix"]] == [
+            ("demo__calc-1", ["resolved"]), ("demo__calc-2", ["unresolved"]), ("demo__calc-3", [])]
         assert "NOPROG" in page["unplaced"], "harness errors only: no rate, and the page says so"
         assert page["baseline"] == "SOLO", "the first arm that is not a reference arm"
         assert page["external"] == []
@@ -305,8 +314,34 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert "is not a cell of this viewer" in browser.evaluate("document.getElementById('missing').textContent")
         requests, errors = browser.requests, browser.errors
     assert errors == [], errors
+    # data: URLs are no load from anywhere (Chromium draws a date input's calendar icon from one).
+    requests = [url for url in requests if not url.startswith("data:")]
     assert requests and all(url.startswith(viewer.as_uri() + "/") for url in requests), \
         [url for url in requests if not url.startswith(viewer.as_uri())]
+
+    # The runs browser over this real sweep: GOLD against SOLO, and the instance that flipped with both patches.
+    made = subprocess.run([sys.executable, "-m", "pytest_swe_arena.cli", "browse", str(out), "--to",
+                           str(tmp_path / "browser")], capture_output=True, text=True, timeout=300, check=False)
+    assert made.returncode == 0, made.stderr
+    with Browser(tmp_path / "chromium-profile-runs") as browser:
+        browser.open(Path(made.stdout.strip()))
+        browser.wait_until("document.body.dataset.ready === '1'")
+        for select, arm in (("side-a", "GOLD"), ("side-b", "SOLO")):
+            browser.evaluate(f"(() => {{ const s = document.getElementById('{select}'); s.value = '0:{arm}';"
+                             " s.dispatchEvent(new Event('change')); })()")
+        flips = browser.evaluate("[...document.querySelectorAll('#flips tbody tr')].map(r => "
+                                 "[...r.cells].map(c => c.textContent))")
+        assert flips == [["demo__calc-2", "1", "resolved", "unresolved"]]
+        browser.evaluate("document.querySelector('#flips tbody tr').click()")
+        browser.wait_until("document.getElementById('flip-detail').dataset.loaded === 'demo__calc-2/1'")
+        sides = browser.evaluate("[...document.querySelectorAll('#flip-detail .patch-side')].map(s => ({"
+                                 "title: s.querySelector('h3').textContent, added: [...s.querySelectorAll("
+                                 "'.d2h-ins .d2h-code-line-ctn')].map(e => e.textContent)}))")
+        assert sides[0] == {"title": "A (resolved)", "added": ["    return a * b"]}, "GOLD's patch"
+        assert sides[1]["title"] == "B (unresolved)"
+        if SCREENSHOTS_TO and not xdist:
+            browser.screenshot(SCREENSHOTS_TO / "viewer-runs.png")
+        assert browser.errors == []
 
 
 def test_swe_arena_view_builds_a_missing_viewer_and_serves_it_on_loopback(suite, calc, tmp_path):
