@@ -15,7 +15,7 @@ from helpers.browser import Browser
 from test_viewer_data import out_dir, row
 
 from pytest_swe_arena.results.stats import mcnemar_exact_p
-from pytest_swe_arena.results.viewer.runs import browser_data, find_out_dirs, write_browser
+from pytest_swe_arena.results.viewer.runs import browser_data, find_out_dirs
 
 #: Which instances each run's SOLO resolves; SUP4 resolves 1-6 in every run.
 SOLO_RESOLVES = {"sweep-a": {1, 2, 3}, "sweep-b": {1, 2, 3, 4, 5, 9}, "sweep-c": {2}}

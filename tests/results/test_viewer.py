@@ -447,7 +447,8 @@ def matrix_filter(browser: Browser, **filters: str | bool) -> list[dict[str, Any
     """Set the matrix's filters (element id suffix -> value, or checked for a checkbox); the instances shown."""
     for name, value in filters.items():
         prop = "checked" if isinstance(value, bool) else "value"
-        browser.evaluate(f"(() => {{ const e = document.getElementById('matrix-{name}'); e.{prop} = {json.dumps(value)};"
+        browser.evaluate(f"(() => {{ const e = document.getElementById('matrix-{name}');"
+                         f" e.{prop} = {json.dumps(value)};"
                          " e.dispatchEvent(new Event(e.tagName === 'SELECT' || e.type === 'checkbox' ? 'change'"
                          " : 'input')); })()")
     matching: list[dict[str, Any]] = browser.evaluate(MATRIX)
@@ -458,7 +459,7 @@ def matrix_filter(browser: Browser, **filters: str | bool) -> list[dict[str, Any
 
 
 def test_the_instance_by_arm_matrix_narrows_by_repository_status_flags_and_created_date_in_chromium(tmp_path):
-    """The overview's matrix: a row per instance, a column per arm; each filter narrows it, and a glyph opens its cell."""
+    """The overview's matrix: a row per instance, a column per arm; each filter narrows it; a glyph opens its cell."""
     from test_viewer_data import out_dir, ten_instance_sweep
 
     from pytest_swe_arena.results.viewer.build import write_viewer
