@@ -12,7 +12,8 @@ a patch. Then, each in a fresh process:
   navigation start to the page being ready (data parsed, the table and both charts drawn, the
   main thread free), against today's ``report.html`` of the same out dir from navigation start to
   its load event: the baseline, measured in the same browser. Medians of ``--repeat`` loads, the
-  cache disabled. Then the time of a filter by arm, a text filter and a sort, in the page's clock.
+  cache disabled. Then the time of a filter by arm, a text filter and a sort, and of the instance x
+  arm matrix's status and instance-id filters, in the page's clock.
 
 The target (DESIGN section 9): the overview interactive in under 2 s.
 
@@ -117,7 +118,12 @@ def page_loads(browser: Browser, out: Path, repeat: int) -> tuple[list[float], l
         act('filter-arm', '', 'change');
         const button = document.querySelector('#cells .head button[data-sort=cost]');
         const t = performance.now(); button.click(); const sort = performance.now() - t;
-        return {arm, text, sort, shown: arenaOverview.count()};
+        const matrixStatus = act('matrix-status', '1', 'change');
+        const matrixText = act('matrix-text', '1004', 'input');
+        act('matrix-text', '', 'input');
+        act('matrix-status', '', 'change');
+        return {arm, text, sort, matrixStatus, matrixText, shown: arenaOverview.count(),
+                instances: arenaOverview.matrix().length};
     })()""")
     return viewer_loads, report_loads, interactions
 
@@ -131,7 +137,9 @@ def load_notes(out: Path, viewer_loads: list[float], report_loads: list[float], 
             f"data/overview.js: {viewer_bytes / 2**20:.1f} MiB; report.html: {report_bytes / 2**20:.1f} MiB",
             f"after load, in the page: filter by arm {interactions['arm']:.0f} ms, text filter "
             f"{interactions['text']:.0f} ms, sort by USD {interactions['sort']:.0f} ms "
-            f"({interactions['shown']:,} rows sorted)",
+            f"({interactions['shown']:,} rows sorted); instance x arm matrix ({interactions['instances']:,} "
+            f"instances): filter by status {interactions['matrixStatus']:.0f} ms, by instance id "
+            f"{interactions['matrixText']:.0f} ms",
             f"browser errors: {errors or 'none'}"]
 
 

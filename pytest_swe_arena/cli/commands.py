@@ -1,4 +1,4 @@
-"""The ``swe-arena`` commands: report, compare, status, export, mirror, view.
+"""The ``swe-arena`` commands: report, compare, status, export, mirror, view, browse.
 
 Each shares its implementation with the plugin: the same ledger reader, summary,
 HTML report and predictions writer produce the same files the sweep wrote.
@@ -162,3 +162,14 @@ def command_mirror(args: argparse.Namespace) -> int:
             continue
         print(f"{'made' if new else 'updated'} {path}")
     return 1 if failed else 0
+
+
+def command_browse(args: argparse.Namespace) -> int:
+    from ..results.viewer.runs import write_browser
+
+    try:
+        page = write_browser(args.folders, args.to)
+    except ValueError as error:
+        raise SystemExit(f"swe-arena browse: {error}") from None
+    print(page)
+    return 0

@@ -19,6 +19,7 @@ from ..mockmodel.server import add_arguments as add_mock_model_arguments
 from ..mockmodel.server import serve as serve_mock_model
 from ..results.gate import METRICS, Limit, LimitError
 from .commands import (
+    command_browse,
     command_compare,
     command_export,
     command_mirror,
@@ -113,6 +114,18 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--port", type=_port, default=8000, help="the port on 127.0.0.1 (default 8000; 0: any free one)")
     view.add_argument("--build", action="store_true", help="rebuild the viewer from the ledger before serving")
     view.set_defaults(run=command_view)
+
+    browse = commands.add_parser(
+        "browse", help="list the runs in folders of out dirs and compare any two arms of them (writes runs.html)",
+        description="Finds the out dirs in each FOLDER (the folder itself, or the folders directly under it), "
+                    "brings their viewers up to date, and writes TO/runs.html: the runs, any two arms side by "
+                    "side with the cells that flipped and both patches. It opens from file://, no server needed.",
+    )
+    browse.add_argument("folders", nargs="+", type=Path, metavar="FOLDER",
+                        help="a sweep's --arena-out directory, or a folder of them")
+    browse.add_argument("--to", type=Path, default=Path("arena-runs"),
+                        help="the folder to write runs.html into (default: ./arena-runs)")
+    browse.set_defaults(run=command_browse)
 
     mock = commands.add_parser(
         "mock-model", help="serve a model with known answers and usage, to try an arm without a key",

@@ -129,6 +129,9 @@ OVERVIEW = """({
     charts: ['frontier-cell', 'frontier-resolved'].map(id => Chart.getChart(document.getElementById(id))
         .data.datasets.filter(d => d.arenaArm).map(d => [d.arenaArm, d.arenaApart])),
     unplaced: (document.getElementById('frontier-unplaced') || {}).textContent,
+    free: (document.getElementById('frontier-free') || {}).textContent,
+    run_open: document.getElementById('run-meta').open,
+    matrix: arenaOverview.matrix(),
     baseline: document.getElementById('comparison-holder').dataset.baseline,
     width: document.documentElement.scrollWidth,
     resolved_colour: getComputedStyle(document.querySelector('.st-resolved')).backgroundColor,
@@ -182,11 +185,17 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert page["count"] == "17 of 17 cells"
         assert page["command"].startswith("pytest ") and "--arena-arms=GOLD,EMPTY,SOLO" in page["command"]
         assert page["facts"]["hosts"] and page["facts"]["plugin version"] == "0.1.0"
-        # Every arm with a rate is on both charts; the replay arm (its cost unknown) stands apart.
+        # Every arm with a rate and a spend is on both charts; the replay arm (its cost unknown) stands apart;
+        # GOLD and EMPTY spent $0: named under the charts, not drawn on the axis.
+        free = page["free"].split(": ", 1)[1].split(", ")
+        assert {"GOLD", "EMPTY"} <= set(free) and "SOLO" not in free and "PRED" not in free
         for chart in page["charts"]:
             placed = dict(chart)
-            assert sorted(placed) == sorted(set(ARMS + ADDED) - {"NOPROG"}), chart
-            assert placed["PRED"] is True and placed["GOLD"] is False and placed["SOLO"] is False
+            assert sorted(placed) == sorted(set(ARMS + ADDED) - {"NOPROG", *free}), chart
+            assert placed["PRED"] is True and placed["SOLO"] is False
+        assert page["run_open"] is False, "the run's metadata is folded: the first screen is the results"
+        assert [(row["instance"], row["arms"][ARMS.index("SOLO")]) for row in page["matrix"]] == [
+            ("demo__calc-1", ["resolved"]), ("demo__calc-2", ["unresolved"]), ("demo__calc-3", [])]
         assert "NOPROG" in page["unplaced"], "harness errors only: no rate, and the page says so"
         assert page["baseline"] == "SOLO", "the first arm that is not a reference arm"
         assert page["external"] == []
@@ -305,8 +314,34 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         assert "is not a cell of this viewer" in browser.evaluate("document.getElementById('missing').textContent")
         requests, errors = browser.requests, browser.errors
     assert errors == [], errors
+    # data: URLs are no load from anywhere (Chromium draws a date input's calendar icon from one).
+    requests = [url for url in requests if not url.startswith("data:")]
     assert requests and all(url.startswith(viewer.as_uri() + "/") for url in requests), \
         [url for url in requests if not url.startswith(viewer.as_uri())]
+
+    # The runs browser over this real sweep: GOLD against SOLO, and the instance that flipped with both patches.
+    made = subprocess.run([sys.executable, "-m", "pytest_swe_arena.cli", "browse", str(out), "--to",
+                           str(tmp_path / "browser")], capture_output=True, text=True, timeout=300, check=False)
+    assert made.returncode == 0, made.stderr
+    with Browser(tmp_path / "chromium-profile-runs") as browser:
+        browser.open(Path(made.stdout.strip()))
+        browser.wait_until("document.body.dataset.ready === '1'")
+        for select, arm in (("side-a", "GOLD"), ("side-b", "SOLO")):
+            browser.evaluate(f"(() => {{ const s = document.getElementById('{select}'); s.value = '0:{arm}';"
+                             " s.dispatchEvent(new Event('change')); })()")
+        flips = browser.evaluate("[...document.querySelectorAll('#flips tbody tr')].map(r => "
+                                 "[...r.cells].map(c => c.textContent))")
+        assert flips == [["demo__calc-2", "1", "resolved", "unresolved"]]
+        browser.evaluate("document.querySelector('#flips tbody tr').click()")
+        browser.wait_until("document.getElementById('flip-detail').dataset.loaded === 'demo__calc-2/1'")
+        sides = browser.evaluate("[...document.querySelectorAll('#flip-detail .patch-side')].map(s => ({"
+                                 "title: s.querySelector('h3').textContent, added: [...s.querySelectorAll("
+                                 "'.d2h-ins .d2h-code-line-ctn')].map(e => e.textContent)}))")
+        assert sides[0] == {"title": "A (resolved)", "added": ["    return a * b"]}, "GOLD's patch"
+        assert sides[1]["title"] == "B (unresolved)"
+        if SCREENSHOTS_TO and not xdist:
+            browser.screenshot(SCREENSHOTS_TO / "viewer-runs.png")
+        assert browser.errors == []
 
 
 def test_swe_arena_view_builds_a_missing_viewer_and_serves_it_on_loopback(suite, calc, tmp_path):
@@ -339,7 +374,8 @@ def test_swe_arena_view_builds_a_missing_viewer_and_serves_it_on_loopback(suite,
     assert server.returncode == 0, "Ctrl-C stops the server cleanly"
     assert errors == [], errors
     assert arms == ["GOLD", "EMPTY"] and title.startswith("demo__calc-1 · GOLD")
-    assert all(url.startswith(origin + "/viewer/") for url in requests), requests
+    # data: URLs are no load from anywhere (Chromium draws a date input's calendar icon from one).
+    assert all(url.startswith(origin + "/viewer/") for url in requests if not url.startswith("data:")), requests
 
 
 def test_sort_the_status_filter_and_an_out_dir_moved_elsewhere_in_chromium(tmp_path):
@@ -402,4 +438,62 @@ def test_sort_the_status_filter_and_an_out_dir_moved_elsewhere_in_chromium(tmp_p
                                     "[...document.querySelectorAll('#patch-excluded tr')].map(r => r.textContent)})")
         assert "2 files, +2 −5 lines" in excluded["head"]
         assert excluded["rows"] == ["tests/test_ops.py+2 −5", ".loops/blob.binbinary"]
+        assert browser.errors == []
+
+
+MATRIX = "arenaOverview.matrix()"
+
+
+def matrix_filter(browser: Browser, **filters: str | bool) -> list[dict[str, Any]]:
+    """Set the matrix's filters (element id suffix -> value, or checked for a checkbox); the instances shown."""
+    for name, value in filters.items():
+        prop = "checked" if isinstance(value, bool) else "value"
+        browser.evaluate(f"(() => {{ const e = document.getElementById('matrix-{name}');"
+                         f" e.{prop} = {json.dumps(value)};"
+                         " e.dispatchEvent(new Event(e.tagName === 'SELECT' || e.type === 'checkbox' ? 'change'"
+                         " : 'input')); })()")
+    matching: list[dict[str, Any]] = browser.evaluate(MATRIX)
+    shown = browser.evaluate("[...document.querySelectorAll('#matrix .row:not([hidden])')]"
+                             ".map(r => r.children[0].textContent.replace('⚑', ''))")
+    assert shown == [entry["instance"] for entry in matching], "every matching instance of a short list is drawn"
+    return matching
+
+
+def test_the_instance_by_arm_matrix_narrows_by_repository_status_flags_and_created_date_in_chromium(tmp_path):
+    """The overview's matrix: a row per instance, a column per arm; each filter narrows it; a glyph opens its cell."""
+    from test_viewer_data import out_dir, ten_instance_sweep
+
+    from pytest_swe_arena.results.viewer.build import write_viewer
+
+    rows = ten_instance_sweep()
+    flagged = next(entry for entry in rows if entry["instance_id"] == "demo__calc-7" and entry["arm"] == "SUP4")
+    flagged["details"] = {"integrity": [{"kind": "tests_touched", "path": "tests/test_ops.py", "detail": "restored"}]}
+    built, summary = out_dir(tmp_path, rows)
+    for n in range(1, 11):  # calc-1..3 in another repository; created one a month, from January
+        card = {"instance_id": f"demo__calc-{n}", "repo": "other/lib" if n <= 3 else "demo/calc",
+                "created_at": f"2023-{n:02d}-15T08:00:00Z", "problem_statement": "mul is wrong"}
+        (built / "runs" / f"demo__calc-{n}" / "instance.json").write_text(json.dumps(card))
+    write_viewer(built, summary)
+    with Browser(tmp_path / "chromium-profile") as browser:
+        browser.open(built / "viewer" / "index.html")
+        browser.wait_until("document.body.dataset.ready === '1'")
+        everything = matrix_filter(browser)
+        assert len(everything) == 10 and everything[0] == {
+            "instance": "demo__calc-1", "arms": [["resolved"], ["resolved"], ["resolved"]]}
+        assert browser.evaluate("document.getElementById('matrix-count').textContent") == "10 of 10 instances"
+        other = matrix_filter(browser, repo=option_value(browser, "matrix-repo", "other/lib"))
+        assert [entry["instance"] for entry in other] == ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
+        matrix_filter(browser, repo="")
+        errors = matrix_filter(browser, status=option_value(browser, "matrix-status", "arm_error"))
+        assert [entry["instance"] for entry in errors] == ["demo__calc-10", "demo__calc-9"]
+        assert errors[0]["arms"] == [["unresolved"], ["arm_error"], ["unresolved"]]
+        matrix_filter(browser, status="")
+        assert [entry["instance"] for entry in matrix_filter(browser, flagged=True)] == ["demo__calc-7"]
+        matrix_filter(browser, flagged=False)
+        spring = matrix_filter(browser, **{"created-from": "2023-03-01", "created-to": "2023-05-31"})
+        assert [entry["instance"] for entry in spring] == ["demo__calc-3", "demo__calc-4", "demo__calc-5"]
+        both = matrix_filter(browser, repo=option_value(browser, "matrix-repo", "demo/calc"))
+        assert [entry["instance"] for entry in both] == ["demo__calc-4", "demo__calc-5"]
+        href = browser.evaluate("document.querySelector('#matrix .row:not([hidden]) .trials a').href")
+        assert href.endswith("/viewer/cell.html#cells/demo__calc-4/SOLO/1")
         assert browser.errors == []

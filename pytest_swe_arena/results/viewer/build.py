@@ -36,6 +36,8 @@ from .overview import overview_data
 from .rows import SAFE_NAME, ViewerRow, full_rows, read_run, rows_at
 
 INDEX_PAGE = "index.html"
+#: The pages of a run's viewer; ``runs.html`` (the runs browser, ``runs.py``) is written elsewhere.
+VIEWER_PAGES = (INDEX_PAGE, "cell.html")
 #: Changes whenever the cell data's shape changes, so every cell page is built again.
 CELL_FORMAT = 2
 MANIFEST = "data/cells.manifest.json"
@@ -69,8 +71,8 @@ def write_derived(path: Path, text: str) -> None:
         raise
 
 
-def copy_assets(viewer: Path) -> None:
-    """The pages and the vendored libraries, copied from the package where they differ."""
+def copy_assets(viewer: Path, pages: Sequence[str] = VIEWER_PAGES) -> None:
+    """The ``pages``, the scripts and the vendored libraries, copied from the package where they differ."""
     source = resources.files(__package__).joinpath("assets")
     with resources.as_file(source) as assets:
         for path in sorted(assets.rglob("*")):
@@ -79,6 +81,8 @@ def copy_assets(viewer: Path) -> None:
             relative = path.relative_to(assets)
             # The pages sit at the top of viewer/ (short links to them); everything they load under assets/.
             page = relative.suffix == ".html" and len(relative.parts) == 1
+            if page and relative.name not in pages:
+                continue
             target = viewer / relative if page else viewer / "assets" / relative
             if not target.is_file() or target.read_bytes() != path.read_bytes():
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -97,7 +101,7 @@ class Manifest:
     """What the viewer's data was built from (``data/cells.manifest.json``), so a rebuild redoes only what changed.
 
     ``source``: what the whole viewer was built from (``build_source``); ``pages``: each cell page's
-    fingerprint; ``cards``: each instance card's (mtime_ns, size, repository).
+    fingerprint; ``cards``: each instance card's (mtime_ns, size, repository, created date).
     """
 
     source: str = ""
@@ -115,7 +119,7 @@ class Manifest:
         cards = data.get("cards")
         return cls(str(data.get("source", "")), {str(k): str(v) for k, v in data["pages"].items()},
                    {str(k): v for k, v in (cards if isinstance(cards, dict) else {}).items()
-                    if isinstance(v, list) and len(v) == 3})
+                    if isinstance(v, list) and len(v) == 4})
 
     @staticmethod
     def read_source(path: Path) -> str:
@@ -146,12 +150,14 @@ def build_source(out: Path, summary: Mapping[str, Any]) -> str:
 
 
 def instance_repos(out: OutDir, instance_ids: Sequence[str], known: Mapping[str, list[Any]]
-                   ) -> tuple[dict[str, str | None], dict[str, list[Any]]]:
-    """Each instance's repository, from its card (None without one); and the cards' (mtime, size, repository).
+                   ) -> tuple[dict[str, str | None], dict[str, list[Any]], dict[str, str | None]]:
+    """Each instance's repository and creation date, from its card (None without one); and the cards'
+    (mtime, size, repository, created).
 
     A card whose size and time are those ``known`` from the last build is not read again.
     """
     repos: dict[str, str | None] = {}
+    created: dict[str, str | None] = {}
     cards: dict[str, list[Any]] = {}
     for iid in instance_ids:
         try:
@@ -161,13 +167,15 @@ def instance_repos(out: OutDir, instance_ids: Sequence[str], known: Mapping[str,
         stamp = [info.st_mtime_ns, info.st_size] if info is not None and stat.S_ISREG(info.st_mode) else None
         cached = known.get(iid)
         if stamp is not None and cached is not None and cached[:2] == stamp:
-            repos[iid] = cached[2]
+            repos[iid], created[iid] = cached[2], cached[3]
         else:
-            card = instance_card(out, iid)
-            repos[iid] = str(card["repo"]) if card and card.get("repo") else None
+            card = instance_card(out, iid) or {}
+            repos[iid] = str(card["repo"]) if card.get("repo") else None
+            # SWE-bench's created_at ("2023-04-01T12:00:00Z"): its date is what the matrix filters on.
+            created[iid] = str(card["created_at"])[:10] if card.get("created_at") else None
         if stamp is not None:
-            cards[iid] = [*stamp, repos[iid]]
-    return repos, cards
+            cards[iid] = [*stamp, repos[iid], created[iid]]
+    return repos, cards, created
 
 
 def _fingerprint(cells: Sequence[ViewerRow]) -> str:
@@ -260,7 +268,7 @@ class PagesWhileRunning:
             try:
                 cells = _in_page_order(rows_at(self.out, offsets), self.arm_order)
                 iid = cells[0].instance_id
-                _, cards = instance_repos(reader, [iid], {})
+                _, cards, _ = instance_repos(reader, [iid], {})
                 write_instance_pages(reader, data, iid, cells)
             except Exception:  # noqa: BLE001 - built again at the end of the sweep, where an error is shown
                 continue
@@ -288,8 +296,9 @@ def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False, b
         previous.cards.update(built.cards)
     rows = read_run(out, summary["run_id"])
     reader = OutDir(out)
-    repos, cards = instance_repos(reader, sorted({row.instance_id for row in rows}), previous.cards)
-    write_derived(viewer / "data" / "overview.js", script_text("overview", overview_data(summary, rows, repos)))
+    repos, cards, created = instance_repos(reader, sorted({row.instance_id for row in rows}), previous.cards)
+    write_derived(viewer / "data" / "overview.js",
+                  script_text("overview", overview_data(summary, rows, repos, created)))
     pages = write_cell_pages(reader, viewer, rows, summary["arm_order"], previous.pages)
     Manifest(source, pages, cards).write(viewer / MANIFEST)
     return viewer / INDEX_PAGE

@@ -68,8 +68,12 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
 
 
 def frontier(arms: Sequence[Mapping[str, Any]], cost_key: str) -> list[str]:
-    """The arms no other arm beats on both counts (cheaper or as cheap, and a higher rate), cheapest first."""
-    placed = sorted((arm for arm in arms if arm[cost_key] is not None and arm["resolve_rate"] is not None),
+    """The arms no other arm beats on both counts (cheaper or as cheap, and a higher rate), cheapest first.
+
+    An arm that spent $0 (GOLD, EMPTY: no model call) is not a point of the cost charts, nor of their frontier.
+    """
+    placed = sorted((arm for arm in arms if arm[cost_key] is not None and arm["resolve_rate"] is not None
+                     and arm["cost_usd"] != 0),
                     key=lambda arm: (arm[cost_key], -arm["resolve_rate"]))
     best, names = -1.0, []
     for arm in placed:
@@ -155,9 +159,12 @@ def run_metadata(summary: Mapping[str, Any], rows: Sequence[ViewerRow]) -> dict[
     }
 
 
-def cell_columns(rows: Sequence[ViewerRow], names: Sequence[str], repos: Mapping[str, str | None]
-                 ) -> dict[str, Any]:
-    """Every cell as columns, instance ids, repositories and error lines as indexes into their tables."""
+def cell_columns(rows: Sequence[ViewerRow], names: Sequence[str], repos: Mapping[str, str | None],
+                 created: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    """Every cell as columns, instance ids, repositories and error lines as indexes into their tables.
+
+    ``created``: each instance's creation date (``YYYY-MM-DD``, from its card), for the matrix's filter.
+    """
     statuses = [status.value for status in CellStatus]
     status_index = {status: index for index, status in enumerate(statuses)}
     arm_index = {name: index for index, name in enumerate(names)}
@@ -188,12 +195,13 @@ def cell_columns(rows: Sequence[ViewerRow], names: Sequence[str], repos: Mapping
     return {
         "count": len(rows), "statuses": statuses, "instances": instances, "repos": repo_names,
         "instance_repo": [repo_index[repos.get(iid) or ""] for iid in instances],
+        "instance_created": [(created or {}).get(iid) for iid in instances],
         "errors": list(errors), "columns": columns, "pages": {str(k): v for k, v in pages.items()},
     }
 
 
-def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: Mapping[str, str | None]
-                  ) -> dict[str, Any]:
+def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: Mapping[str, str | None],
+                  created: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """The overview page's data (``viewer/data/overview.js``)."""
     names = [arm["arm"] for arm in summary["arms"]]
     by_arm: dict[str, list[ViewerRow]] = defaultdict(list)
@@ -214,5 +222,5 @@ def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: 
         "comparisons": comparisons(names, by_arm, arm_by_name),
         "frontier": {"per_cell": frontier(arms, "cost_per_cell_usd"),
                      "per_resolved": frontier(arms, "cost_per_resolved_usd")},
-        "cells": cell_columns(rows, names, repos),
+        "cells": cell_columns(rows, names, repos, created),
     }

@@ -14,14 +14,18 @@
   let data = null;
   const state = { sortKey: null, descending: false };
   let grid = null;
+  let matrix = null;
 
   window.arenaHandlers.overview = function (received) {
     const started = performance.now();
     data = received;
     const app = document.getElementById("app");
     grid = buildGrid();
+    matrix = buildMatrix();
+    // The run's metadata is folded (its facts are in the header): the first screen is the results.
     app.replaceChildren(header(), runSection(), warningsSection(), armsSection(), comparisonSection(),
-      frontierSection(), cellsSection());
+      frontierSection(), matrixSection(), cellsSection());
+    applyMatrixFilters();
     applyFilters();
     const tableShown = performance.now();
     drawCharts();
@@ -95,7 +99,8 @@
     const identities = table("arm-identities", ["arm", "kind", "agent version", "settings"],
       data.arms.map((arm) => [arm.arm, arm.kind || "n/a", arm.agent_versions.join(", ") || "n/a",
         h("code", { class: "wrap" }, JSON.stringify((arm.identity || {}).settings || {}))]), { left: [1, 2, 3] });
-    return h("details", { id: "run-meta", open: true }, h("summary", null, "Run"),
+    return h("details", { id: "run-meta" }, h("summary", null, "Run: command, project, versions, hosts, options, " +
+      "sandbox, meter, arms' identities"),
       keyValues("run-facts", pairs), h("h3", null, "Arms' identities"), identities);
   }
 
@@ -170,10 +175,19 @@
     const box = (id, title) => h("div", { class: "chart" }, h("h3", null, title),
       h("div", { class: "chart-box" }, h("canvas", { id, role: "img", "aria-label": title })));
     const unplaced = data.arms.filter((arm) => arm.resolve_rate === null).map((arm) => arm.arm);
+    const free = data.arms.filter((arm) => arm.resolve_rate !== null && arm.cost_usd === 0).map((arm) => arm.arm);
+    const freeNote = free.length ? h("p", { class: "note", id: "frontier-free" }, "Spent $0 (no model calls), so " +
+      "not on the cost charts: " + free.join(", ")) : null;
+    if (!chartedArms().length) {
+      return h("section", { id: "frontier" }, h("h2", null, "Resolve rate and cost"), freeNote ||
+        h("p", { class: "note" }, "No arm has a rate and a spend to chart."),
+        unplaced.length ? h("p", { class: "note", id: "frontier-unplaced" },
+          "No counted cell, so no rate: " + unplaced.join(", ")) : null);
+    }
     return h("section", { id: "frontier" }, h("h2", null, "Resolve rate and cost"),
       h("div", { class: "charts" },
         box("frontier-cell", "Resolve rate against mean USD per cell"),
-        box("frontier-resolved", "Resolve rate against USD per resolved cell")),
+        box("frontier-resolved", "Resolve rate against USD per resolved cell")), freeNote,
       h("p", { class: "note" }, "Bars: 95% intervals (rate: Wilson; USD: as in the arms table). Dashed line: the " +
         "frontier, the arms no other arm beats on both rate and cost. Arms whose USD is n/a (cost unknown, or " +
         "nothing resolved for the right chart) stand at their rate in the grey band on the right, as diamonds."),
@@ -213,8 +227,13 @@
     },
   };
 
+  // The arms the cost charts show: those with a rate that spent something (or whose spend is unknown).
+  function chartedArms() {
+    return data.arms.filter((arm) => arm.resolve_rate !== null && arm.cost_usd !== 0);
+  }
+
   function frontierChart(canvas, costKey, intervalKey, frontierNames, axisTitle) {
-    const rated = data.arms.filter((arm) => arm.resolve_rate !== null);
+    const rated = chartedArms();
     const placed = rated.filter((arm) => arm[costKey] !== null);
     const apart = rated.filter((arm) => arm[costKey] === null);
     const highest = Math.max(0, ...placed.map((arm) => (arm[intervalKey] ? arm[intervalKey][1] : arm[costKey])));
@@ -227,7 +246,7 @@
       const x = band.start + (band.end - band.start) * (index + 1) / (apart.length + 1);
       datasets.push(armPoint(arm, x, null, true, costKey));
     });
-    const line = frontierNames.map((name) => data.arms.find((arm) => arm.arm === name))
+    const line = frontierNames.map((name) => rated.find((arm) => arm.arm === name)).filter(Boolean)
       .map((arm) => ({ x: arm[costKey], y: arm.resolve_rate }));
     datasets.push({ type: "line", label: "frontier", data: line, borderColor: "#59636e", borderDash: [6, 4],
       borderWidth: 1.5, pointRadius: 0, fill: false, stepped: "after", order: 10 });
@@ -271,7 +290,7 @@
   }
 
   function drawCharts() {
-    if (!window.Chart || !window.ChartErrorBars) return;
+    if (!window.Chart || !window.ChartErrorBars || !document.getElementById("frontier-cell")) return;
     window.Chart.register(window.ChartErrorBars.ScatterWithErrorBarsController, window.ChartErrorBars.PointWithErrorBar);
     frontierChart(document.getElementById("frontier-cell"), "cost_per_cell_usd", "cost_per_cell_ci95",
       data.frontier.per_cell, "USD per cell (mean)");
@@ -475,11 +494,140 @@
     });
   }
 
+  // --- the instance × arm matrix --------------------------------------------------------------------------
+  // One row per instance, one column per arm, each cell's trials as status glyphs linking to their pages.
+  // Rows are windowed as the cell table's are; its filters decide per instance from per-instance summaries.
+
+  function buildMatrix() {
+    const m = grid, cells = data.cells, instances = cells.instances.length;
+    // The natural order is by instance: each instance's cells are one run of it.
+    const start = new Int32Array(instances + 1);
+    for (let i = 0; i < m.n; i++) start[m.instance[i] + 1]++;
+    for (let k = 0; k < instances; k++) start[k + 1] += start[k];
+    const statusMask = new Uint32Array(instances), flagged = new Uint8Array(instances);
+    for (let i = 0; i < m.n; i++) {
+      const k = m.instance[i];
+      if (m.status[i] >= 0) statusMask[k] |= 1 << m.status[i];
+      if (m.flags[i] & FLAG_WARNING) flagged[k] = 1;
+    }
+    return { start, statusMask, flagged, created: cells.instance_created || [], matching: new Int32Array(instances),
+      shown: 0, pool: [] };
+  }
+
+  function matrixSection() {
+    const option = (value, text) => h("option", { value }, text);
+    const repos = data.cells.repos.map((repo, index) => [repo, index]).filter(([repo]) => repo);
+    const dated = matrix.created.some(Boolean);
+    const controls = h("div", { class: "controls", id: "matrix-filters" },
+      h("label", { for: "matrix-repo" }, "repository"),
+      h("select", { id: "matrix-repo", onchange: applyMatrixFilters }, option("", "all"),
+        repos.map(([repo, index]) => option(String(index), repo))),
+      h("label", { for: "matrix-status" }, "a cell"),
+      h("select", { id: "matrix-status", onchange: applyMatrixFilters }, option("", "of any status"),
+        data.cells.statuses.map((status, index) => option(String(index), status))),
+      h("label", null, h("input", { id: "matrix-flagged", type: "checkbox", onchange: applyMatrixFilters }),
+        " ⚑ flagged"),
+      h("label", { for: "matrix-created-from" }, "created from"),
+      h("input", { id: "matrix-created-from", type: "date", disabled: !dated, oninput: applyMatrixFilters }),
+      h("label", { for: "matrix-created-to" }, "to"),
+      h("input", { id: "matrix-created-to", type: "date", disabled: !dated, oninput: applyMatrixFilters }),
+      h("input", { id: "matrix-text", type: "search", placeholder: "instance id…", "aria-label": "instance id",
+        oninput: applyMatrixFilters }),
+      h("span", { id: "matrix-count", class: "note" }));
+    const columns = `minmax(200px,2fr) minmax(90px,1fr) repeat(${data.arms.length},minmax(58px,1fr))`;
+    const head = h("div", { class: "head", role: "row" }, h("span", null, "instance"), h("span", null, "repository"),
+      data.arms.map((arm) => h("span", { title: arm.arm }, arm.arm)));
+    head.style.gridTemplateColumns = columns;
+    const spacer = h("div", { class: "spacer" });
+    const viewport = h("div", { class: "viewport", onscroll: () => window.requestAnimationFrame(renderMatrix) }, spacer);
+    Object.assign(matrix, { head, spacer, viewport, columns });
+    return h("section", { id: "matrix-section" }, h("h2", null, "Instances × arms"), controls,
+      h("div", { class: "grid matrix", id: "matrix", role: "table" }, head, viewport),
+      h("p", { class: "note" }, "One glyph per trial, linking to its cell page. An instance is shown when it is in " +
+        "the repository, has a cell of the status (under any arm), has a flagged cell, and was created in the " +
+        "range (SWE-bench's created_at, from the instance card" + (dated ? ")." : "; none in this run).")));
+  }
+
+  function applyMatrixFilters() {
+    const value = (id) => document.getElementById(id).value;
+    const repo = value("matrix-repo") === "" ? -1 : Number(value("matrix-repo"));
+    const status = value("matrix-status") === "" ? -1 : Number(value("matrix-status"));
+    const flaggedOnly = document.getElementById("matrix-flagged").checked;
+    const from = value("matrix-created-from"), to = value("matrix-created-to");
+    const text = value("matrix-text").trim().toLowerCase();
+    const instances = data.cells.instances.length;
+    let shown = 0;
+    for (let k = 0; k < instances; k++) {
+      if (repo >= 0 && grid.instanceRepo[k] !== repo) continue;
+      if (status >= 0 && !(matrix.statusMask[k] & (1 << status))) continue;
+      if (flaggedOnly && !matrix.flagged[k]) continue;
+      const created = matrix.created[k];
+      if ((from || to) && !created) continue;
+      if (from && created < from) continue;
+      if (to && created > to) continue;
+      if (text && !grid.instanceText[k].includes(text)) continue;
+      matrix.matching[shown++] = k;
+    }
+    matrix.shown = shown;
+    document.getElementById("matrix-count").textContent =
+      `${shown.toLocaleString("en-US")} of ${instances.toLocaleString("en-US")} instances`;
+    matrix.spacer.style.height = shown * ROW_HEIGHT + "px";
+    matrix.viewport.style.height = Math.min(VIEWPORT_HEIGHT, Math.max(shown, 1) * ROW_HEIGHT + 2) + "px";
+    matrix.viewport.scrollTop = 0;
+    renderMatrix();
+  }
+
+  function matrixRow(k) {
+    const m = grid, cells = data.cells;
+    const slots = data.arms.map(() => h("span", { class: "trials" }));
+    for (let at = matrix.start[k]; at < matrix.start[k + 1]; at++) {
+      const i = m.natural[at];
+      if (m.arm[i] < 0) continue;
+      const status = cells.statuses[m.status[i]] || "?";
+      const label = data.status_labels[status];
+      slots[m.arm[i]].append(h("a", { href: cellHref(pageOf(i)), class: "st st-" + status.replace(/[^a-z_]/g, ""),
+        title: `${data.arms[m.arm[i]].arm} trial ${m.trial[i]}: ${status}` + (m.flags[i] & FLAG_WARNING ? " ⚑" : "") },
+        label ? label.glyph : "?"));
+    }
+    return [h("span", null, cells.instances[k], matrix.flagged[k] ? h("span", { class: "flag" }, "⚑") : null),
+      h("span", null, cells.repos[m.instanceRepo[k]] || ""), ...slots];
+  }
+
+  function renderMatrix() {
+    const top = matrix.viewport.scrollTop, height = matrix.viewport.clientHeight || VIEWPORT_HEIGHT;
+    const first = Math.max(0, Math.floor(top / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(matrix.shown, Math.ceil((top + height) / ROW_HEIGHT) + OVERSCAN);
+    while (matrix.pool.length < last - first) {
+      const row = h("div", { class: "row", role: "row" });
+      row.style.gridTemplateColumns = matrix.columns;
+      matrix.pool.push(row);
+      matrix.spacer.append(row);
+    }
+    matrix.pool.forEach((row, slot) => {
+      const at = first + slot;
+      if (at >= last) { row.hidden = true; return; }
+      const k = matrix.matching[at];
+      row.hidden = false;
+      row.style.transform = `translateY(${at * ROW_HEIGHT}px)`;
+      row.dataset.instance = String(k);
+      row.replaceChildren(...matrixRow(k));
+    });
+  }
+
   // For tests and the bench: the cells the filters let through, in table order.
   window.arenaOverview = {
     matching: () => Array.from(grid.matching.subarray(0, grid.shown), (i) => ({
       instance: data.cells.instances[grid.instance[i]], arm: data.arms[grid.arm[i]].arm, trial: grid.trial[i],
       status: data.cells.statuses[grid.status[i]], page: pageOf(i) })),
     count: () => grid.shown,
+    // The instances the matrix's filters let through, each with its arms' statuses (one list per arm).
+    matrix: () => Array.from(matrix.matching.subarray(0, matrix.shown), (k) => {
+      const arms = data.arms.map(() => []);
+      for (let at = matrix.start[k]; at < matrix.start[k + 1]; at++) {
+        const i = grid.natural[at];
+        if (grid.arm[i] >= 0) arms[grid.arm[i]].push(data.cells.statuses[grid.status[i]]);
+      }
+      return { instance: data.cells.instances[k], arms };
+    }),
   };
 })();
