@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from ..instances.loading import read_rows
-from ..instances.model import Instance, InstanceFileError
+from ..instances.model import Instance
+from ..instances.predictions import GOLD, PredictionsError, load_predictions
 from ..outcome import ArmStatus
 from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
@@ -31,47 +31,7 @@ from ..worker.patches import PatchApplyError, PatchChainError, Runner, apply_pat
 from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
 
-#: The forms a predictions file may take, named in every error about one.
-PREDICTION_FORMS = ("JSON Lines or a JSON array of {instance_id, model_name_or_path, model_patch} objects, "
-                    "a JSON object keyed by instance id (SWE-agent's preds.json), or the word \"gold\"")
-#: ``predictions = "gold"``: each instance's own gold patch, as SWE-bench's ``--predictions_path gold``.
-GOLD = "gold"
 APPLY_MODES = ("swebench", "strict")
-
-
-def load_predictions(path: Path, origin: str) -> dict[str, dict[str, str]]:
-    """``instance_id -> prediction`` from a SWE-bench predictions file; errors name file and line (or key)."""
-    if not path.is_file():
-        raise ArmConfigError(f"{origin}: field 'predictions': {path} does not exist")
-    try:
-        rows = read_rows(path)
-    except InstanceFileError as error:
-        raise ArmConfigError(f"{error}; a predictions file is {PREDICTION_FORMS}") from None
-    if path.suffix != ".jsonl" and len(rows) == 1 and _keyed_by_instance(rows[0][1]):
-        keyed = rows[0][1]
-        for key, value in keyed.items():
-            if value.get("instance_id", key) != key:
-                raise ArmConfigError(f"{path}, key {key!r}: its prediction names instance "
-                                     f"{value['instance_id']!r}; in a JSON object keyed by instance id "
-                                     "each prediction is its own key's (or names none)")
-        rows = [(f"key {key!r}", {**value, "instance_id": key}) for key, value in keyed.items()]
-    predictions: dict[str, dict[str, str]] = {}
-    for line, row in rows:
-        where = f"{path}:{line}" if isinstance(line, int) else f"{path}, {line}"
-        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
-            raise ArmConfigError(f"{where}: expected an object with 'instance_id' and 'model_patch'; "
-                                 f"a predictions file is {PREDICTION_FORMS}")
-        patch = row.get("model_patch")
-        if patch is not None and not isinstance(patch, str):
-            raise ArmConfigError(f"{where}: field 'model_patch' must be a string or null")
-        predictions[row["instance_id"]] = row
-    return predictions
-
-
-def _keyed_by_instance(value: object) -> bool:
-    """A JSON object of predictions keyed by instance id (SWE-agent's ``preds.json``), not one prediction."""
-    return (isinstance(value, dict) and "instance_id" not in value and bool(value)
-            and all(isinstance(row, dict) for row in value.values()))
 
 
 class ReplayArm:
@@ -95,7 +55,12 @@ class ReplayArm:
                                  "or 'patches' (a folder)")
         if self.patches_dir is not None and not self.patches_dir.is_dir():
             raise ArmConfigError(f"{spec.origin}: field 'patches': {self.patches_dir} is not a folder")
-        self.predictions = load_predictions(predictions, spec.origin) if predictions else None
+        if predictions is not None and not predictions.is_file():
+            raise ArmConfigError(f"{spec.origin}: field 'predictions': {predictions} does not exist")
+        try:
+            self.predictions = load_predictions(predictions) if predictions else None
+        except PredictionsError as error:
+            raise ArmConfigError(str(error)) from None
         self.source = GOLD if self.gold else str(predictions or self.patches_dir)
         self.spec = spec
 

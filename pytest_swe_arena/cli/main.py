@@ -1,7 +1,7 @@
 """``swe-arena``'s command line: its parser, its warnings, its exit statuses.
 
-The commands themselves are ``commands``' (report, compare, status, export, mirror, view); ``mock-model``
-is ``mockmodel``'s.
+The commands themselves are ``commands``' (report, compare, status, export, mirror, view); ``evaluate`` is
+``evaluate``'s and ``mock-model`` ``mockmodel``'s.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from ..controller.chain import ChainBroken, UnsafeReference
 from ..mockmodel.server import add_arguments as add_mock_model_arguments
 from ..mockmodel.server import serve as serve_mock_model
 from ..results.gate import METRICS, Limit, LimitError
+from .evaluate import add_arguments as add_evaluate_arguments
+from .evaluate import command_evaluate
 from .commands import (
     command_compare,
     command_export,
@@ -66,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="rebuild summary.json and report.html from the ledger")
     report.add_argument("out", type=Path, help=out_help)
     report.set_defaults(run=command_report)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="SWE-bench's run_evaluation without Docker: a predictions file in, SWE-bench's report out")
+    add_evaluate_arguments(evaluate)
+    evaluate.set_defaults(run=command_evaluate)
 
     compare = commands.add_parser("compare", help="two sweeps side by side: per-arm deltas and per-instance flips")
     compare.add_argument("out_a", type=Path, metavar="OUT_A", help="the sweep to compare from")
