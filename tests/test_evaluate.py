@@ -89,6 +89,13 @@ def test_each_outcome_is_filed_as_swebench_files_it(tmp_path: Path) -> None:
     assert not (logs / "demo__calc-unapplied" / "report.json").exists()  # SWE-bench: no report, an error
     assert "apply attempt fuzz failed" in (logs / "demo__calc-unapplied" / "run_instance.log").read_text()
     assert not (logs / "demo__calc-empty").exists()  # never run, as SWE-bench does not run it
+    # A user moving over checks the harness reproduces the report they have, instance by instance.
+    compared = subprocess.run([sys.executable, "-m", "pytest_swe_arena.cli", "compare", "org__m-1.mixed.json",
+                               "logs/run_evaluation/mixed/swe-arena/out"], cwd=tmp_path, capture_output=True,
+                              text=True, check=False)
+    assert compared.returncode == 0, compared.stderr
+    paired = next(line.split() for line in compared.stdout.splitlines() if line.startswith("org__m-1"))
+    assert (paired[1], paired[-3], paired[-2]) == ("3", "0", "0")  # 3 cells in both, none flipped
 
 
 def test_a_malformed_predictions_file_stops_before_any_cell(tmp_path: Path) -> None:

@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..controller.ledger import LEDGER_NAME, read_ledger
+from ..controller.ledger import read_ledger
 from ..instances.loading import read_rows, resolve_source
 from ..instances.model import InstanceFileError
 from ..instances.predictions import GOLD, PREDICTION_FORMS, PredictionsError, load_predictions
-from ..naming import ARM_NAME, REFERENCE_ARMS
+from ..naming import ARM_NAME, LEDGER_NAME, REFERENCE_ARMS
 from ..results.records import latest_run_rows
 from ..results.swebench import RUN_EVALUATION_LOG_DIR, Evaluation, is_empty, write_logs, write_run_report
 

@@ -75,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=command_evaluate)
 
     compare = commands.add_parser("compare", help="two sweeps side by side: per-arm deltas and per-instance flips")
-    compare.add_argument("out_a", type=Path, metavar="OUT_A", help="the sweep to compare from")
-    compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to")
+    compare.add_argument("out_a", type=Path, metavar="OUT_A",
+                         help="the sweep to compare from (an out dir, or a SWE-bench run report <model>.<run_id>.json)")
+    compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to (the same)")
     compare.add_argument(
         "--fail-on", action="append", type=_limit, metavar="METRIC:LIMIT",
         help="exit 1 when B moved past LIMIT from A on the cells both counted, for any arm (repeatable): "

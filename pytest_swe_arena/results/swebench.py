@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import crossing
-from ..outcome import known_status
+from ..outcome import CellStatus, known_status
+from .records import CellRecord, UsageRecord
 
 #: Where SWE-bench puts its per-instance logs, relative to the directory it runs in.
 RUN_EVALUATION_LOG_DIR = Path("logs/run_evaluation")
@@ -193,3 +194,35 @@ def _instance_log(instance_id: str, row: Mapping[str, Any] | None, lists: tuple[
 
 def _first_line(text: object) -> str:
     return str(text or "").strip().splitlines()[0] if str(text or "").strip() else "unknown"
+
+
+#: How ``swe-arena compare`` reads a SWE-bench run report's lists back as cells: in SWE-bench's rate every
+#: submitted instance counts (an error, an empty patch), an instance that was not submitted does not.
+REPORT_LISTS_AS_STATUS = (("resolved_ids", CellStatus.RESOLVED), ("unresolved_ids", CellStatus.UNRESOLVED),
+                          ("empty_patch_ids", CellStatus.UNRESOLVED), ("error_ids", CellStatus.ARM_ERROR))
+
+
+def read_run_report(path: Path) -> dict[str, Any] | None:
+    """``path``'s SWE-bench run report, or None when ``path`` is not one (a sweep's out dir, say)."""
+    if not path.is_file():
+        return None
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a SWE-bench run report ({error})") from None
+    if not isinstance(report, dict) or "resolved_ids" not in report or "schema_version" not in report:
+        raise ValueError(f"{path}: not a SWE-bench run report (no 'resolved_ids' and 'schema_version'); "
+                         "give a sweep's out dir or a <model>.<run_id>.json")
+    return report
+
+
+def report_cells(report: Mapping[str, Any], arm: str, run_id: str) -> list[CellRecord]:
+    """A SWE-bench run report as one arm's cells, for ``swe-arena compare``."""
+    cells = []
+    for key, status in REPORT_LISTS_AS_STATUS:
+        for instance_id in report.get(key) or ():
+            error = "empty patch" if key == "empty_patch_ids" else None
+            # A report says nothing of spend: unknown, never $0.
+            cells.append(CellRecord(instance_id=str(instance_id), arm=arm, status=str(status), run_id=run_id,
+                                    error=error, usage=UsageRecord(cost_source="unknown")))
+    return cells
