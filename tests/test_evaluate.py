@@ -65,7 +65,8 @@ def test_each_outcome_is_filed_as_swebench_files_it(tmp_path: Path) -> None:
         del row["verify"]
     dataset = tmp_path / "dataset.json"
     dataset.write_text(json.dumps(rows))
-    breaks_add = diff_of(calc.repo, {"calc/ops.py": "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"})
+    broken_ops = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+    breaks_add = diff_of(calc.repo, {"calc/ops.py": broken_ops})
     preds = [{"instance_id": "demo__calc-fixed", "model_name_or_path": "org/m-1", "model_patch": calc.patch},
              {"instance_id": "demo__calc-broken", "model_name_or_path": "org/m-1", "model_patch": breaks_add},
              {"instance_id": "demo__calc-empty", "model_name_or_path": "org/m-1", "model_patch": ""},

@@ -30,7 +30,6 @@ from ..worker.git import harness_git_environment
 from ..worker.patches import PatchApplyError, PatchChainError, Runner, apply_patch, apply_recorded_patch, run_plainly
 from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
 
-
 APPLY_MODES = ("swebench", "strict")
 
 

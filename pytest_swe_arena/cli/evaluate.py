@@ -86,7 +86,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
                          f"{args.dataset_name}: {' '.join(missing)}")
     predictions = {iid: prediction for iid, prediction in predictions.items() if iid not in missing}
     out = work / "out"
-    to_run = [row for row in dataset if row["instance_id"] in predictions and not is_empty(predictions[row["instance_id"]])]
+    to_run = [row for row in dataset
+              if row["instance_id"] in predictions and not is_empty(predictions[row["instance_id"]])]
     evaluation = Evaluation(args.run_id, [row["instance_id"] for row in dataset], predictions, {})
     if to_run and not args.rewrite_reports:
         returncode = _sweep(args, work, out, to_run, evaluation.model)
@@ -127,7 +128,7 @@ def _dataset(name: str, split: str, work: Path) -> list[dict[str, Any]]:
 
 def _from_hub(name: str, split: str, work: Path) -> Path:
     try:
-        import datasets  # type: ignore[import-not-found]
+        import datasets  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError:
         raise SystemExit(f"swe-arena evaluate: --dataset_name {name!r} is not a file here, and reading it from the "
                          "hub needs the `datasets` library (pip install datasets); or pass a local .json or "

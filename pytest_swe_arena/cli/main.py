@@ -18,8 +18,6 @@ from ..controller.chain import ChainBroken, UnsafeReference
 from ..mockmodel.server import add_arguments as add_mock_model_arguments
 from ..mockmodel.server import serve as serve_mock_model
 from ..results.gate import METRICS, Limit, LimitError
-from .evaluate import add_arguments as add_evaluate_arguments
-from .evaluate import command_evaluate
 from .commands import (
     command_compare,
     command_export,
@@ -28,6 +26,8 @@ from .commands import (
     command_status,
     command_view,
 )
+from .evaluate import add_arguments as add_evaluate_arguments
+from .evaluate import command_evaluate
 
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 INTERRUPTED = 130

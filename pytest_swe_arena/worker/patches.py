@@ -163,8 +163,8 @@ def apply_recorded_patch(workspace: Workspace, patch: bytes, what: str, run: Run
         completed = run(argv, workspace.path, patch)
         output = completed.stdout + completed.stderr
         if completed.returncode == 0:
-            fuzz = tuple(line.decode(errors="replace") for line in _FUZZ_LINE.findall(output)) if method == "fuzz" else ()
-            return AppliedPatch(method, fuzz, tuple(attempts))
+            fuzz = [line.decode(errors="replace") for line in _FUZZ_LINE.findall(output)] if method == "fuzz" else []
+            return AppliedPatch(method, tuple(fuzz), tuple(attempts))
         attempts.append((method, _tail(output)))
     _reset(workspace)
     if run(("git", "apply", "--check", "--reverse"), workspace.path, patch).returncode == 0:
@@ -173,7 +173,7 @@ def apply_recorded_patch(workspace: Workspace, patch: bytes, what: str, run: Run
 
 
 def _reset(workspace: Workspace) -> None:
-    """Put the work tree back at its commit: a failed attempt (``--reject``, ``patch``) leaves hunks and ``.rej`` files."""
+    """Put the work tree back at its commit: a failed attempt (``--reject``, ``patch``) leaves hunks and ``.rej``."""
     git("reset", "--hard", "--quiet", workspace.base_commit, cwd=workspace.path)
     git("clean", "-fdq", cwd=workspace.path)
 

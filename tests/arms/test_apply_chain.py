@@ -38,10 +38,12 @@ def swebench_method(repo: Path, base: str, patch: str, scratch: Path) -> str | N
     patch_file.write_text(patch)
     for attempt, (method, command) in enumerate(SWEBENCH_CHAIN):
         if attempt:
-            subprocess.run("git checkout -- . ; git clean -fd", shell=True, cwd=tree, capture_output=True)
-        if subprocess.run(f"{command} {patch_file}", shell=True, cwd=tree, capture_output=True).returncode == 0:
+            subprocess.run("git checkout -- . ; git clean -fd", shell=True, cwd=tree, capture_output=True, check=False)
+        tried = subprocess.run(f"{command} {patch_file}", shell=True, cwd=tree, capture_output=True, check=False)
+        if tried.returncode == 0:
             return method
-    reverse = subprocess.run(["git", "apply", "--check", "--reverse", str(patch_file)], cwd=tree, capture_output=True)
+    reverse = subprocess.run(["git", "apply", "--check", "--reverse", str(patch_file)], cwd=tree,
+                             capture_output=True, check=False)
     return "already applied" if reverse.returncode == 0 else None
 
 
@@ -94,7 +96,8 @@ def test_recorded_patches_apply_as_swebench_applies_them(suite, setup_project, t
             for name in patches]
     suite.instances(rows)
     # SWE-agent's preds.json: an object keyed by instance id.
-    preds = {f"demo__apply-{name}": {"model_name_or_path": "m", "model_patch": patch} for name, patch in patches.items()}
+    preds = {f"demo__apply-{name}": {"model_name_or_path": "m", "model_patch": patch}
+             for name, patch in patches.items()}
     (suite.path / "preds.json").write_text(json.dumps(preds))
     suite.arms_toml = ('[tool.swe_arena.arms.CHAIN]\nkind = "replay"\npredictions = "preds.json"\n'
                        '[tool.swe_arena.arms.STRICT]\nkind = "replay"\npredictions = "preds.json"\napply = "strict"\n')
