@@ -93,6 +93,9 @@ class StatusMeaning:
     badge: tuple[str, str]
     #: What the status means, for the docs.
     description: str
+    #: The id lists of SWE-bench's run report the cell's instance goes into (``results.swebench``); a
+    #: replayed prediction that was empty is never run there, nor here (``empty_patch_ids``).
+    swebench: tuple[str, ...]
 
 
 _SPENT = ("#ffe2bf", "#953800")
@@ -101,39 +104,48 @@ _NOT_COUNTED = ("#eaeef2", "#59636e")
 STATUS_TABLE: dict[CellStatus, StatusMeaning] = {
     CellStatus.RESOLVED: StatusMeaning(
         "passed", True, True, ".", "green", "✓", "resolved", ("#d1f4d9", "#116329"),
-        "The graded patch passed verification."),
+        "The graded patch passed verification.",
+        swebench=("completed", "resolved")),
     CellStatus.UNRESOLVED: StatusMeaning(
         "failed", True, True, "F", "red", "✗", "unresolved", ("#ffd8d3", "#a40e26"),
         "The patch was graded and failed verification, or it was empty (an empty patch is verified but never "
-        "resolves)."),
+        "resolves).",
+        swebench=("completed", "unresolved")),
     CellStatus.ARM_ERROR: StatusMeaning(
         "failed", True, True, "F", "red", "!", "arm error", _SPENT,
         "The arm failed: the agent exited non-zero, a recorded or gold patch did not apply, the supervisor did "
-        "not reach state `completed` (or ran out of time). Its partial work is not graded."),
+        "not reach state `completed` (or ran out of time). Its partial work is not graded.",
+        swebench=("error",)),
     CellStatus.TIMEOUT: StatusMeaning(
         "failed", True, True, "F", "red", "T", "timeout", _SPENT,
-        "The agent ran past its `timeout`, or pytest-timeout fired while the arm or verify ran. Not graded."),
+        "The agent ran past its `timeout`, or pytest-timeout fired while the arm or verify ran. Not graded.",
+        swebench=("completed", "unresolved")),
     CellStatus.OVER_BUDGET: StatusMeaning(
         "failed", True, True, "F", "red", "$", "over its budget", _SPENT,
-        "The arm passed its per-cell cap (`max_usd` / `max_tokens`), live or in the final accounting. Not graded."),
+        "The arm passed its per-cell cap (`max_usd` / `max_tokens`), live or in the final accounting. Not graded.",
+        swebench=("error",)),
     CellStatus.HARNESS_ERROR: StatusMeaning(
         "error", False, False, "E", "red", "E", "harness error (not counted)", ("#e6e0f8", "#512a97"),
         "The harness, not the arm, failed: workspace, environment build, grading infrastructure, an agent that "
         "could not be started, an arm that raised, a crashed xdist worker, a served-model mismatch under "
-        "`--arena-strict-models`."),
+        "`--arena-strict-models`.",
+        swebench=("error", "infra_failure")),
     CellStatus.CONFIG_ERROR: StatusMeaning(
         "error", False, False, "C", "yellow", "⚙", "configuration error (not counted)", ("#fff8c5", "#7d4e00"),
         "The arm's setup, not the agent, failed: its model calls were refused for credentials (401/403), its "
         "endpoint was unreachable, a quota or budget answer (402) or rate limits outlasted its retries, or its "
         "program could not start in its sandbox (126/127). The arm's remaining cells are not started; the "
-        "sweep says what to fix."),
+        "sweep says what to fix.",
+        swebench=("error", "infra_failure")),
     CellStatus.SKIPPED_BUDGET: StatusMeaning(
         "skipped", False, False, "s", "yellow", "–", "skipped: budget spent (not counted)", _NOT_COUNTED,
         "A sweep or arm budget was spent, or the arm's configuration failed (`config_error`), before the cell "
-        "started; the reason is the row's `error`."),
+        "started; the reason is the row's `error`.",
+        swebench=("incomplete",)),
     CellStatus.INTERRUPTED: StatusMeaning(
         "error", False, False, "E", "red", "∅", "interrupted (not counted)", _NOT_COUNTED,
-        "Ctrl-C or SIGTERM stopped the sweep before the cell finished."),
+        "Ctrl-C or SIGTERM stopped the sweep before the cell finished.",
+        swebench=("incomplete",)),
 }
 
 

@@ -95,9 +95,10 @@ def statuses_table() -> str:
     rows = []
     for status, meaning in STATUS_TABLE.items():
         rows.append([f"`{status}`", meaning.pytest_outcome, "yes" if meaning.counted else "no",
-                     "kept" if meaning.final else "runs again", meaning.glyph, meaning.description])
+                     "kept" if meaning.final else "runs again", meaning.glyph, ", ".join(meaning.swebench),
+                     meaning.description])
     return _table(["status", "pytest outcome", "in the resolve rate", "on `--arena-resume`", "report.html",
-                   "meaning"], rows)
+                   "SWE-bench's report ([evaluate](coming-from-swe-bench.md))", "meaning"], rows)
 
 
 # -- schema fields ---------------------------------------------------------------------------------

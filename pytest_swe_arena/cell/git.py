@@ -47,10 +47,15 @@ class WorkspaceError(Exception):
     """The harness could not materialize, reset or patch a workspace (a git command failed, say)."""
 
 
+def harness_git_environment() -> dict[str, str]:
+    """The process environment with the harness's git settings over it (no user or system git config)."""
+    return {**os.environ, **_GIT_ENV}
+
+
 def run_git(*args: str, cwd: Path, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """Run git with the harness's environment and return the completed process, whatever its exit code."""
     return subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **_GIT_ENV}, input=input, capture_output=True, check=False,
+        ["git", *args], cwd=cwd, env=harness_git_environment(), input=input, capture_output=True, check=False,
     )
 
 
@@ -60,7 +65,7 @@ def git_bytes(*args: str, cwd: Path, check: bool = True, input: bytes | None = N
     :param cap: most bytes of output read, as ``read_capped`` reads them (``OutputOverCap`` beyond); None: all.
     """
     completed = (run_git(*args, cwd=cwd, input=input) if cap is None
-                 else read_capped(["git", *args], cwd=cwd, env={**os.environ, **_GIT_ENV}, cap=cap, input=input))
+                 else read_capped(["git", *args], cwd=cwd, env=harness_git_environment(), cap=cap, input=input))
     if check and completed.returncode != 0:
         message = completed.stderr.decode(errors="replace").strip() or completed.stdout.decode(errors="replace")
         raise WorkspaceError(f"git {' '.join(args[:3])} failed in {cwd}: {message[:800]}")

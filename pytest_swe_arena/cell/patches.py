@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .git import ExtractionError, HarnessGit, WorkspaceError, git, git_bytes, run_git
+from .git import ExtractionError, HarnessGit, WorkspaceError, git, git_bytes, harness_git_environment, run_git
 from .workspace import Workspace
 
 #: Test files, as git glob pathspecs: an arm cannot grade itself by editing tests.
@@ -102,6 +103,83 @@ def apply_patch(workspace: Workspace, patch: bytes | str, what: str) -> None:
     completed = run_git("apply", "--binary", "--whitespace=nowarn", "-", cwd=workspace.path, input=data)
     if completed.returncode != 0:
         raise PatchApplyError(what, (completed.stdout + completed.stderr).decode(errors="replace"))
+
+
+#: SWE-bench's chain for a recorded patch, in its order (``GIT_APPLY_CMDS`` in
+#: ``swebench/harness/run_evaluation.py``), each tried on a clean tree: the method's name, then its argv
+#: (the patch on stdin). ``patch`` keeps no ``.orig`` copies: SWE-bench's ``git diff`` ignores them, a
+#: patch taken from the files would not.
+APPLY_CHAIN = (
+    ("git apply", ("git", "apply", "--verbose")),
+    ("3way", ("git", "apply", "--verbose", "--3way")),
+    ("reject", ("git", "apply", "--verbose", "--reject")),
+    ("fuzz", ("patch", "--batch", "--forward", "--fuzz=5", "-p1", "--no-backup-if-mismatch")),
+)
+#: The method recorded when no command applies the patch but the tree already holds it
+#: (``git apply --check --reverse`` succeeds), as SWE-bench accepts it.
+ALREADY_APPLIED = "already applied"
+#: What ``patch`` says of a hunk it placed with fuzz or at an offset.
+_FUZZ_LINE = re.compile(rb"^Hunk #\d+ succeeded at \d+ .*$", re.MULTILINE)
+
+Runner = Callable[[Sequence[str], Path, bytes], "subprocess.CompletedProcess[bytes]"]
+
+
+@dataclass(frozen=True)
+class AppliedPatch:
+    """How a recorded patch went in: the method of ``APPLY_CHAIN`` (or ``ALREADY_APPLIED``) and what it said."""
+
+    method: str
+    #: ``patch``'s lines for hunks placed with fuzz or at an offset (the ``fuzz`` method only).
+    fuzz: tuple[str, ...] = ()
+    #: Each failed attempt before it: (method, its output's last lines).
+    attempts: tuple[tuple[str, str], ...] = ()
+
+
+class PatchChainError(PatchApplyError):
+    """No method of ``APPLY_CHAIN`` applies the patch; ``attempts`` holds each one's output."""
+
+    def __init__(self, what: str, attempts: tuple[tuple[str, str], ...]):
+        self.attempts = attempts
+        super().__init__(what, "\n".join(f"[{method}] {output}" for method, output in attempts))
+
+
+def run_plainly(argv: Sequence[str], cwd: Path, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    """Run an apply command in ``cwd`` with the harness's git environment (no sandbox)."""
+    return subprocess.run(list(argv), cwd=cwd, env=harness_git_environment(), input=data,
+                          capture_output=True, check=False)
+
+
+def apply_recorded_patch(workspace: Workspace, patch: bytes, what: str, run: Runner = run_plainly) -> AppliedPatch:
+    """Apply a recorded patch as SWE-bench does: each method of ``APPLY_CHAIN`` on a clean tree, then the
+    reverse check; raise ``PatchChainError`` with every attempt's output when none applies.
+
+    ``run`` runs each command (the replay arm runs them in the cell's sandbox: the patch is the user's
+    file, and ``patch`` is a program a hostile diff has fooled before); the tree is reset by the harness's git.
+    """
+    attempts: list[tuple[str, str]] = []
+    for method, argv in APPLY_CHAIN:
+        if attempts:
+            _reset(workspace)
+        completed = run(argv, workspace.path, patch)
+        output = completed.stdout + completed.stderr
+        if completed.returncode == 0:
+            fuzz = [line.decode(errors="replace") for line in _FUZZ_LINE.findall(output)] if method == "fuzz" else []
+            return AppliedPatch(method, tuple(fuzz), tuple(attempts))
+        attempts.append((method, _tail(output)))
+    _reset(workspace)
+    if run(("git", "apply", "--check", "--reverse"), workspace.path, patch).returncode == 0:
+        return AppliedPatch(ALREADY_APPLIED, (), tuple(attempts))
+    raise PatchChainError(what, tuple(attempts))
+
+
+def _reset(workspace: Workspace) -> None:
+    """Put the work tree back at its commit: a failed attempt (``--reject``, ``patch``) leaves hunks and ``.rej``."""
+    git("reset", "--hard", "--quiet", workspace.base_commit, cwd=workspace.path)
+    git("clean", "-fdq", cwd=workspace.path)
+
+
+def _tail(output: bytes, lines: int = 12) -> str:
+    return "\n".join(output.decode(errors="replace").strip().splitlines()[-lines:])
 
 
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}

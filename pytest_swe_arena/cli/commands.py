@@ -75,8 +75,8 @@ def command_compare(args: argparse.Namespace) -> int:
     from ..results.compare import compare_runs, format_comparison
     from ..results.gate import check, gate_lines
 
-    cells_a, cells_b = _latest_cells(args.out_a), _latest_cells(args.out_b)
-    order = previous_arm_order(args.out_a, cells_a[-1].run_id)
+    cells_a, cells_b = _comparable_cells(args.out_a, args.out_b), _comparable_cells(args.out_b, args.out_a)
+    order = previous_arm_order(args.out_a, cells_a[-1].run_id) if args.out_a.is_dir() else []
     comparison = compare_runs(cells_a, cells_b, order)
     lines = format_comparison(comparison, str(args.out_a), str(args.out_b))
     checks = check(comparison, args.fail_on or [])
@@ -84,6 +84,25 @@ def command_compare(args: argparse.Namespace) -> int:
         lines += ["", *gate_lines(comparison, checks)]
     print(terminal_text("\n".join(lines)))
     return REGRESSION if any(found.failed for found in checks) else 0
+
+
+def _comparable_cells(side: Path, other: Path) -> list[CellRecord]:
+    """A sweep's last run, or a SWE-bench run report read as one arm: named after the other side's only arm
+    (a user checking that this harness reproduces their report), else ``swebench``."""
+    from ..results.swebench import read_run_report, report_cells
+
+    try:
+        report = read_run_report(side)
+    except ValueError as error:
+        raise SystemExit(f"swe-arena: {error}") from None
+    if report is None:
+        return _latest_cells(side)
+    other_arms = {cell.arm for cell in _latest_cells(other)} if other.is_dir() else set()
+    arm = other_arms.pop() if len(other_arms) == 1 else "swebench"
+    cells = report_cells(report, arm, side.name.removesuffix(".json"))
+    if not cells:
+        raise SystemExit(f"swe-arena: {side}: the report lists no instance")
+    return cells
 
 
 def command_status(args: argparse.Namespace) -> int:

@@ -1,7 +1,7 @@
 """``swe-arena``'s command line: its parser, its warnings, its exit statuses.
 
-The commands themselves are ``commands``' (report, compare, status, export, mirror, view); ``mock-model``
-is ``mockmodel``'s.
+The commands themselves are ``commands``' (report, compare, status, export, mirror, view); ``evaluate`` is
+``evaluate``'s and ``mock-model`` ``mockmodel``'s.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from .commands import (
     command_status,
     command_view,
 )
+from .evaluate import add_arguments as add_evaluate_arguments
+from .evaluate import command_evaluate
 
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 INTERRUPTED = 130
@@ -68,9 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("out", type=Path, help=out_help)
     report.set_defaults(run=command_report)
 
+    evaluate = commands.add_parser(
+        "evaluate", help="SWE-bench's run_evaluation without Docker: a predictions file in, SWE-bench's report out")
+    add_evaluate_arguments(evaluate)
+    evaluate.set_defaults(run=command_evaluate)
+
     compare = commands.add_parser("compare", help="two sweeps side by side: per-arm deltas and per-instance flips")
-    compare.add_argument("out_a", type=Path, metavar="OUT_A", help="the sweep to compare from")
-    compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to")
+    compare.add_argument("out_a", type=Path, metavar="OUT_A",
+                         help="the sweep to compare from (an out dir, or a SWE-bench run report <model>.<run_id>.json)")
+    compare.add_argument("out_b", type=Path, metavar="OUT_B", help="the sweep to compare to (the same)")
     compare.add_argument(
         "--fail-on", action="append", type=_limit, metavar="METRIC:LIMIT",
         help="exit 1 when B moved past LIMIT from A on the cells both counted, for any arm (repeatable): "

@@ -73,8 +73,10 @@ class TestGrades:
         return [f"{test_id} ({status})" for test_id, status in tests.items() if not TestStatus(status).passes]
 
     def to_json(self) -> dict[str, object]:
+        tests = {**self.fail_to_pass, **self.pass_to_pass}
         return {"FAIL_TO_PASS": dict(self.fail_to_pass), "PASS_TO_PASS": dict(self.pass_to_pass),
-                "report": self.report}
+                "report": self.report,
+                "failing": sorted(test_id for test_id, status in tests.items() if not TestStatus(status).passes)}
 
 
 def grade(fail_to_pass: Iterable[str], pass_to_pass: Iterable[str], reported: Mapping[str, str],

@@ -35,7 +35,7 @@ from ..outcome import CellStatus
 from .grades import grade
 from .integrity import IntegrityFlag
 from .parsers import parse_junitxml, parse_output, read_results
-from .rules import SWEBENCH, GradingRules
+from .rules import FAIL_TO_PASS, PASS_TO_PASS, SWEBENCH, GradingRules
 from .rules import grade as grade_by_rules
 from .runners import (
     Runner,
@@ -370,7 +370,10 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     # Plain strings: the statuses travel to the controller on the report (execnet sends no enums).
     tests = {"FAIL_TO_PASS": {test_id: str(status) for test_id, status in verdict.fail_to_pass.items()},
              "PASS_TO_PASS": {test_id: str(status) for test_id, status in verdict.pass_to_pass.items()},
-             "report": "log", "log_parser": runner.log_parser, "rules": rules.name}
+             "report": "log", "log_parser": runner.log_parser, "rules": rules.name,
+             "failing": sorted({test_id for kind, statuses in ((FAIL_TO_PASS, verdict.fail_to_pass),
+                                                               (PASS_TO_PASS, verdict.pass_to_pass))
+                                for test_id, status in statuses.items() if not rules.passes(status, kind)})}
     graded = VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
                           seconds=result.seconds, tests=tests, detail=detail)
     return witnessed.check(graded) if witnessed is not None else graded
