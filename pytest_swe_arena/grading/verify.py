@@ -40,6 +40,7 @@ from .rules import grade as grade_by_rules
 from .runners import (
     Runner,
     RunnerChoiceError,
+    ToxEnvNameError,
     prepare_tox_current_env,
     runner_command,
     runner_for_row,
@@ -347,7 +348,10 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     # (pytest's own tests print `PASSED  [100%]---...` lines that become ids), so ours must have the same.
     env = {**env, "COLUMNS": "80"}
     if host is None and env.get("VIRTUAL_ENV"):
-        prepare_tox_current_env(command, workspace.path, Path(env["VIRTUAL_ENV"]))
+        try:
+            prepare_tox_current_env(command, workspace.path, Path(env["VIRTUAL_ENV"]))
+        except ToxEnvNameError as error:
+            raise VerifyInfrastructureError(f"{instance.instance_id}: {error}") from None
     log.parent.mkdir(parents=True, exist_ok=True)
     start = log.stat().st_size if log.is_file() else 0
     result, witnessed = _run_witnessed(host, command, workspace.path, log, env, timeout, sandbox)

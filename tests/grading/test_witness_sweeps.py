@@ -55,9 +55,14 @@ def arm_name(attack: str) -> str:
     return attack.upper().replace("_", "")
 
 
+def encoded(files: dict[str, str]) -> str:
+    """The attack's files for the arm's command line (base64: no braces for the placeholders)."""
+    return base64.b64encode(json.dumps(files).encode()).decode()
+
+
 def rows(calc) -> list[dict]:
     found = []
-    for number, (mode, fields) in enumerate(MODES.items(), start=1):
+    for number, fields in enumerate(MODES.values(), start=1):
         row = calc.row(f"demo__calc-{number}", FAIL_TO_PASS=TESTS[:1], PASS_TO_PASS=TESTS[1:], **fields)
         if "verify" not in fields:
             del row["verify"]
@@ -68,7 +73,7 @@ def rows(calc) -> list[dict]:
 @pytest.mark.parametrize("workers", XDIST)
 def test_no_attack_on_the_verdict_resolves_a_cell_in_any_grading_mode(suite, calc, workers):
     suite.instances(rows(calc))
-    suite.arms_toml = "".join(arm_table(arm_name(attack), "command", command=[sys.executable, str(ARM), base64.b64encode(json.dumps(files).encode()).decode()])
+    suite.arms_toml = "".join(arm_table(arm_name(attack), "command", command=[sys.executable, str(ARM), encoded(files)])
                               for attack, (files, _) in ATTACKS.items())
     arms = ",".join([*map(arm_name, ATTACKS), "GOLD"])
     result = suite.run(f"--arena-arms={arms}", *workers)
@@ -78,7 +83,8 @@ def test_no_attack_on_the_verdict_resolves_a_cell_in_any_grading_mode(suite, cal
     ledger = suite.ledger()
     assert len(ledger) == len(MODES) * (len(ATTACKS) + 1), output[-3000:]
     won = []
-    assert all(row["status"] in ("resolved", "unresolved") for row in ledger), [(row["arm"], row["status"], row["error"]) for row in ledger]
+    assert all(row["status"] in ("resolved", "unresolved") for row in ledger), [
+        (row["arm"], row["status"], row["error"]) for row in ledger]
     for row in ledger:
         mode = mode_of[row["instance_id"]]
         if row["arm"] == "GOLD":
