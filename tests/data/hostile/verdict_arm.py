@@ -1,7 +1,7 @@
 """An agent whose patch writes its own verdict: ``verdict_arm.py FILES`` writes, into its workspace (its cwd),
 the files of one attack of ``verdict_writers.py`` (``{path: text}`` as base64 JSON; ``calc.mul`` stays broken
-and the code under test tries to make the grading say it passed). Used by ``tests/grading/test_witness_sweeps.py`` as a ``command``
-arm. The sandbox shows the arm this file only, so the attack's text comes on the command line.
+and the code under test tries to make the grading say it passed). Used by ``tests/grading/test_witness_sweeps.py``
+as a ``command`` arm. The sandbox shows the arm this file only, so the attack's text comes on the command line.
 """
 
 from __future__ import annotations
