@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import crossing
+
 T = TypeVar("T")
 
 
@@ -249,11 +251,16 @@ def decode_json_lines(path: Path, lines: Iterable[bytes], decode: Callable[[byte
         yield number, value
 
 
+#: The most of one agent file read at one poll (what is past it waits for the next poll).
+FOLLOW_CAP = 64 * 1024 * 1024
+
+
 class LineFollower:
     """The lines appended to a set of files since the last poll, each file followed on its own (agents' logs).
 
     A half-written last line waits for the next poll; ``final`` (once the writer is gone)
-    reads it too. A file that cannot be read yet is read at a later poll.
+    reads it too. A file that cannot be read yet is read at a later poll. The files are the agent's: each is
+    opened through the crossing (a link or special file in its place is never read).
     """
 
     def __init__(self) -> None:
@@ -263,10 +270,10 @@ class LineFollower:
         found: list[tuple[Path, bytes]] = []
         for path in sorted(paths):
             offset = self.offsets.get(path, 0)
-            try:
-                with open(path, "rb") as handle:
+            try:  # the agent's file: no link followed (crossing.Refused is an OSError), at most a cap per poll
+                with crossing.reading(path.parent, path.name) as handle:
                     handle.seek(offset)
-                    data = handle.read()
+                    data = handle.read(FOLLOW_CAP)
             except OSError:
                 continue
             end = len(data) if final else data.rfind(b"\n") + 1

@@ -49,10 +49,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("arms/supervisor.py", "shutil.rmtree(workspace / '.loops', ignore_errors=True)"):
         "before the driver starts (rmtree never follows a link)",
     ("arms/supervisor.py", "params.write_text(json.dumps(self.params(request), indent=1, "): BEFORE_THE_ARM,
-    ("arms/supervisor.py", "path.read_text(encoding='utf-8', errors='replace')"): "NOT YET ROUTED: the driver's "
-                                                                                  "loop files (issue 27 follow-up)",
-    ("arms/supervisor.py", "(directory / 'state.json').read_text(encoding='utf-8')"): "NOT YET ROUTED: the driver's "
-                                                                                      "state (issue 27 follow-up)",
     ("grading/witnesses.py", "os.fdopen(self._read_fd, 'rb', buffering=0)"): "the read end of the witness's own pipe, "
                                                                            "made by the harness",
     ("grading/runners.py", "resources.files(__package__).joinpath('runners.toml').read_te"): HARNESS_ONLY,

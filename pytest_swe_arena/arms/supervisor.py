@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from .. import crossing
 from ..cell.git import run_git
 from ..files import json_count, json_table
 from ..outcome import ArmStatus
@@ -78,11 +79,22 @@ class SupervisorRun:
         return asdict(self)
 
 
-def _json_lines(path: Path) -> list[dict[str, Any]]:
+#: The most of one driver file read (its state, its journal, a worker's events): the driver is the cell's.
+DRIVER_FILE_CAP = 16 * 1024 * 1024
+
+
+def _driver_text(workspace: Path, relative: str) -> str:
+    """A driver file under the workspace, through the crossing (no link followed, capped); "" when it is not
+    there or is refused (the run's fields then stay unknown)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
+        data, _ = crossing.read_capped(workspace, relative, DRIVER_FILE_CAP)
+    except OSError:  # not there, or crossing.Refused
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def _json_lines(workspace: Path, relative: str) -> list[dict[str, Any]]:
+    text = _driver_text(workspace, relative)
     events = []
     for line in text.splitlines():
         try:
@@ -108,7 +120,8 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
     read (run ids need not sort by time) and the others are listed in ``other_ids``.
     """
     root = workspace / ".loops" / "supervisor"
-    directories = [entry for entry in root.iterdir() if entry.is_dir()] if root.is_dir() else []
+    directories = ([entry for entry in root.iterdir() if entry.is_dir() and not entry.is_symlink()]
+                   if root.is_dir() and not root.is_symlink() else [])
     run = SupervisorRun()
     if not directories:
         return run
@@ -116,9 +129,10 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
     directory = directories[-1]
     run.id = directory.name
     run.other_ids = sorted(entry.name for entry in directories[:-1])
+    folder = f".loops/supervisor/{directory.name}"
     try:
-        state = json.loads((directory / "state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        state = json.loads(_driver_text(workspace, f"{folder}/state.json"))
+    except ValueError:
         state = {}  # killed mid-write, or never written: every field stays unknown
     if isinstance(state, dict):
         run.status = state.get("status") if isinstance(state.get("status"), str) else None
@@ -132,7 +146,7 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
         run.spent_usd = None if usd is None or usd_problem else float(usd)
         run.problems += [f"state.json result.{key}: {problem}"
                          for key, problem in (("spentTokens", token_problem), ("spentUsd", usd_problem)) if problem]
-    for event in _json_lines(directory / "journal.jsonl"):
+    for event in _json_lines(workspace, f"{folder}/journal.jsonl"):
         if event.get("kind") == "spawned":
             run.spawned += 1
             label = event.get("label")
@@ -142,7 +156,7 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
         elif event.get("kind") == "settled":
             run.settled += 1
     for worker_file in sorted((directory / "workers").glob("*.ndjson")):
-        for event in _json_lines(worker_file):
+        for event in _json_lines(workspace, f"{folder}/workers/{worker_file.name}"):
             if event.get("kind") == "started" and isinstance(event.get("cwd"), str):
                 run.worker_cwds.append(event["cwd"])
             elif event.get("kind") == "settled":

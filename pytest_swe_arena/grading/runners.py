@@ -200,10 +200,27 @@ def eval_script_command(script: str) -> str:
 _TOX_CURRENT_ENV = re.compile(r"\btox\b(?=.*\s--current-env\b).*?\s(?:-e\s*|--envlist[= ]\s*)([\w.,-]+)")
 
 
+#: A tox environment name the harness will make a directory of: not ``.``, ``..`` nor any name of dots only, which
+#: would make ``.tox/NAME`` the ``.tox`` folder itself or the tree (replaced whole by the preparation).
+_TOX_ENV_NAME = re.compile(r"[\w-][\w.-]*|[\w.-]*[\w-]")
+
+
+class ToxEnvNameError(ValueError):
+    """A ``tox --current-env`` command names an environment the harness will not make a directory of."""
+
+
 def tox_current_envs(command: str) -> list[str]:
-    """The tox environments a ``tox --current-env`` command runs (none for any other command)."""
+    """The tox environments a ``tox --current-env`` command runs (none for any other command).
+
+    :raises ToxEnvNameError: a name made of dots only (``.``, ``..``): ``.tox/..`` is the tree itself.
+    """
     found = _TOX_CURRENT_ENV.search(command)
-    return [name for name in found.group(1).split(",") if name] if found else []
+    names = [name for name in found.group(1).split(",") if name] if found else []
+    for name in names:
+        if not _TOX_ENV_NAME.fullmatch(name) or set(name) == {"."}:
+            raise ToxEnvNameError(f"test command {command!r}: tox environment {name!r} is not a name the harness "
+                                  "makes a directory of (letters, digits, '_', '-' and '.', not dots only)")
+    return names
 
 
 def prepare_tox_current_env(command: str, workspace: Path, venv: Path) -> None:

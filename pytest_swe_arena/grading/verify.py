@@ -40,6 +40,7 @@ from .rules import grade as grade_by_rules
 from .runners import (
     Runner,
     RunnerChoiceError,
+    ToxEnvNameError,
     prepare_tox_current_env,
     runner_command,
     runner_for_row,
@@ -147,15 +148,25 @@ class ContainerHost:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
 
 
-def read_log(log: Path, start: int) -> str:
+#: The most of a grading log read to grade it: what the tests print past it is not read (a test recorded only
+#: there is then missing, so the cell is not resolved: the cap fails closed).
+LOG_CAP = 64 * 1024 * 1024
+
+
+def read_log(log: Path, start: int, cap: int = LOG_CAP) -> str:
     """The run's log from byte ``start``, through the crossing: the code under test can write where its log is,
-    so a link in its place is not followed (its text is then the refusal, which grades nothing)."""
+    so a link in its place is not followed (its text is then the refusal, which grades nothing). At most ``cap``
+    bytes are read; a longer log ends with a line saying so."""
     try:
         with crossing.reading(log.parent, log.name) as handle:
             handle.seek(start)
-            return handle.read().decode("utf-8", errors="replace")
+            data = handle.read(cap + 1)
     except OSError as error:
         return f"# the harness did not read this log: {crossing.shown(str(error))}\n"
+    text = data[:cap].decode("utf-8", errors="replace")
+    if len(data) > cap:
+        text += f"\n# the harness read only the first {cap:,} bytes of this log\n"
+    return text
 
 
 def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, env: Mapping[str, str],
@@ -347,7 +358,10 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     # (pytest's own tests print `PASSED  [100%]---...` lines that become ids), so ours must have the same.
     env = {**env, "COLUMNS": "80"}
     if host is None and env.get("VIRTUAL_ENV"):
-        prepare_tox_current_env(command, workspace.path, Path(env["VIRTUAL_ENV"]))
+        try:
+            prepare_tox_current_env(command, workspace.path, Path(env["VIRTUAL_ENV"]))
+        except ToxEnvNameError as error:
+            raise VerifyInfrastructureError(f"{instance.instance_id}: {error}") from None
     log.parent.mkdir(parents=True, exist_ok=True)
     start = log.stat().st_size if log.is_file() else 0
     result, witnessed = _run_witnessed(host, command, workspace.path, log, env, timeout, sandbox)

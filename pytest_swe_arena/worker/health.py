@@ -26,7 +26,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..cell.venvs import EnvBuildError, EnvironmentStore, PythonEnvironment
-from ..grading.runners import Runner, has_pytest_config, prepare_tox_current_env, targets_from_patch, test_files
+from ..grading.runners import (
+    Runner,
+    ToxEnvNameError,
+    has_pytest_config,
+    prepare_tox_current_env,
+    targets_from_patch,
+    test_files,
+)
 from ..instances.model import Instance
 
 #: The parsers of runners that are not pytest: their check imports the project instead of collecting.
@@ -70,7 +77,10 @@ def check_health(instance: Instance, runner: Runner | None, environment: PythonE
     if passed.is_file():
         return
     start = log.stat().st_size if log.is_file() else 0
-    prepare_tox_current_env(command, workspace, environment.venv)
+    try:
+        prepare_tox_current_env(command, workspace, environment.venv)
+    except ToxEnvNameError as error:
+        raise EnvBuildError(f"{instance.instance_id}: {error}") from None
     try:
         store.run_step(environment, command, workspace, cell_env, log, timeout, "health check at base")
     except EnvBuildError:

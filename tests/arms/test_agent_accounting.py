@@ -254,6 +254,27 @@ def test_supervisor_artifacts(tmp_path):
     assert run.worker_cwds == ["/sandboxes/w1"] and run.settled_tokens == 10 and run.other_ids == []
 
 
+def test_supervisor_files_that_are_links_to_host_files_are_not_read(tmp_path):
+    """The driver's files are the cell's (issue 27): a ``state.json``, journal or worker file, or a whole run
+    folder, that is a link to a host file is refused by the crossing, never followed; its fields stay unknown."""
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "state.json").write_text(json.dumps({"status": "completed", "result": {"spentUsd": 0.5}}))
+    (host / "journal.jsonl").write_text(json.dumps({"kind": "spawned", "id": "w1", "label": "stolen"}) + "\n")
+    (host / "w1.ndjson").write_text(json.dumps({"kind": "started", "cwd": "/host/secret"}) + "\n")
+    workspace = tmp_path / "tree"
+    run_dir = workspace / ".loops" / "supervisor" / "sup-1-abc"
+    (run_dir / "workers").mkdir(parents=True)
+    for name, target in (("state.json", "state.json"), ("journal.jsonl", "journal.jsonl"),
+                         ("workers/w1.ndjson", "w1.ndjson")):
+        (run_dir / name).symlink_to(host / target)
+    run = read_supervisor_run(workspace)
+    assert (run.id, run.status, run.spent_usd, run.spawned, run.worker_cwds) == ("sup-1-abc", None, None, 0, [])
+    # A run folder that is a link to a host folder holding a driver's files is not a run.
+    (workspace / ".loops" / "supervisor" / "sup-0-link").symlink_to(host, target_is_directory=True)
+    assert read_supervisor_run(workspace).other_ids == []
+
+
 @pytest.mark.parametrize(("spent", "reason"), [
     ("NaN", "nan is not a finite number"),
     ("Infinity", "inf is not a finite number"),

@@ -8,10 +8,16 @@ import shlex
 import sys
 from pathlib import Path
 
+import pytest
 from helpers.arena import write_export
 from helpers.gitrepos import shapes_swe_bench_row
 
-from pytest_swe_arena.grading.runners import prepare_tox_current_env, swebench_runner, tox_current_envs
+from pytest_swe_arena.grading.runners import (
+    ToxEnvNameError,
+    prepare_tox_current_env,
+    swebench_runner,
+    tox_current_envs,
+)
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -25,6 +31,21 @@ def test_tox_current_env_names_its_environments():
     assert tox_current_envs("tox --current-env -e py39,docs -v --") == ["py39", "docs"]
     assert tox_current_envs("tox -epy39 -v --") == []  # tox's own venvs need nothing of ours
     assert tox_current_envs("pytest -rA") == []
+    assert tox_current_envs("tox --current-env -e py3.9,.hidden -v --") == ["py3.9", ".hidden"]
+
+
+@pytest.mark.parametrize("names", ["..", ".", "py39,..", "...", "py39,."])
+def test_a_tox_environment_of_dots_only_is_refused_naming_the_command(tmp_path, names):
+    """``.tox/..`` is the tree itself: the preparation would replace the whole tree (issue 27)."""
+    command = f"tox --current-env -e {names} -v --"
+    with pytest.raises(ToxEnvNameError, match=r"test command 'tox --current-env.*not dots only"):
+        tox_current_envs(command)
+    tree = tmp_path / "tree"
+    (tree / "calc").mkdir(parents=True)
+    (tree / "calc" / "ops.py").write_text("x = 1\n")
+    with pytest.raises(ToxEnvNameError):
+        prepare_tox_current_env(command, tree, tmp_path / "venv")
+    assert (tree / "calc" / "ops.py").read_text() == "x = 1\n"
 
 
 def test_the_tox_env_of_a_current_env_runner_is_a_view_of_the_venv(tmp_path):

@@ -141,3 +141,22 @@ def test_a_hook_of_the_harness_interpreter_under_the_users_home_is_trusted_and_o
     planted_judgement = judge(stream(str(planted)), expected=True, returncode=0, statuses={"t.py::test": "passed"},
                               tree=tmp_path / "tree", untrusted=(planted.parent,), started=time.time())
     assert planted_judgement.reason is not None and "defined by the code under test" in planted_judgement.reason
+
+
+def test_the_grading_log_is_read_up_to_its_cap_and_never_through_a_link(tmp_path):
+    """The code under test writes its own log (issue 27): a log past the cap is read only up to it (a test
+    recorded past it is then missing, so nothing resolves on it), and a log that is a link is not followed."""
+    from pytest_swe_arena.grading.verify import read_log
+
+    log = tmp_path / "verify.log"
+    log.write_bytes(b"PASSED tests/test_ops.py::test_add\n" + b"x" * (3 << 20)
+                    + b"\nPASSED tests/test_ops.py::test_mul\n")
+    text = read_log(log, 0, cap=1 << 20)
+    assert len(text) < (1 << 20) + 100 and "test_add" in text and "test_mul" not in text
+    assert text.endswith("# the harness read only the first 1,048,576 bytes of this log\n")
+    assert read_log(log, 0).endswith("test_mul\n")
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY\n")
+    log.unlink()
+    log.symlink_to(secret)
+    assert "PRIVATE" not in read_log(log, 0) and "did not read this log" in read_log(log, 0)
