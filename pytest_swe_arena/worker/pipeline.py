@@ -20,7 +20,7 @@ import pytest
 from .. import crossing
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
-from ..grading.integrity import IntegrityFlag
+from ..grading.integrity import IntegrityFlag, cell_record
 from ..grading.rules import RULE_SETS
 from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
 from ..grading.tree import (
@@ -97,6 +97,12 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
         if workspace.snapshot_rebuilt:
             outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
+        # The cell's integrity record, from what the harness saw: never a verdict by itself.
+        record = integrity_record(collected.logs, outcome.patch if "patch_excluded" in outcome.details else None,
+                                  outcome.details, harness / "extract.git", workspace.path)
+        if record:
+            outcome = outcome.replace(details={**outcome.details, "integrity": [
+                *(outcome.details.get("integrity") or []), *(flag.to_json() for flag in record)]})
         return finished(outcome, status, error, timings, collected.logs)
 
     python_env: PythonEnvironment | None = None
@@ -291,6 +297,26 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+#: Most object names of a transcript looked up in base's objects (each is one ``git cat-file``).
+MAX_OBJECTS_LOOKED_UP = 20
+
+
+def integrity_record(logs: Mapping[str, str], patch: bytes | None, details: Mapping[str, object], git_dir: Path,
+                     work_tree: Path) -> list[IntegrityFlag]:
+    """The cell's flags from its logs, its patch and what it changed (``grading.integrity.cell_record``); an object
+    an agent named is looked up in the harness's git dir, which holds base's objects (none of a later commit)."""
+    looked_up: dict[str, bool] = {}
+
+    def known(name: str) -> bool:
+        if name not in looked_up:
+            if not git_dir.is_dir() or len(looked_up) >= MAX_OBJECTS_LOOKED_UP:
+                return True  # not checked: not flagged
+            looked_up[name] = HarnessGit(git_dir, work_tree).run("cat-file", "-e", f"{name}^{{object}}").returncode == 0
+        return looked_up[name]
+
+    return cell_record(logs, patch, details, known)
 
 
 def configuration_failure(case: Case, result: ArmResult, usage: Usage, run_dir: Path, *, metered: bool = False,
