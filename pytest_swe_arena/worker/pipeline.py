@@ -47,6 +47,7 @@ from ..state import Case
 from .cell import CellEnvironment
 from .git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from .health import check_health
+from .limits import LimitGroup
 from .patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from .rundir import collect_run_dir, patch_over_cap
 from .sandbox import CellSandbox
@@ -130,8 +131,12 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
+    try:
+        sandbox = cell_sandbox(case, cell, workspace, python_env)
+    except OSError as error:  # the cell's cgroups could not be made: the machine's, not the arm's
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"limits: cannot set the cell's limits: {error}")
     request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                          sandbox=cell_sandbox(case, cell, workspace, python_env), meter=route)
+                          sandbox=sandbox, meter=route)
 
     clock = time.monotonic()
     try:
@@ -151,7 +156,16 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         # The arm started and may have spent: what it spent is unknown, never "did not run" ($0).
         return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
                       f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
+    finally:
+        limits = sandbox.limits if sandbox is not None else None
+        passed = limits.close() if limits is not None else None
     timings["arm"] = time.monotonic() - clock
+    if limits is not None:
+        result = dataclasses.replace(result, details={**result.details, "limits": limits.details(passed)})
+    if passed is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR, ArmStatus.TIMEOUT):
+        # A limit passed is the arm's failure, counted, whatever its process said after: named in the error.
+        result = dataclasses.replace(result, status=ArmStatus.ARM_ERROR, error=f"limit passed: {passed}"
+                                     f"{'; ' + result.error if result.error else ''}")
     from ..spend.meter.cells import CALLS_FILE
 
     # The harness writes its own files in the run dir next: whatever the arm left at their names (a link to a
@@ -361,7 +375,10 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())))
+    limits = (LimitGroup.open(case.limits, case.limit_mechanism, (cell.root, *outside))
+              if case.limits is not None and case.limits.any else None)
+    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
+                       limits=limits)
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cell import CellEnvironment
+from .limits import LimitGroup
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -231,6 +232,8 @@ class CellSandbox:
     read_write: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
     bwrap: str = "bwrap"
+    #: The cell's limits (``limits.LimitGroup``): every command starts inside them. None: no limits.
+    limits: LimitGroup | None = None
 
     def wrap(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], *,
              programs: Sequence[str | Path] = (), read_only: Sequence[Path] = ()) -> list[str]:
@@ -247,7 +250,8 @@ class CellSandbox:
         policy = cell_policy(self.cell, read_write=self.read_write, read_only=shown,
                              programs=[argv[0], *named, *programs],
                              unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
-        return Sandbox(policy, self.bwrap).wrap(argv, cwd)
+        wrapped = Sandbox(policy, self.bwrap).wrap(argv, cwd)
+        return self.limits.wrap(wrapped) if self.limits is not None else wrapped
 
 
 #: dotenvx's key variables, removed before bwrap starts even when the harness's env does not set them:
