@@ -268,13 +268,15 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                 return grade_on_fresh_tree(
                     case.instance, patch, objects=objects, base_commit=original_base, root=harness / "grading",
                     run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                    template=template, rules=RULE_SETS[case.grading_rules])
+                    template=template, rules=RULE_SETS[case.grading_rules], limits=case.limits,
+                    limit_mechanism=case.limit_mechanism)
 
             if case.sweep_cache is None or case.grade_every_cell:
                 verdict, flags = grading_run()
             else:
                 key = grade_key(case.instance, patch, rules=case.grading_rules, sandbox=case.sandbox,
-                                timeout=case.verify_timeout, template=template.key if template else None)
+                                timeout=case.verify_timeout, template=template.key if template else None,
+                                limits=case.limits.to_json() if case.limits is not None and case.limits.any else None)
                 shared = grade_once(case.sweep_cache / "grades", key, case.key, grading_run)
                 verdict, flags = shared.verdict, shared.flags
                 if shared.shared_with is not None:

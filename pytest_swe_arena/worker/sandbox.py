@@ -113,6 +113,8 @@ class Sandbox:
     #: The options every sandbox gets; see the module docstring.
     isolation: tuple[str, ...] = field(default=("--unshare-all", "--die-with-parent", "--new-session",
                                                   "--cap-drop", "ALL"))
+    #: The cell's limits (``limits.LimitGroup``): the sandbox starts inside them. None: no limits.
+    limits: LimitGroup | None = None
 
     def showing(self, *read_only: Path) -> Sandbox:
         """This sandbox, with ``read_only`` shown as well."""
@@ -160,7 +162,8 @@ class Sandbox:
         # Variables are removed before bwrap starts, not with its --unsetenv: bwrap itself is pid 1 of
         # the sandbox, and its /proc/1/environ would still hold them for the command to read.
         unset = [arg for name in policy.unset_env for arg in ("-u", name)]
-        return [env, "--ignore-signal=TERM", *unset, *command]
+        wrapped = [env, "--ignore-signal=TERM", *unset, *command]
+        return self.limits.wrap(wrapped) if self.limits is not None else wrapped
 
 
 def _existing(path: Path, what: str) -> Path:
@@ -250,8 +253,7 @@ class CellSandbox:
         policy = cell_policy(self.cell, read_write=self.read_write, read_only=shown,
                              programs=[argv[0], *named, *programs],
                              unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
-        wrapped = Sandbox(policy, self.bwrap).wrap(argv, cwd)
-        return self.limits.wrap(wrapped) if self.limits is not None else wrapped
+        return Sandbox(policy, self.bwrap, limits=self.limits).wrap(argv, cwd)
 
 
 #: dotenvx's key variables, removed before bwrap starts even when the harness's env does not set them:

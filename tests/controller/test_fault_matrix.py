@@ -410,15 +410,22 @@ def test_a_memory_bomb_a_fork_bomb_and_a_disk_filler_each_end_their_own_cell_at_
                                 disk="32M")
     for name, (kind, limit) in BOMBS.items():
         suite.arms_toml += arm_table(name, "command", command=[sys.executable, str(bombs), kind, marker]) + limit + "\n"
+    # The graded tests are held to the same limits: a fix whose import allocates 1 GiB passes them when graded.
+    hog = fixed + "\n_HOG = [b'x' * (16 << 20) for _ in range(64)]\n"
+    suite.arms_toml += arm_table("GRADED_HOG", "command", memory="96M", command=[
+        sys.executable, "-c", f"import pathlib; pathlib.Path('calc/ops.py').write_text({hog!r})"])
     started = time.monotonic()
-    result = suite.run(f"--arena-arms=GOLD,FIXER,{','.join(BOMBS)}", "-n", str(WORKERS))
+    result = suite.run(f"--arena-arms=GOLD,FIXER,{','.join(BOMBS)},GRADED_HOG", "-n", str(WORKERS))
     seconds = time.monotonic() - started
     output = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED and "INTERNALERROR" not in output, output[-3000:]
     mechanism = probe_mechanism()
     assert f"arena limits: {mechanism}" in output
     rows = {row["arm"]: row for row in suite.ledger()}
-    assert set(rows) == {"GOLD", "FIXER", *BOMBS}, output[-3000:]
+    assert set(rows) == {"GOLD", "FIXER", "GRADED_HOG", *BOMBS}, output[-3000:]
+    hog_error = rows["GRADED_HOG"]["error"]
+    assert rows["GRADED_HOG"]["status"] == "arm_error", hog_error
+    assert hog_error.startswith("verify: the graded tests passed a limit: memory:"), hog_error
     assert rows["GOLD"]["status"] == "resolved" and rows["FIXER"]["status"] == "resolved", rows["FIXER"]["error"]
     assert rows["FIXER"]["details"]["limits"] == {"memory": 96 * 2**20, "pids": 48, "disk": 32 * 2**20,
                                                   "mechanism": mechanism, "passed": None}
