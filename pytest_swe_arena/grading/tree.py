@@ -297,7 +297,7 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     cell = create_cell_environment(root / "cell")
     tree_dir = root / "tree"
     log = cell.run_dir / "env.log"
-    group = (LimitGroup.open(limits, limit_mechanism, (cell.root, tree_dir))
+    group = (LimitGroup.create(limits, limit_mechanism, (cell.root, tree_dir))
              if sandboxed and limits is not None and limits.any else None)
 
     def sandbox() -> Sandbox | None:

@@ -189,8 +189,9 @@ class LimitGroup:
     disk: DiskWatch | None = None
 
     @classmethod
-    def open(cls, limits: CellLimits, mechanism: str, disk_roots: Sequence[Path]) -> LimitGroup:
-        """Make the cell's groups and set their limits; start the disk watch."""
+    def create(cls, limits: CellLimits, mechanism: str, disk_roots: Sequence[Path]) -> LimitGroup:
+        """Make the cell's groups and set their limits; start the disk watch (which reads no file of the cell:
+        it ``lstat``s what is under ``disk_roots``, following no link)."""
         group = cls(limits, mechanism)
         name = f"arena-{uuid.uuid4().hex[:12]}"
         if mechanism in ("cgroup-v1", "cgroup-v2") and (limits.memory is not None or limits.pids is not None):

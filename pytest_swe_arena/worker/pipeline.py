@@ -377,7 +377,7 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    limits = (LimitGroup.open(case.limits, case.limit_mechanism, (cell.root, *outside))
+    limits = (LimitGroup.create(case.limits, case.limit_mechanism, (cell.root, *outside))
               if case.limits is not None and case.limits.any else None)
     return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
                        limits=limits)

@@ -47,7 +47,7 @@ def test_a_bad_limit_in_an_arm_table_is_a_usage_error_before_any_cell(suite, cal
 
 
 def test_without_cgroups_rlimits_stop_a_memory_hog_and_a_file_past_the_disk_limit(tmp_path: Path):
-    group = LimitGroup.open(CellLimits(memory=256 * MIB, disk=4 * MIB), "rlimit", (tmp_path,))
+    group = LimitGroup.create(CellLimits(memory=256 * MIB, disk=4 * MIB), "rlimit", (tmp_path,))
     assert group.groups == {}
     hog = "x = [b'x' * (64 << 20) for _ in range(16)]"
     result = processes.run(group.wrap([sys.executable, "-c", hog]), cwd=tmp_path, env={"PATH": "/usr/bin:/bin"},
