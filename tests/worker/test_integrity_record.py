@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.agents import arm_table
+from helpers.browser import Browser
 
 from pytest_swe_arena.grading.integrity import cell_record, history_probe_flags, only_tests_flag
 from pytest_swe_arena.worker.sandbox import probe_bwrap
@@ -30,7 +31,7 @@ def flags_of(row: dict) -> list[dict]:
 @needs_bwrap
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
 def test_a_history_probe_a_test_edit_and_a_conftest_only_patch_are_flagged_in_row_summary_and_viewer(
-        suite, calc, workers):
+        suite, calc, workers, tmp_path):
     suite.instances([calc.row()])
     suite.arms_toml = "".join(arm_table(name, "command", command=[sys.executable, str(HOSTILE / "integrity_probes.py"),
                                                                   attack])
@@ -70,6 +71,14 @@ def test_a_history_probe_a_test_edit_and_a_conftest_only_patch_are_flagged_in_ro
         pages[page["arm"]] = page
     for arm in ("GOLD", *ATTACKS):
         assert pages[arm]["integrity"] == (flags_of(rows[arm]) or None), arm
+    if not workers:  # once, in a real Chromium: the cell page's flag table
+        with Browser(tmp_path / "chromium-profile") as browser:
+            browser.open(suite.path / "arena-out" / "viewer" / "cell.html", "cells/demo__calc-1/CONFTEST/1")
+            browser.wait_until("document.body.dataset.ready === '1' && document.title.includes('CONFTEST')")
+            shown = browser.evaluate("[...document.querySelectorAll('#integrity-table tbody tr')]"
+                                     ".map(r => [...r.cells].map(c => c.textContent))")
+        assert sorted(row[:2] for row in shown) == [["test_edit_dropped", "conftest.py"],
+                                                    ["tests_only_patch", "conftest.py"]], shown
 
 def test_history_probes_are_read_from_the_agents_logs_not_the_harnesss_and_known_objects_pass():
     logs = {"stderr.log": "$ git log -5\n$ git show abc1234\n$ git --no-pager log --branches\n",
