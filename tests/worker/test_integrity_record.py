@@ -86,7 +86,7 @@ def test_history_probes_are_read_from_the_agents_logs_not_the_harnesss_and_known
             "prompt.txt": "git reflog", "verify.log": "git fetch origin"}
     flags = history_probe_flags(logs, known=lambda name: name == "abc1234")
     assert [(flag.path, flag.detail.split("`")[1]) for flag in flags] == [
-        ("events.jsonl", "git fsck --lost-found"), ("stderr.log", "git --no-pager log --branches")]
+        ("events.jsonl", "git fsck --lost-found"), ("stderr.log", "git log --branches")]  # shown without its global options
 
 
 def test_a_code_change_beside_a_test_edit_is_not_a_tests_only_patch():
