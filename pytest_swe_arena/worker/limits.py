@@ -43,6 +43,8 @@ LIMIT_SETTINGS = ("memory", "pids", "disk")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Seconds between two looks at a cell's disk use while its arm runs.
 DISK_POLL_SECONDS = 0.5
+#: A look at the disk takes at most this share of the time between looks (one in 20: 5% of a core).
+DISK_LOOK_SHARE = 20
 MECHANISMS = ("cgroup-v2", "cgroup-v1", "rlimit")
 
 
@@ -166,15 +168,27 @@ class DiskWatch:
     passed: bool = False
     _last: float = 0.0
 
-    def begin(self) -> None:
-        self.start = _tree_bytes(self.roots)
+    #: Seconds the last look took: the next waits at least ``DISK_LOOK_SHARE`` times as long.
+    _took: float = 0.0
 
-    def look(self) -> bool:
-        """Whether the trees have grown past the limit (looks again at most every ``DISK_POLL_SECONDS``)."""
-        now = time.monotonic()
-        if not self.passed and now - self._last >= DISK_POLL_SECONDS:
-            self._last = now
-            self.grown = max(0, _tree_bytes(self.roots) - self.start)
+    def begin(self) -> None:
+        self.start = self._measure()
+
+    def _measure(self) -> int:
+        clock = time.monotonic()
+        total = _tree_bytes(self.roots)
+        self._took = time.monotonic() - clock
+        return total
+
+    def look(self, *, now: bool = False) -> bool:
+        """Whether the trees have grown past the limit. Looks again at most every ``DISK_POLL_SECONDS``, and
+        never more often than keeps the watch under 1/``DISK_LOOK_SHARE`` of a core (a large tree is looked at
+        less often); ``now``: look whatever the time (the last look, after the arm)."""
+        clock = time.monotonic()
+        due = clock - self._last >= max(DISK_POLL_SECONDS, DISK_LOOK_SHARE * self._took)
+        if not self.passed and (now or due):
+            self._last = clock
+            self.grown = max(0, self._measure() - self.start)
             self.passed = self.grown >= self.limit
         return self.passed
 
@@ -249,7 +263,7 @@ class LimitGroup:
 
     def passed(self) -> str | None:
         """Which limit the cell's processes passed, said as the row says it; None if none was."""
-        if self.disk is not None and (self.disk.passed or self.disk.look()):
+        if self.disk is not None and self.disk.look(now=True):
             return (f"disk: the cell's files grew by {self.disk.grown / 2**20:.1f}M, past its limit of "
                     f"{_size_text(self.disk.limit)} ({self.mechanism} and the harness's watch)")
         counters = self._counters()
