@@ -85,8 +85,9 @@ def test_history_probes_are_read_from_the_agents_logs_not_the_harnesss_and_known
             "events.jsonl": '{"tool":"bash","command":"git fsck --lost-found"}\n{"command":"git fsck"}\n',
             "prompt.txt": "git reflog", "verify.log": "git fetch origin"}
     flags = history_probe_flags(logs, known=lambda name: name == "abc1234")
+    # A command is shown without git's global options.
     assert [(flag.path, flag.detail.split("`")[1]) for flag in flags] == [
-        ("events.jsonl", "git fsck --lost-found"), ("stderr.log", "git log --branches")]  # shown without its global options
+        ("events.jsonl", "git fsck --lost-found"), ("stderr.log", "git log --branches")]
 
 
 def test_a_code_change_beside_a_test_edit_is_not_a_tests_only_patch():
