@@ -347,6 +347,19 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _choice(*SANDBOX_MODES), default="auto", metavar="MODE",
     ),
     ArenaOption(
+        "memory", "per cell, the most memory the arm's processes may use together (a size: 512M, 4G); an arm's "
+        "table may set its own (memory = \"8G\", or false for none); passing it ends the cell as arm_error "
+        "naming the limit (docs/threat-model.md)", _byte_size, metavar="SIZE",
+    ),
+    ArenaOption(
+        "pids", "per cell, the most processes (and threads) the arm may run at once; an arm's table may set its own "
+        "(pids = 1024)", _positive_integer, metavar="N",
+    ),
+    ArenaOption(
+        "disk", "per cell, the most bytes the arm may add to the cell's files (workspace, HOME, TMPDIR, run dir); "
+        "an arm's table may set its own (disk = \"20G\")", _byte_size, metavar="SIZE",
+    ),
+    ArenaOption(
         "run-dir-max-bytes", "per cell, at most this many bytes of the run dir reach the out dir (a size: 4096, "
         "64K, 32M, 1G); what is left out or cut is listed in the row's details.run_dir_cut",
         _byte_size, default=_size_text(CollectionCaps.max_total_bytes), metavar="SIZE",
@@ -526,6 +539,10 @@ class Settings:
     env_specs: Path | None
     engine: str
     sandbox: str
+    #: --arena-memory, --arena-pids, --arena-disk: every cell's limits unless its arm's table sets its own.
+    memory: int | None
+    pids: int | None
+    disk: int | None
     #: --arena-worker-start: 'fork' (local workers forked from the controller's fork server) or 'popen'.
     worker_start: str
     #: --arena-run-dir-max-bytes, -files, -file-bytes and --arena-patch-max-bytes.
@@ -708,6 +725,9 @@ def load_settings(config: pytest.Config) -> Settings:
         env_specs=path_or_none("env-specs"),
         engine=single("engine"),
         sandbox=single("sandbox"),
+        memory=single("memory"),
+        pids=single("pids"),
+        disk=single("disk"),
         worker_start=single("worker-start"),
         caps=CollectionCaps(max_total_bytes=single("run-dir-max-bytes"), max_files=single("run-dir-max-files"),
                             max_file_bytes=single("run-dir-max-file-bytes"), max_patch_bytes=single("patch-max-bytes")),

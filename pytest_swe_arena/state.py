@@ -26,6 +26,7 @@ from .suite import load_suite
 
 if TYPE_CHECKING:
     from .arms.base import Arm
+    from .cell.limits import CellLimits
     from .cell.sandbox import SandboxChoice
     from .instances.model import Instance
     from .interrupts import InterruptSignals
@@ -87,6 +88,10 @@ class ArenaState:
     sandbox_header: str = ""
     #: The controller's answer to --arena-sandbox (None on workers): it may refuse the arms (``refuse_agents``).
     sandbox_choice: SandboxChoice | None = None
+    #: Each arm's cell limits (``cell.limits``: its table over --arena-memory/-pids/-disk), and how this machine
+    #: enforces them ("cgroup-v2", "cgroup-v1", "rlimit"), probed by each process on the host it runs cells on.
+    limits: dict[str, CellLimits] = field(default_factory=dict)
+    limit_mechanism: str = "rlimit"
     #: Instance files given as test paths (``pytest mine.jsonl``): collected like --arena-instances.
     named_files: frozenset[Path] = frozenset()
 
@@ -143,6 +148,9 @@ class Case:
     grade_every_cell: bool = False
     #: The suite's price table (``[tool.swe_arena.prices]``): what an agent's reported cost is checked against.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: The cell's limits (``cell.limits.CellLimits``; None: none) and the mechanism that enforces them.
+    limits: CellLimits | None = None
+    limit_mechanism: str = "rlimit"
 
     @cached_property
     def key(self) -> str:

@@ -259,6 +259,8 @@ def run_agent(
         missing = next((path for path in (str(cwd), found) if path is None or not os.path.exists(path)), "")
         if missing != "":
             raise ArmStartError(f"cannot start {what}: No such file or directory: {missing or program}")
+        if sandbox.limits is not None:  # the disk watch stops the agent once the cell's files pass the limit
+            should_stop = sandbox.limits.should_stop(should_stop)
         try:
             argv = sandbox.wrap(argv, cwd, env, programs=programs, read_only=read_only)
         except SandboxError as error:

@@ -123,7 +123,8 @@ class SettingsReader:
 
     def __init__(self, spec: ArmSpec):
         self.spec = spec
-        self._read: set[str] = {"kind"}
+        # The limits (``cell.limits.LIMIT_SETTINGS``) are every kind's: read by the harness, not the kind.
+        self._read: set[str] = {"kind", "memory", "pids", "disk"}
 
     def _fail(self, key: str, message: str) -> ArmConfigError:
         return ArmConfigError(f"{self.spec.origin}: field {key!r}: {message}")

@@ -51,6 +51,7 @@ from pathlib import Path
 
 from ..settings import SANDBOX_MODES
 from .environment import CellEnvironment
+from .limits import LimitGroup
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -110,6 +111,8 @@ class Sandbox:
     #: The options every sandbox gets; see the module docstring.
     isolation: tuple[str, ...] = field(default=("--unshare-all", "--die-with-parent", "--new-session",
                                                   "--cap-drop", "ALL"))
+    #: The cell's limits (``limits.LimitGroup``): the sandbox starts inside them. None: no limits.
+    limits: LimitGroup | None = None
 
     def showing(self, *read_only: Path) -> Sandbox:
         """This sandbox, with ``read_only`` shown as well."""
@@ -157,7 +160,8 @@ class Sandbox:
         # Variables are removed before bwrap starts, not with its --unsetenv: bwrap itself is pid 1 of
         # the sandbox, and its /proc/1/environ would still hold them for the command to read.
         unset = [arg for name in policy.unset_env for arg in ("-u", name)]
-        return [env, "--ignore-signal=TERM", *unset, *command]
+        wrapped = [env, "--ignore-signal=TERM", *unset, *command]
+        return self.limits.wrap(wrapped) if self.limits is not None else wrapped
 
 
 def _existing(path: Path, what: str) -> Path:
@@ -229,6 +233,8 @@ class CellSandbox:
     read_write: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
     bwrap: str = "bwrap"
+    #: The cell's limits (``limits.LimitGroup``): every command starts inside them. None: no limits.
+    limits: LimitGroup | None = None
 
     def wrap(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], *,
              programs: Sequence[str | Path] = (), read_only: Sequence[Path] = ()) -> list[str]:
@@ -245,7 +251,7 @@ class CellSandbox:
         policy = cell_policy(self.cell, read_write=self.read_write, read_only=shown,
                              programs=[argv[0], *named, *programs],
                              unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
-        return Sandbox(policy, self.bwrap).wrap(argv, cwd)
+        return Sandbox(policy, self.bwrap, limits=self.limits).wrap(argv, cwd)
 
 
 #: dotenvx's key variables, removed before bwrap starts even when the harness's env does not set them:

@@ -5,6 +5,11 @@ verdict (the witnesses do: ``witnesses``). The static scan (``patch_flags``) rea
 non-test code for what reaches into the runner: pytest's machinery, ``gc``, ``atexit``, ``os._exit``,
 ``/proc/self``, ``sys.modules``, and files that would load before the harness's rules (``*.dist-info``,
 ``*.egg-info``, entry points, a top-level module named as the standard library's).
+
+The cell's record (``cell_record``) is what the harness saw of the arm itself: git commands that look beyond
+base in the agent's transcript and logs (``history_probe_flags``), edits to test files that the patch drops
+(``dropped_test_edit_flags``), a patch that touches only test or configuration files (``only_tests_flag``),
+and connections the network policy refused (``refused_connection_flags``: data the policy hands over).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..cell.patches import files_touched, is_test_path
 
@@ -91,3 +98,122 @@ def patch_flags(patch: bytes) -> list[IntegrityFlag]:
             flags.append(IntegrityFlag("entry_point", path, "installed-distribution metadata (entry points) in the "
                                        "tree: plugin autoload is off in the graded run"))
     return flags
+
+
+# -- the cell's record: what the harness saw of the arm ---------------------------------------------------------
+
+#: Files of a run dir the harness or the instance wrote, not the agent: not read for the agent's commands.
+NOT_TRANSCRIPTS = frozenset({"prompt.txt", "params.json", "verify.log", "env.log", "verify-junit.xml",
+                             "meter-calls.jsonl", "replayed.patch"})
+#: Most history-probe flags a cell carries (the first of each distinct command).
+MAX_PROBE_FLAGS = 10
+#: A git command line as an agent's log shows it: ``git``, its global options, the subcommand, its arguments up to
+#: the end of the line, a quote (a JSON transcript) or a shell separator.
+_GIT_COMMAND = re.compile(
+    r"\bgit(?:\s+(?:-[Cc]\s+\S+|--[\w-]+(?:=\S+)?))*\s+"
+    r"(log|rev-list|reflog|fsck|fetch|pull|clone|show|cat-file)\b([^\n\r\"'`;|&)]*)")
+#: Arguments of ``log``/``rev-list`` that walk refs other than base's history.
+_BEYOND_BASE = re.compile(r"(?:^|\s)(--all|--branches|--remotes|--tags|--glob|--reflog|--walk-reflogs|-g)\b")
+#: Pickaxe searches: the commit that added or removed a string.
+_PICKAXE = re.compile(r"(?:^|\s)(-S\S*|-G\S*|--pickaxe-\w+|--find-object\S*)")
+#: ``fsck`` options that list objects no ref reaches (the trail of a rewritten history).
+_LOST = re.compile(r"(--lost-found|--unreachable|--dangling)\b")
+#: An object name an agent may ``show`` or ``cat-file``.
+_OBJECT_ID = re.compile(r"(?:^|[\s:^~])([0-9a-f]{7,64})\b")
+
+
+def _probe(command: str, arguments: str, known: Callable[[str], bool]) -> str | None:
+    """Why ``git COMMAND ARGUMENTS`` looks beyond base, or None."""
+    if command in ("log", "rev-list"):
+        found = _PICKAXE.search(arguments)
+        if found:
+            return f"a pickaxe search ({found.group(1)[:40]}) for the commit that changed a string"
+        found = _BEYOND_BASE.search(arguments)
+        return f"walks refs beyond base's history ({found.group(1)})" if found else None
+    if command == "reflog":
+        return "reads the reflog (where a rewritten history leaves its trail)"
+    if command == "fsck":
+        found = _LOST.search(arguments)
+        return f"lists objects no ref reaches ({found.group(1)})" if found else None
+    if command in ("fetch", "pull", "clone"):
+        return f"fetches history from elsewhere ({command})"
+    unknown = [name for name in _OBJECT_ID.findall(arguments) if not known(name)]
+    return f"reads an object base does not hold ({unknown[0]})" if unknown else None
+
+
+def history_probe_flags(logs: Mapping[str, str], known: Callable[[str], bool] = lambda name: False,
+                        ) -> list[IntegrityFlag]:
+    """Git commands in the agent's transcript and logs (``logs``: run-dir path -> text, as collected) that look
+    beyond base: ``log``/``rev-list`` over all refs, the reflog, pickaxe ``-S``/``-G``, ``fsck --lost-found``,
+    ``fetch``/``pull``/``clone``, ``show``/``cat-file`` of an object ``known`` says base does not hold.
+
+    One flag per distinct command (the first ``MAX_PROBE_FLAGS``), naming the log it was seen in. Seen, not
+    proven run: a command the agent only printed is flagged too; a command it ran without a trace is not.
+    """
+    flags: list[IntegrityFlag] = []
+    seen: set[str] = set()
+    for name, text in sorted(logs.items()):
+        if name.rsplit("/", 1)[-1] in NOT_TRANSCRIPTS:
+            continue
+        for found in _GIT_COMMAND.finditer(text):
+            command, arguments = found.group(1), found.group(2).replace("\\n", " ")
+            shown = f"git {command}{arguments}".strip()[:120]
+            if shown in seen or len(flags) >= MAX_PROBE_FLAGS:
+                continue
+            why = _probe(command, arguments, known)
+            if why is not None:
+                seen.add(shown)
+                flags.append(IntegrityFlag("git_history_probe", name, f"`{shown}`: {why}"))
+    return flags
+
+
+def dropped_test_edit_flags(excluded: Iterable[Mapping[str, Any]]) -> list[IntegrityFlag]:
+    """The test files (``conftest.py`` among them) the arm changed and the patch left out, one flag each
+    (``excluded``: the row's ``details.patch_excluded.files``)."""
+    return [IntegrityFlag("test_edit_dropped", entry["path"],
+                          f"the arm changed this test file (+{entry.get('added')}/-{entry.get('removed')} lines); "
+                          "the patch leaves it out and the tests run as the instance has them")
+            for entry in excluded if is_test_path(entry["path"])]
+
+
+#: Files that configure a build or a test run rather than hold the code under test.
+CONFIG_NAMES = frozenset({"setup.cfg", "tox.ini", "pyproject.toml", "pytest.ini", ".pytest.ini", "pytest.toml",
+                          ".pytest.toml", "noxfile.py", "MANIFEST.in", ".coveragerc", "sitecustomize.py",
+                          "usercustomize.py", "requirements.txt"})
+
+
+def is_test_or_config(path: str) -> bool:
+    """Whether ``path`` is a test file (the patch's excludes) or a file that configures a build or test run."""
+    name = path.rsplit("/", 1)[-1]
+    return is_test_path(path) or name in CONFIG_NAMES or name.endswith((".pth", ".ini", ".cfg"))
+
+
+def only_tests_flag(patch: bytes, excluded: Iterable[Mapping[str, Any]]) -> list[IntegrityFlag]:
+    """One flag when every file the arm changed (the patch's and the excluded test files) is a test or
+    configuration file: a cell that resolves so changed no code under test."""
+    changed = sorted({*files_touched(patch), *(entry["path"] for entry in excluded if is_test_path(entry["path"]))})
+    if not changed or not all(is_test_or_config(path) for path in changed):
+        return []
+    shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    return [IntegrityFlag("tests_only_patch", changed[0], f"the arm changed only test or configuration files: "
+                          f"{shown}")]
+
+
+def refused_connection_flags(refusals: Iterable[Mapping[str, Any]]) -> list[IntegrityFlag]:
+    """Connections the cell's network policy refused, one flag per host and port (``refusals``: what the
+    policy hands over, ``{"host", "port", "count"}`` each)."""
+    return [IntegrityFlag("network_refused", f"{entry.get('host')}:{entry.get('port')}",
+                          f"the network policy refused {entry.get('count', 1)} connection(s)")
+            for entry in refusals]
+
+
+def cell_record(logs: Mapping[str, str], patch: bytes | None, details: Mapping[str, Any],
+               known: Callable[[str], bool] = lambda name: False) -> list[IntegrityFlag]:
+    """The cell's record: ``history_probe_flags`` of its logs, and, once a patch was taken, the dropped test
+    edits and a tests-only patch (from ``details.patch_excluded``), and what ``details.network_refused`` (the
+    network policy's data) holds."""
+    excluded = (details.get("patch_excluded") or {}).get("files") or []
+    flags = history_probe_flags(logs, known)
+    if patch is not None:
+        flags += dropped_test_edit_flags(excluded) + only_tests_flag(patch, excluded)
+    return flags + refused_connection_flags(details.get("network_refused") or ())

@@ -23,7 +23,7 @@ from __future__ import annotations
 import fcntl
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,15 +51,17 @@ class SharedGrade:
 
 
 def grade_key(instance: Instance, patch: bytes, *, rules: str, sandbox: str, timeout: float,
-              template: str | None) -> str:
+              template: str | None, limits: Mapping[str, int | None] | None = None) -> str:
     """The content key of a grade: the patch's bytes and what its fresh tree and grading run are made of.
 
     Built as cell keys are (``outcome.cell_key``: the instance's content, the harness version), with
-    the patch's sha256 (``patch_digest``) and the environment template's key in the arm's place.
+    the patch's sha256 (``patch_digest``) and the environment template's key in the arm's place. The cell's
+    ``limits`` (``cell.limits.CellLimits.to_json``), when it has any, are part of it: a run within other
+    limits may end otherwise.
     """
     _, patch_sha256 = patch_digest(patch)
-    graded = json.dumps({"patch": patch_sha256, "rules": rules, "sandbox": sandbox, "timeout": timeout,
-                         "template": template}, sort_keys=True)
+    made = {"patch": patch_sha256, "rules": rules, "sandbox": sandbox, "timeout": timeout, "template": template}
+    graded = json.dumps({**made, **({"limits": dict(limits)} if limits else {})}, sort_keys=True)
     return cell_key(instance.content_sha256, {"grade": graded}, "patch", 0)
 
 

@@ -36,6 +36,7 @@ from .. import crossing
 from ..cell import processes
 from ..cell.environment import CellEnvironment, create_cell_environment
 from ..cell.git import ExtractionError, HarnessGit
+from ..cell.limits import CellLimits, LimitGroup
 from ..cell.patches import files_touched
 from ..cell.sandbox import Sandbox, cell_policy, program_mounts_outside
 from ..cell.templates import EnvironmentTemplate
@@ -56,6 +57,10 @@ RUNNER_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "p
                             "tomli", "colorama", "pygments", "xdist"})
 class PatchRejected(Exception):
     """The arm's patch does not apply to a fresh checkout of base: the arm's failure."""
+
+
+class LimitPassed(PatchRejected):
+    """The graded run of the arm's patch passed one of the cell's limits (``cell.limits``): the arm's failure."""
 
 
 class TestPatchRejected(Exception):
@@ -274,7 +279,8 @@ GRADING_LOG_CAP = 256 << 20
 
 def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
                         run_dir: Path, timeout: float, sandboxed: bool, template: EnvironmentTemplate | None,
-                        rules: GradingRules = SWEBENCH) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+                        rules: GradingRules = SWEBENCH, limits: CellLimits | None = None,
+                        limit_mechanism: str = "rlimit") -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
     """Grade ``patch`` on a new tree under ``root``: base from the snapshot, the environment's setup, the patch,
     ``test_patch``; a fresh HOME and a copy of the instance's environment ``template``, everything it runs in a
     sandbox when ``sandboxed``.
@@ -283,13 +289,20 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     apply, or when the environment's install step (run again when the patch touches what it builds:
     ``install_again``) fails on the patched tree (the arm's failure); ``TestPatchRejected``,
     ``EnvBuildError`` (before the patch) and ``WorkspaceError`` are the harness's.
+
+    With ``limits`` (sandboxed only: they ride on the sandbox), the patched install and the tests run inside the
+    cell's limits, in groups of their own; passing one is ``LimitPassed`` (a ``PatchRejected``: the arm's
+    failure, since the code under test is the arm's).
     """
     cell = create_cell_environment(root / "cell")
     tree_dir = root / "tree"
     log = cell.run_dir / "env.log"
+    group = (LimitGroup.create(limits, limit_mechanism, (cell.root, tree_dir))
+             if sandboxed and limits is not None and limits.any else None)
 
     def sandbox() -> Sandbox | None:
-        return Sandbox(cell_policy(cell, read_write=(tree_dir,), read_only=(objects,))) if sandboxed else None
+        return (Sandbox(cell_policy(cell, read_write=(tree_dir,), read_only=(objects,)), limits=group)
+                if sandboxed else None)
 
     built: list[PythonEnvironment] = []
 
@@ -320,7 +333,10 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
         verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra,
                         rules=rules)
     finally:
+        passed = group.close() if group is not None else None
         refused = copy_grading_logs(cell.run_dir, run_dir)
+    if passed is not None:
+        raise LimitPassed(f"the graded tests passed a limit: {passed}")
     # A grading log the graded code swapped for a link (or the arm pre-made as one) is not copied: flagged.
     return verdict, (*tree.integrity, *verdict.integrity,
                      *(IntegrityFlag("crossing", path, reason) for path, reason in refused))

@@ -115,7 +115,8 @@ class InstanceFile(pytest.File):
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
                         grading_rules=state.settings.grading_rules, caps=state.settings.caps,
                         sweep_cache=sweep_cache(state), grade_every_cell=state.settings.grade_every_cell,
-                        prices=state.suite.prices,
+                        prices=state.suite.prices, limits=state.limits.get(arm_name),
+                        limit_mechanism=state.limit_mechanism,
                     )
                     for mark in marks:
                         item.add_marker(decorators[mark])

@@ -22,13 +22,14 @@ from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
+from ..cell.limits import LimitGroup
 from ..cell.patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from ..cell.rundir import collect_run_dir, patch_over_cap
 from ..cell.sandbox import CellSandbox
 from ..cell.templates import EnvironmentTemplate, instance_template
 from ..cell.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from ..cell.workspace import Workspace
-from ..grading.integrity import IntegrityFlag
+from ..grading.integrity import IntegrityFlag, cell_record
 from ..grading.rules import RULE_SETS
 from ..grading.shared import SharedGrade, SharedPatchRejected, grade_key, grade_once
 from ..grading.tree import (
@@ -97,6 +98,12 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
         if workspace.snapshot_rebuilt:
             outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
+        # The cell's integrity record, from what the harness saw: never a verdict by itself.
+        record = integrity_record(collected.logs, outcome.patch if "patch_excluded" in outcome.details else None,
+                                  outcome.details, harness / "extract.git", workspace.path)
+        if record:
+            outcome = outcome.replace(details={**outcome.details, "integrity": [
+                *(outcome.details.get("integrity") or []), *(flag.to_json() for flag in record)]})
         return finished(outcome, status, error, timings, collected.logs)
 
     python_env: PythonEnvironment | None = None
@@ -124,8 +131,12 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
+    try:
+        sandbox = cell_sandbox(case, cell, workspace, python_env)
+    except OSError as error:  # the cell's cgroups could not be made: the machine's, not the arm's
+        return finish(outcome, CellStatus.HARNESS_ERROR, f"limits: cannot set the cell's limits: {error}")
     request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                          sandbox=cell_sandbox(case, cell, workspace, python_env), meter=route)
+                          sandbox=sandbox, meter=route)
 
     clock = time.monotonic()
     try:
@@ -145,7 +156,16 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         # The arm started and may have spent: what it spent is unknown, never "did not run" ($0).
         return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
                       f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
+    finally:
+        limits = sandbox.limits if sandbox is not None else None
+        passed = limits.close() if limits is not None else None
     timings["arm"] = time.monotonic() - clock
+    if limits is not None:
+        result = dataclasses.replace(result, details={**result.details, "limits": limits.details(passed)})
+    if passed is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR, ArmStatus.TIMEOUT):
+        # A limit passed is the arm's failure, counted, whatever its process said after: named in the error.
+        result = dataclasses.replace(result, status=ArmStatus.ARM_ERROR, error=f"limit passed: {passed}"
+                                     f"{'; ' + result.error if result.error else ''}")
     from ..spend.meter.cells import CALLS_FILE
 
     # The harness writes its own files in the run dir next: whatever the arm left at their names (a link to a
@@ -248,13 +268,15 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                 return grade_on_fresh_tree(
                     case.instance, patch, objects=objects, base_commit=original_base, root=harness / "grading",
                     run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                    template=template, rules=RULE_SETS[case.grading_rules])
+                    template=template, rules=RULE_SETS[case.grading_rules], limits=case.limits,
+                    limit_mechanism=case.limit_mechanism)
 
             if case.sweep_cache is None or case.grade_every_cell:
                 verdict, flags = grading_run()
             else:
                 key = grade_key(case.instance, patch, rules=case.grading_rules, sandbox=case.sandbox,
-                                timeout=case.verify_timeout, template=template.key if template else None)
+                                timeout=case.verify_timeout, template=template.key if template else None,
+                                limits=case.limits.to_json() if case.limits is not None and case.limits.any else None)
                 shared = grade_once(case.sweep_cache / "grades", key, case.key, grading_run)
                 verdict, flags = shared.verdict, shared.flags
                 if shared.shared_with is not None:
@@ -291,6 +313,26 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     timings["verify"] = time.monotonic() - clock
     status, why = graded_status(verdict, patch)
     return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+#: Most object names of a transcript looked up in base's objects (each is one ``git cat-file``).
+MAX_OBJECTS_LOOKED_UP = 20
+
+
+def integrity_record(logs: Mapping[str, str], patch: bytes | None, details: Mapping[str, object], git_dir: Path,
+                     work_tree: Path) -> list[IntegrityFlag]:
+    """The cell's flags from its logs, its patch and what it changed (``grading.integrity.cell_record``); an object
+    an agent named is looked up in the harness's git dir, which holds base's objects (none of a later commit)."""
+    looked_up: dict[str, bool] = {}
+
+    def known(name: str) -> bool:
+        if name not in looked_up:
+            if not git_dir.is_dir() or len(looked_up) >= MAX_OBJECTS_LOOKED_UP:
+                return True  # not checked: not flagged
+            looked_up[name] = HarnessGit(git_dir, work_tree).run("cat-file", "-e", f"{name}^{{object}}").returncode == 0
+        return looked_up[name]
+
+    return cell_record(logs, patch, details, known)
 
 
 def configuration_failure(case: Case, result: ArmResult, usage: Usage, run_dir: Path, *, metered: bool = False,
@@ -335,7 +377,10 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())))
+    limits = (LimitGroup.create(case.limits, case.limit_mechanism, (cell.root, *outside))
+              if case.limits is not None and case.limits.any else None)
+    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
+                       limits=limits)
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:

@@ -16,12 +16,14 @@ import pytest
 
 from ..arms.base import Arm, arm_program, runs_agent
 from ..arms.kinds import arm_kinds, build_arms
+from ..cell.limits import CellLimits, arm_limits, probe_mechanism
 from ..cell.programs import missing_in_sandbox
 from ..cell.sandbox import SandboxError, probe_bwrap, resolve_sandbox
 from ..interrupts import stop_signals
 from ..ledger.reader import user_properties
 from ..naming import CellName, is_instance_file, parse_node_id
 from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
+from ..settings import Settings
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
 from .collection import InstanceFile, check_sources
@@ -52,6 +54,7 @@ class CellPlugin:
         settings = self.state.settings
         self.state.arms = build_arms(self.state.suite, arm_kinds(self.config), settings.arms,
                                      source=settings.sources["arms"], strict_models=settings.strict_models)
+        self.state.limits, self.state.limit_mechanism = arms_cell_limits(settings, self.state.arms)
         choice = self.state.sandbox_choice
         if choice is not None:
             refusal = choice.refuse_agents([name for name, arm in self.state.arms.items() if runs_agent(arm)])
@@ -95,6 +98,7 @@ class CellPlugin:
 
     def pytest_report_header(self) -> list[str]:
         lines = [self.state.sandbox_header] if self.state.sandbox_header else []
+        lines += limits_header(self.state.limits, self.state.limit_mechanism, self.state.sandbox)
         for name, arm in self.state.arms.items():
             program = arm_program(arm)
             if program is not None:
@@ -141,6 +145,23 @@ def forget_cell_reports(config: pytest.Config) -> None:
     stats: MutableMapping[str, list[Any]] = getattr(reporter, "stats", {})
     for reports in stats.values():
         reports[:] = [report for report in reports if parse_node_id(str(getattr(report, "nodeid", ""))) is None]
+
+
+def arms_cell_limits(settings: Settings, arms: Mapping[str, Arm]) -> tuple[dict[str, CellLimits], str]:
+    """Each arm's cell limits (its table over the sweep's options) and this machine's way to enforce them."""
+    defaults = CellLimits(settings.memory, settings.pids, settings.disk)
+    limits = {name: arm_limits(arm.spec.settings, defaults, arm.spec.origin) for name, arm in arms.items()}
+    return limits, probe_mechanism() if any(limit.any for limit in limits.values()) else "rlimit"
+
+
+def limits_header(limits: Mapping[str, CellLimits], mechanism: str, sandbox: str) -> list[str]:
+    """The sweep header's line naming the limits and how they are enforced (none when no arm has limits)."""
+    if not any(limit.any for limit in limits.values()):
+        return []
+    if sandbox != "bwrap":
+        return ["arena limits: NOT enforced: they ride on the sandbox, and --arena-sandbox is none"]
+    shown = "; ".join(f"{name} {limit.shown()}" for name, limit in limits.items())
+    return [f"arena limits: {mechanism} (disk: file-size rlimit and the harness's watch): {shown}"]
 
 
 def choose_sandbox(state: ArenaState) -> None:

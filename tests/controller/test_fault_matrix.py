@@ -387,3 +387,70 @@ def test_a_cell_naming_its_files_badly_takes_nothing_down(matrix, suite, fault):
     assert lock == "released"
     run.figures(fault, rows, run.sweep.agents(), seconds, lock, 0, seconds_meaning="whole sweep",
                 rows_written=f"{len(rows)}/9", out_dir_bytes=len(os.fsencode(run.out)))
+
+
+BOMBS = {"MEMORY_BOMB": ("memory", 'memory = "96M"'), "FORK_BOMB": ("fork", "pids = 48"),
+         "DISK_FILLER": ("disk", 'disk = "32M"')}
+
+
+def test_a_memory_bomb_a_fork_bomb_and_a_disk_filler_each_end_their_own_cell_at_its_limit(suite, calc):
+    """Issue 30: three bounded bombs, each in its own cell of one ``-n 2`` sweep beside well-behaved cells (GOLD,
+    and a FIXER arm under all three limits at once): each bomb's cell is the arm's failure (arm_error) naming its
+    limit; the other cells resolve; the controller ends normally; no process of any cell is left."""
+    from helpers.agents import arm_table
+
+    from pytest_swe_arena.cell.limits import _groups_for, probe_mechanism
+
+    bombs = Path(__file__).parents[1] / "data" / "hostile" / "bombs.py"
+    marker = f"arena-bomb-{os.getpid()}-{time.monotonic_ns()}"
+    suite.instances([calc.row()])
+    fixed = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
+    fixer = f"import pathlib; pathlib.Path('calc/ops.py').write_text({fixed!r})"
+    suite.arms_toml = arm_table("FIXER", "command", command=[sys.executable, "-c", fixer], memory="96M", pids=48,
+                                disk="32M")
+    for name, (kind, limit) in BOMBS.items():
+        suite.arms_toml += arm_table(name, "command", command=[sys.executable, str(bombs), kind, marker]) + limit + "\n"
+    # The graded tests are held to the same limits: a fix whose import allocates 1 GiB passes them when graded.
+    hog = fixed + "\n_HOG = [b'x' * (16 << 20) for _ in range(64)]\n"
+    suite.arms_toml += arm_table("GRADED_HOG", "command", memory="96M", command=[
+        sys.executable, "-c", f"import pathlib; pathlib.Path('calc/ops.py').write_text({hog!r})"])
+    started = time.monotonic()
+    result = suite.run(f"--arena-arms=GOLD,FIXER,{','.join(BOMBS)},GRADED_HOG", "-n", str(WORKERS))
+    seconds = time.monotonic() - started
+    output = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED and "INTERNALERROR" not in output, output[-3000:]
+    mechanism = probe_mechanism()
+    assert f"arena limits: {mechanism}" in output
+    rows = {row["arm"]: row for row in suite.ledger()}
+    assert set(rows) == {"GOLD", "FIXER", "GRADED_HOG", *BOMBS}, output[-3000:]
+    hog_error = rows["GRADED_HOG"]["error"]
+    assert rows["GRADED_HOG"]["status"] == "arm_error", hog_error
+    assert hog_error.startswith("verify: the graded tests passed a limit: memory:"), hog_error
+    assert rows["GOLD"]["status"] == "resolved" and rows["FIXER"]["status"] == "resolved", rows["FIXER"]["error"]
+    assert rows["FIXER"]["details"]["limits"] == {"memory": 96 * 2**20, "pids": 48, "disk": 32 * 2**20,
+                                                  "mechanism": mechanism, "passed": None}
+    for name, (kind, _) in BOMBS.items():
+        row = rows[name]
+        limit = {"memory": "memory", "fork": "pids", "disk": "disk"}[kind]
+        assert row["status"] == "arm_error", (name, row["status"], row["error"])
+        assert row["error"].startswith(f"limit passed: {limit}:"), (name, row["error"])
+        assert row["details"]["limits"]["passed"] == limit and row["details"]["limits"]["mechanism"] == mechanism
+    left = [pid for pid in (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+            if marker.encode() in _cmdline(pid)]
+    assert left == [], f"processes of a bomb outlived its cell: {left}"
+    groups = [path for parent in _groups_for(mechanism).values() for path in parent.glob("arena-*")]
+    assert groups == [], f"cell groups left behind: {groups}"
+    grown = float(rows["DISK_FILLER"]["error"].split("grew by ")[1].split("M")[0])
+    statuses = {name: rows[name]["status"] for name in rows}
+    record({"fault": "memory bomb, fork bomb, disk filler (one cell each)", "mechanism": mechanism,
+            "rows_after": statuses, "limits_named": {name: rows[name]["details"]["limits"]["passed"] for name in BOMBS},
+            "disk_filler_grew_mib": grown, "agent_processes_left": len(left), "groups_left": len(groups),
+            "controller": "ended normally (exit 1: the bombs' cells failed)",
+            "seconds": round(seconds, 1), "seconds_meaning": "whole sweep"})
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
