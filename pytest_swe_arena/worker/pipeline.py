@@ -49,6 +49,7 @@ from .git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from .health import check_health
 from .patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from .rundir import collect_run_dir, patch_over_cap
+from .network import CellGate, agent_network, open_gate
 from .sandbox import CellSandbox
 from .swebench_envs import shipped_env_spec
 from .templates import EnvironmentTemplate, instance_template
@@ -124,12 +125,13 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
-    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                          sandbox=cell_sandbox(case, cell, workspace, python_env), meter=route)
-
+    network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
     clock = time.monotonic()
     try:
-        result = case.arm.run(request)
+        with open_gate(network) as gate:  # a sealed cell's model endpoints, for as long as its arm runs
+            request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
+                                  sandbox=cell_sandbox(case, cell, workspace, python_env, gate), meter=route)
+            result = case.arm.run(request)
     except ArmError as error:
         result = ArmResult(status=ArmStatus.ARM_ERROR, error=str(error))
     except ArmStartError as error:
@@ -157,7 +159,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                     and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
-    details = accounting_errors(result.details, problems)
+    details = {**accounting_errors(result.details, problems), "network": network.to_json()}
     metered_refusal: str | None = None
     if case.meter is not None and route is not None:
         from ..spend.meter.cells import metered_spend
@@ -327,7 +329,7 @@ def note_shared_grade(log: Path, shared: SharedGrade) -> None:
 
 
 def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
-                 python_env: PythonEnvironment | None = None) -> CellSandbox | None:
+                 python_env: PythonEnvironment | None = None, gate: CellGate | None = None) -> CellSandbox | None:
     """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
     read-write, the base snapshot's objects read-only (the workspace's history), and so are the venv's
     entries hardlinked to the template's; nothing else of the harness."""
@@ -335,7 +337,8 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())))
+    return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
+                       gate=gate)
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:

@@ -13,7 +13,8 @@ command an allow-list of the machine and nothing else:
   for a new pid namespace (read-only), a minimal ``/dev``.
 
 Every sandbox gets new user, mount, pid, IPC, UTS and cgroup namespaces; the
-network is shared (models are remote). ``--die-with-parent`` and the pid
+network is shared unless the policy says ``share_network=False`` (a sealed cell's agent: a network
+namespace with only loopback, its model endpoints carried in by ``network.py``). ``--die-with-parent`` and the pid
 namespace mean that every process of the command, daemons and ``setsid``
 escapees included, is killed by the kernel when the command's first process
 ends: nothing it started outlives it or can see or signal the harness.
@@ -50,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cell import CellEnvironment
+from .network import CellGate, gate_command
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -231,6 +233,9 @@ class CellSandbox:
     read_write: tuple[Path, ...] = ()
     read_only: tuple[Path, ...] = ()
     bwrap: str = "bwrap"
+    #: Sealed: the network of the agent phase is the sandbox's own loopback and this gate's endpoints
+    #: (``network.py``); None: the machine's network is shared (an open cell).
+    gate: CellGate | None = None
 
     def wrap(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], *,
              programs: Sequence[str | Path] = (), read_only: Sequence[Path] = ()) -> list[str]:
@@ -244,10 +249,14 @@ class CellSandbox:
         venv_python = Path(env.get("VIRTUAL_ENV", "/nonexistent"), "bin", "python")
         if venv_python.exists():  # the cell's venv is in the cell; the interpreter it was made from is not
             programs = [*programs, venv_python]
+        if self.gate is not None:
+            shown.append(self.gate.directory)
         policy = cell_policy(self.cell, read_write=self.read_write, read_only=shown,
                              programs=[argv[0], *named, *programs],
                              unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
-        return Sandbox(policy, self.bwrap).wrap(argv, cwd)
+        if self.gate is not None:
+            policy = dataclasses.replace(policy, share_network=False)
+        return Sandbox(policy, self.bwrap).wrap(gate_command(self.gate, list(argv), sys.executable), cwd)
 
 
 #: dotenvx's key variables, removed before bwrap starts even when the harness's env does not set them:

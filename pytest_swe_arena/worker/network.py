@@ -1,0 +1,208 @@
+"""A cell's network in the agent phase: sealed (its own loopback, and its model endpoints) or open.
+
+Sealed (the default): the sandbox has a network namespace of its own with only loopback (``bwrap
+--unshare-net``), so the agent reaches no port of the machine's loopback (another cell's meter route, the
+controller's sockets, the test hosts), no other machine, and resolves no name. Its model endpoints are the
+exception: for each loopback endpoint the arm calls (``cell_network``), ``netgate.py`` listens on the same
+port of the sandbox's loopback and carries each connection over a Unix socket shown in the sandbox to a
+``CellGate`` the harness serves outside it, which connects to the endpoint. The URLs stay as they were.
+
+Open: the sandbox shares the machine's network, as before; the row says so and why (``network_reason``).
+A cell is open when its arm calls a model endpoint that is not on this machine's loopback without the
+meter (the harness would have to carry names and TLS: not built), since sealing it would cut the agent off
+from its model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+#: The values of a row's ``network`` (the agent phase's policy).
+NETWORK_MODES = ("sealed", "open")
+#: Hosts that name this machine's loopback.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: The program that runs first in a sealed sandbox.
+NETGATE = Path(__file__).with_name("netgate.py")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A model endpoint on this machine's loopback: the host as the URL names it, and its port."""
+
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class CellNetwork:
+    """The agent phase's network for one cell: ``sealed`` with the ``endpoints`` carried in, or ``open`` and why."""
+
+    mode: str = "sealed"
+    endpoints: tuple[Endpoint, ...] = ()
+    reason: str | None = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.mode == "sealed"
+
+    def to_json(self) -> dict[str, Any]:
+        """What the row records (its ``details.network``)."""
+        return {"agent": self.mode, "endpoints": [f"{e.host}:{e.port}" for e in self.endpoints],
+                **({"reason": self.reason} if self.reason else {})}
+
+
+def loopback_endpoint(url: str) -> Endpoint | None:
+    """The endpoint of an http(s) URL on this machine's loopback; None for any other URL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or parts.hostname not in LOOPBACK_HOSTS:
+        return None
+    return Endpoint(parts.hostname, port or (443 if parts.scheme == "https" else 80))
+
+
+def cell_network(model_urls: Iterable[str], named_urls: Iterable[str] = (), *, open_reason: str | None = None
+                 ) -> CellNetwork:
+    """The network of a cell whose agent calls ``model_urls`` (its upstreams, or its meter route's URLs).
+
+    ``named_urls`` are values of the arm's own ``env`` table: a loopback URL there is carried in too (the
+    arm's author named it), any other is ignored. ``open_reason`` (an arm's ``network = "open"``, say)
+    opens the cell. A model URL off this machine's loopback opens it as well, with that URL as the reason.
+    """
+    if open_reason is not None:
+        return CellNetwork("open", reason=open_reason)
+    endpoints: dict[Endpoint, None] = {}
+    for url in model_urls:
+        endpoint = loopback_endpoint(url)
+        if endpoint is None:
+            return CellNetwork("open", reason=f"its model endpoint {url} is not on this machine's loopback, and "
+                                              "unmetered calls to a remote endpoint are not carried into a sealed cell")
+        endpoints[endpoint] = None
+    for url in named_urls:
+        endpoint = loopback_endpoint(url)
+        if endpoint is not None:
+            endpoints[endpoint] = None
+    return CellNetwork("sealed", tuple(endpoints))
+
+
+@dataclass
+class CellGate:
+    """The harness's side of a sealed cell: one Unix socket per endpoint in ``directory``, each carried to its
+    endpoint. ``connections`` counts what each endpoint was given. Use as a context manager (``open_gate``)."""
+
+    network: CellNetwork
+    directory: Path
+    connections: dict[int, int] = field(default_factory=dict)
+    _listeners: list[socket.socket] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> None:
+        for endpoint in self.network.endpoints:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(str(self.directory / str(endpoint.port)))
+            listener.listen(128)
+            self._listeners.append(listener)
+            threading.Thread(target=self._serve, args=(listener, endpoint), daemon=True,
+                             name=f"arena-gate-{endpoint.port}").start()
+
+    def close(self) -> None:
+        for listener in self._listeners:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+
+    def _serve(self, listener: socket.socket, endpoint: Endpoint) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections[endpoint.port] = self.connections.get(endpoint.port, 0) + 1
+            threading.Thread(target=_carry, args=(client, endpoint), daemon=True).start()
+
+
+@contextlib.contextmanager
+def open_gate(network: CellNetwork) -> Iterator[CellGate | None]:
+    """The gate of a sealed cell for as long as its agent runs (None for an open cell)."""
+    if not network.sealed:
+        yield None
+        return
+    # Outside the cell: the agent sees the sockets (shown read-only) and cannot replace them.
+    directory = Path(tempfile.mkdtemp(prefix="arena-gate-"))
+    gate = CellGate(network, directory)
+    try:
+        gate.start()
+        yield gate
+    finally:
+        gate.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _carry(client: socket.socket, endpoint: Endpoint) -> None:
+    try:
+        upstream = socket.create_connection((endpoint.host, endpoint.port))
+    except OSError:
+        client.close()
+        return
+    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+    back.start()
+    _pump(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
+def _pump(source: socket.socket, target: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end, how in ((target, socket.SHUT_WR), (source, socket.SHUT_RD)):
+            with contextlib.suppress(OSError):
+                end.shutdown(how)
+
+
+def gate_command(gate: CellGate | None, argv: list[str], python: str) -> list[str]:
+    """``argv`` behind the netgate when the cell is sealed (``python`` runs it, inside the sandbox)."""
+    if gate is None or not gate.network.endpoints:
+        return argv
+    ports = [str(endpoint.port) for endpoint in gate.network.endpoints]
+    return [python, "-I", "-S", str(NETGATE), str(gate.directory), *ports, "--", *argv]
+
+
+def env_urls(env: Mapping[str, str]) -> list[str]:
+    """The values of an arm's ``env`` table that are URLs."""
+    return [value for value in env.values() if isinstance(value, str) and "://" in value]
+
+
+
+
+def agent_network(arm: object, route_urls: Iterable[str] | None, sandboxed: bool) -> CellNetwork:
+    """The agent phase's network for a cell of ``arm``: its meter route's URLs when metered (``route_urls``),
+    else the upstreams its ``metering`` names; the loopback URLs of its ``env`` table as well. Open
+    without a sandbox (``--arena-sandbox=none``)."""
+    if not sandboxed:
+        return CellNetwork("open", reason="no sandbox (--arena-sandbox=none)")
+    metering = getattr(arm, "metering", None)
+    upstreams = [upstream.url for upstream in getattr(metering, "upstreams", ())]
+    if route_urls is not None:
+        # A partial meter sees only some calls (a supervisor's workers): the others go to their upstreams.
+        urls = [*route_urls, *(upstreams if getattr(metering, "partial", False) else ())]
+    else:
+        urls = upstreams
+    env = getattr(arm, "env", None)
+    return cell_network(urls, env_urls(env) if isinstance(env, Mapping) else ())
