@@ -30,8 +30,13 @@ from urllib.parse import urlsplit
 NETWORK_MODES = ("sealed", "open")
 #: Hosts that name this machine's loopback.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-#: The program that runs first in a sealed sandbox.
+#: The program that runs first in a sealed sandbox, and the capabilities it starts with (and drops).
 NETGATE = Path(__file__).with_name("netgate.py")
+GATE_CAPABILITIES = ("CAP_SETPCAP", "CAP_NET_ADMIN", "CAP_NET_RAW")
+#: At most this many distinct refused (host, port) are kept per cell; the rest are counted together.
+REFUSED_KEPT = 200
+#: How long closing a gate waits for the netgate's last report (its sandbox is already gone by then).
+REPORT_WAIT = 10.0
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,11 @@ class CellNetwork:
     def sealed(self) -> bool:
         return self.mode == "sealed"
 
-    def to_json(self) -> dict[str, Any]:
-        """What the row records (its ``details.network``)."""
+    def to_json(self, gate: CellGate | None = None) -> dict[str, Any]:
+        """What the row records (its ``details.network``): the policy, and what its ``gate`` saw refused."""
         return {"agent": self.mode, "endpoints": [f"{e.host}:{e.port}" for e in self.endpoints],
-                **({"reason": self.reason} if self.reason else {})}
+                **({"reason": self.reason} if self.reason else {}),
+                **({"refused": gate.refusals()} if gate is not None else {})}
 
 
 def loopback_endpoint(url: str) -> Endpoint | None:
@@ -104,10 +110,25 @@ class CellGate:
     network: CellNetwork
     directory: Path
     connections: dict[int, int] = field(default_factory=dict)
+    #: What the netgate saw the command try besides its endpoints: (host or name asked, port) -> attempts.
+    refused: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Attempts beyond ``REFUSED_KEPT`` distinct ones, and whether a report ended before the gate closed
+    #: (the netgate stopped while the agent ran: the agent can kill it, losing its model with it).
+    refused_uncounted: int = 0
     _listeners: list[socket.socket] = field(default_factory=list)
+    _readers: list[threading.Thread] = field(default_factory=list)
+    _taker: threading.Thread | None = None
+    _closing: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
+        report = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        report.bind(str(self.directory / "report"))
+        report.listen(8)
+        self._listeners.append(report)
+        self._taker = threading.Thread(target=self._take_reports, args=(report,), daemon=True,
+                                       name="arena-gate-report")
+        self._taker.start()
         for endpoint in self.network.endpoints:
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(self.directory / str(endpoint.port)))
@@ -117,10 +138,59 @@ class CellGate:
                              name=f"arena-gate-{endpoint.port}").start()
 
     def close(self) -> None:
+        """Stop serving, once the reports of the (ended) sandbox are read to their end.
+
+        The netgate connects its report before the command starts, so by now it waits in the backlog if not
+        taken yet: a connection of the harness's own, taken after it, ends the taking.
+        """
+        self._closing = True
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as last:
+            last.connect(str(self.directory / "report"))
+            if self._taker is not None:
+                self._taker.join(REPORT_WAIT)
         for listener in self._listeners:
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+        for reader in list(self._readers):
+            reader.join(REPORT_WAIT)
+
+    def refusals(self) -> list[dict[str, Any]]:
+        """The row's ``details.network.refused``: host (or the name asked), port, attempts; most first."""
+        with self._lock:
+            found = sorted(self.refused.items(), key=lambda item: (-item[1], item[0]))
+        rows = [{"host": host, "port": port, "count": count} for (host, port), count in found]
+        if self.refused_uncounted:
+            rows.append({"host": "(others)", "port": 0, "count": self.refused_uncounted})
+        return rows
+
+    def _take_reports(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            if self._closing:  # the harness's own connection of ``close``: every report before it is taken
+                connection.close()
+                return
+            reader = threading.Thread(target=self._read_report, args=(connection,), daemon=True)
+            with self._lock:
+                self._readers.append(reader)
+            reader.start()
+
+    def _read_report(self, connection: socket.socket) -> None:
+        # Written by a process inside the sandbox: lines are checked, and what they may grow is bounded.
+        with connection, connection.makefile("rb") as lines:
+            for line in lines:
+                host, _, port = line.decode("ascii", "replace").strip().rpartition(" ")
+                if not host or not port.isdigit() or len(host) > 253 or int(port) > 65535:
+                    continue
+                key = (host, int(port))
+                with self._lock:
+                    if key in self.refused or len(self.refused) < REFUSED_KEPT:
+                        self.refused[key] = self.refused.get(key, 0) + 1
+                    else:
+                        self.refused_uncounted += 1
 
     def _serve(self, listener: socket.socket, endpoint: Endpoint) -> None:
         while True:
@@ -178,7 +248,7 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
 
 def gate_command(gate: CellGate | None, argv: list[str], python: str) -> list[str]:
     """``argv`` behind the netgate when the cell is sealed (``python`` runs it, inside the sandbox)."""
-    if gate is None or not gate.network.endpoints:
+    if gate is None:
         return argv
     ports = [str(endpoint.port) for endpoint in gate.network.endpoints]
     return [python, "-I", "-S", str(NETGATE), str(gate.directory), *ports, "--", *argv]

@@ -127,6 +127,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
     network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
     clock = time.monotonic()
+    gate: CellGate | None = None
     try:
         with open_gate(network) as gate:  # a sealed cell's model endpoints, for as long as its arm runs
             request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
@@ -159,7 +160,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                     and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
-    details = {**accounting_errors(result.details, problems), "network": network.to_json()}
+    details = {**accounting_errors(result.details, problems), "network": network.to_json(gate)}
     metered_refusal: str | None = None
     if case.meter is not None and route is not None:
         from ..spend.meter.cells import metered_spend

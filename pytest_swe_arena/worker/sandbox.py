@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cell import CellEnvironment
-from .network import CellGate, gate_command
+from .network import GATE_CAPABILITIES, CellGate, gate_command
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -90,6 +90,9 @@ class SandboxPolicy:
     #: A directory holding ``passwd`` and ``group`` (see ``write_identity``) shown in ``/etc``.
     identity: Path | None = None
     share_network: bool = True
+    #: Capabilities the command starts with, in the sandbox's own user namespace (a sealed cell's netgate,
+    #: which drops them before the agent runs); every other is dropped.
+    capabilities: tuple[str, ...] = ()
     #: Variables removed from the environment before the sandbox starts (dotenvx's keys, say).
     unset_env: tuple[str, ...] = ()
     system: tuple[str, ...] = SYSTEM_PATHS
@@ -130,6 +133,8 @@ class Sandbox:
         command = [self.bwrap, *self.isolation]
         if policy.share_network:
             command.append("--share-net")
+        for capability in policy.capabilities:
+            command += ["--cap-add", capability]
         for name in policy.system:
             path = Path(name)
             if path.is_symlink():
@@ -255,7 +260,7 @@ class CellSandbox:
                              programs=[argv[0], *named, *programs],
                              unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
         if self.gate is not None:
-            policy = dataclasses.replace(policy, share_network=False)
+            policy = dataclasses.replace(policy, share_network=False, capabilities=GATE_CAPABILITIES)
         return Sandbox(policy, self.bwrap).wrap(gate_command(self.gate, list(argv), sys.executable), cwd)
 
 
