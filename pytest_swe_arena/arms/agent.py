@@ -30,6 +30,7 @@ from ..spend.prices import Price
 from ..suite import Suite
 from ..worker import processes
 from ..worker.cell import cell_search_path
+from ..worker.network import NETWORK_ACCEPTED, parse_network
 from ..worker.programs import ProgramError, follow_shim, resolve_program
 from ..worker.sandbox import SandboxError
 from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
@@ -170,6 +171,15 @@ def read_env(reader: SettingsReader, key: str = "env") -> dict[str, str]:
             raise ArmConfigError(f"{reader.spec.origin}: field {key!r}: {name} = {value!r} is not NAME = \"text\"")
         env[name] = str(value)
     return env
+
+
+def read_network(reader: SettingsReader) -> tuple[str, tuple[str, ...]]:
+    """``network``: the agent phase's network (``worker.network``): sealed, open, or sealed with an allow-list."""
+    value = reader.get("network", (str, list), None, NETWORK_ACCEPTED)
+    try:
+        return parse_network(value, reader.spec.origin)
+    except ValueError as error:
+        raise ArmConfigError(str(error)) from None
 
 
 def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> SpendCap:

@@ -16,6 +16,7 @@ from its model.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import socket
 import tempfile
@@ -47,13 +48,46 @@ class Endpoint:
     port: int
 
 
+#: What an arm's ``network`` setting accepts.
+NETWORK_ACCEPTED = '"sealed" (the default), "open", or a list of hosts such as ["pypi.org", "files.pythonhosted.org"]'
+#: The port of a sealed cell's loopback where the allow-list's CONNECT proxy listens (``HTTPS_PROXY``).
+PROXY_PORT = 3128
+#: The variables that point an agent's programs' https at the proxy (pip, uv, git, curl), and keep the loopback
+#: (its model endpoints) off it. Plain http is not proxied: the proxy speaks only CONNECT.
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy")
+NO_PROXY = ("NO_PROXY", "no_proxy")
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?$")
+
+
+def parse_network(value: object, where: str) -> tuple[str, tuple[str, ...]]:
+    """An arm's ``network`` setting: ``(mode, allow-list)``; ``ValueError`` naming ``where`` and what is accepted.
+
+    A host alone allows its ports 443 and 80; ``host:port`` that port only.
+    """
+    if value is None or value == "sealed":
+        return "sealed", ()
+    if value == "open":
+        return "open", ()
+    if isinstance(value, list) and value and all(isinstance(host, str) and _HOST.match(host) for host in value):
+        return "sealed", tuple(dict.fromkeys(host.lower() for host in value))
+    raise ValueError(f"{where}: field 'network': {value!r} is not {NETWORK_ACCEPTED}")
+
+
+def allowed(allow: Iterable[str], host: str, port: int) -> bool:
+    """Whether the allow-list lets a CONNECT to ``host:port`` through."""
+    host = host.lower().rstrip(".")
+    return any(entry == f"{host}:{port}" or (entry == host and port in (443, 80)) for entry in allow)
+
+
 @dataclass(frozen=True)
 class CellNetwork:
-    """The agent phase's network for one cell: ``sealed`` with the ``endpoints`` carried in, or ``open`` and why."""
+    """The agent phase's network for one cell: ``sealed`` with the ``endpoints`` carried in (and the hosts of
+    ``allow`` through the CONNECT proxy), or ``open`` and why."""
 
     mode: str = "sealed"
     endpoints: tuple[Endpoint, ...] = ()
     reason: str | None = None
+    allow: tuple[str, ...] = ()
 
     @property
     def sealed(self) -> bool:
@@ -63,6 +97,7 @@ class CellNetwork:
         """What the row records (its ``details.network``): the policy, and what its ``gate`` saw refused."""
         return {"agent": self.mode, "endpoints": [f"{e.host}:{e.port}" for e in self.endpoints],
                 **({"reason": self.reason} if self.reason else {}),
+                **({"allow": list(self.allow)} if self.allow else {}),
                 **({"refused": gate.refusals()} if gate is not None else {})}
 
 
@@ -78,8 +113,8 @@ def loopback_endpoint(url: str) -> Endpoint | None:
     return Endpoint(parts.hostname, port or (443 if parts.scheme == "https" else 80))
 
 
-def cell_network(model_urls: Iterable[str], named_urls: Iterable[str] = (), *, open_reason: str | None = None
-                 ) -> CellNetwork:
+def cell_network(model_urls: Iterable[str], named_urls: Iterable[str] = (), *, open_reason: str | None = None,
+                 allow: tuple[str, ...] = ()) -> CellNetwork:
     """The network of a cell whose agent calls ``model_urls`` (its upstreams, or its meter route's URLs).
 
     ``named_urls`` are values of the arm's own ``env`` table: a loopback URL there is carried in too (the
@@ -99,7 +134,9 @@ def cell_network(model_urls: Iterable[str], named_urls: Iterable[str] = (), *, o
         endpoint = loopback_endpoint(url)
         if endpoint is not None:
             endpoints[endpoint] = None
-    return CellNetwork("sealed", tuple(endpoints))
+    if allow and any(endpoint.port == PROXY_PORT for endpoint in endpoints):
+        return CellNetwork("open", reason=f"a model endpoint uses port {PROXY_PORT}, the allow-list proxy's")
+    return CellNetwork("sealed", tuple(endpoints), allow=allow)
 
 
 @dataclass
@@ -129,6 +166,8 @@ class CellGate:
         self._taker = threading.Thread(target=self._take_reports, args=(report,), daemon=True,
                                        name="arena-gate-report")
         self._taker.start()
+        if self.network.allow:
+            self._proxy()
         for endpoint in self.network.endpoints:
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             listener.bind(str(self.directory / str(endpoint.port)))
@@ -136,6 +175,64 @@ class CellGate:
             self._listeners.append(listener)
             threading.Thread(target=self._serve, args=(listener, endpoint), daemon=True,
                              name=f"arena-gate-{endpoint.port}").start()
+
+    def _proxy(self) -> None:
+        """Serve the allow-list's CONNECT proxy on the Unix socket behind the cell's ``PROXY_PORT``."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.directory / str(PROXY_PORT)))
+        listener.listen(128)
+        self._listeners.append(listener)
+
+        def serve() -> None:
+            while True:
+                try:
+                    client, _ = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True, name="arena-gate-proxy").start()
+
+    def _connect(self, client: socket.socket) -> None:
+        """One CONNECT request: carried to an allowed host, else refused (403) and counted."""
+        with client:
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 8192:
+                data = client.recv(8192)
+                if not data:
+                    return
+                head += data
+            words = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+            target = words[1] if len(words) == 3 and words[0] == "CONNECT" else ""
+            host, _, port = target.rpartition(":")
+            host = host.strip("[]")
+            if not host or not port.isdigit():
+                client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\n\r\n")
+                return
+            if not allowed(self.network.allow, host, int(port)):
+                self._refuse(host.lower(), int(port))
+                client.sendall(b"HTTP/1.1 403 Forbidden\r\nConnection: close\r\n\r\n")
+                return
+            try:
+                upstream = socket.create_connection((host, int(port)), timeout=30)
+            except OSError:
+                client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
+                return
+            upstream.settimeout(None)
+            with upstream:
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+                back.start()
+                _pump(client, upstream)
+                back.join()
+
+    def _refuse(self, host: str, port: int) -> None:
+        key = (host, port)
+        with self._lock:
+            if key in self.refused or len(self.refused) < REFUSED_KEPT:
+                self.refused[key] = self.refused.get(key, 0) + 1
+            else:
+                self.refused_uncounted += 1
 
     def close(self) -> None:
         """Stop serving, once the reports of the (ended) sandbox are read to their end.
@@ -185,12 +282,7 @@ class CellGate:
                 host, _, port = line.decode("ascii", "replace").strip().rpartition(" ")
                 if not host or not port.isdigit() or len(host) > 253 or int(port) > 65535:
                     continue
-                key = (host, int(port))
-                with self._lock:
-                    if key in self.refused or len(self.refused) < REFUSED_KEPT:
-                        self.refused[key] = self.refused.get(key, 0) + 1
-                    else:
-                        self.refused_uncounted += 1
+                self._refuse(host, int(port))
 
     def _serve(self, listener: socket.socket, endpoint: Endpoint) -> None:
         while True:
@@ -251,6 +343,11 @@ def gate_command(gate: CellGate | None, argv: list[str], python: str) -> list[st
     if gate is None:
         return argv
     ports = [str(endpoint.port) for endpoint in gate.network.endpoints]
+    if gate.network.allow:
+        proxy = f"http://127.0.0.1:{PROXY_PORT}"
+        ports.append(str(PROXY_PORT))
+        argv = ["/usr/bin/env", *(f"{name}={proxy}" for name in PROXY_VARIABLES),
+                *(f"{name}={','.join(LOOPBACK_HOSTS)}" for name in NO_PROXY), *argv]
     return [python, "-I", "-S", str(NETGATE), str(gate.directory), *ports, "--", *argv]
 
 
@@ -267,6 +364,9 @@ def agent_network(arm: object, route_urls: Iterable[str] | None, sandboxed: bool
     without a sandbox (``--arena-sandbox=none``)."""
     if not sandboxed:
         return CellNetwork("open", reason="no sandbox (--arena-sandbox=none)")
+    mode, allow = getattr(arm, "network", ("sealed", ()))
+    if mode == "open":
+        return CellNetwork("open", reason="the arm's network = \"open\"")
     metering = getattr(arm, "metering", None)
     upstreams = [upstream.url for upstream in getattr(metering, "upstreams", ())]
     if route_urls is not None:
@@ -275,4 +375,4 @@ def agent_network(arm: object, route_urls: Iterable[str] | None, sandboxed: bool
     else:
         urls = upstreams
     env = getattr(arm, "env", None)
-    return cell_network(urls, env_urls(env) if isinstance(env, Mapping) else ())
+    return cell_network(urls, env_urls(env) if isinstance(env, Mapping) else (), allow=allow)

@@ -47,9 +47,9 @@ from ..state import Case
 from .cell import CellEnvironment
 from .git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from .health import check_health
+from .network import CellGate, agent_network, open_gate
 from .patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from .rundir import collect_run_dir, patch_over_cap
-from .network import CellGate, agent_network, open_gate
 from .sandbox import CellSandbox
 from .swebench_envs import shipped_env_spec
 from .templates import EnvironmentTemplate, instance_template

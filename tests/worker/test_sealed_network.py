@@ -83,6 +83,36 @@ def test_a_sealed_cell_reaches_its_metered_model_and_nothing_else(suite, calc, m
         assert row["details"]["metered"]["usage"]["input_tokens"] == 10, (name, row["details"])
 
 
+def test_an_allow_listed_host_is_reached_through_the_proxy_and_the_next_is_refused(suite, calc, make_hosts):
+    """``network = ["HOST:22"]``: a CONNECT to the test host's sshd gets its banner; one to the host's loopback is
+    refused (403) and listed; the model call is still metered."""
+    [host] = make_hosts(1)
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    allowed, next_one = f"{host.address}:22", f"127.0.0.1:{port}"
+    with ScriptedModel(SCRIPT) as model:
+        suite.instances([calc.row()])
+        suite.arms_toml = arm_table("ALLOW", "command", model=ASKED, upstream=model.base_url,
+                                    base_url_env=["OPENAI_BASE_URL"], network=[allowed],
+                                    command=[sys.executable, str(REACH_OUT), "proxy", f"{allowed},{next_one}",
+                                             "{run_dir}/reach.json"])
+        suite.run("--arena-arms=ALLOW", "--arena-meter")
+        served = len(model.served)
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+    listener.close()
+    [row] = suite.ledger()
+    reach = json.loads((suite.path / "arena-out" / row["run_dir"] / "reach.json").read_text())
+    through = {one["target"]: one for one in reach["through"]}
+    assert " 200 " in through[allowed]["status"] and through[allowed]["first"].startswith("SSH-2.0-"), reach
+    assert " 403 " in through[next_one]["status"], reach
+    network = row["details"]["network"]
+    assert (network["agent"], network["allow"]) == ("sealed", [allowed])
+    assert {"host": "127.0.0.1", "port": port, "count": 1} in network["refused"], network
+    assert served == 1 and row["details"]["metered"]["usage"]["input_tokens"] == 10
+
+
 def test_an_open_cell_says_so_and_reaches_the_host(suite, calc):
     """Without the sandbox the cell is open: its row says so and why, and the same attack reaches its target."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -98,7 +128,8 @@ def test_an_open_cell_says_so_and_reaches_the_host(suite, calc):
     listener.accept()[0].close()  # the attack got through
     listener.close()
     [row] = suite.ledger()
-    assert row["details"]["network"] == {"agent": "open", "endpoints": [], "reason": "no sandbox (--arena-sandbox=none)"}
+    assert row["details"]["network"] == {"agent": "open", "endpoints": [],
+                                         "reason": "no sandbox (--arena-sandbox=none)"}
 
 
 def test_the_gate_carries_the_model_endpoints_port_and_no_other_address(tmp_path):
