@@ -123,13 +123,16 @@ def test_an_open_cell_says_so_and_reaches_the_host(suite, calc):
                                     base_url_env=["OPENAI_BASE_URL"],
                                     command=[sys.executable, str(REACH_OUT), "connect", f"127.0.0.1:{port}",
                                              "{run_dir}/reach.json"])
-        suite.run("--arena-arms=LOOPBACK", "--arena-sandbox=none")
+        result = suite.run("--arena-arms=LOOPBACK", "--arena-sandbox=none")
     listener.settimeout(30)
     listener.accept()[0].close()  # the attack got through
     listener.close()
     [row] = suite.ledger()
     assert row["details"]["network"] == {"agent": "open", "endpoints": [],
                                          "reason": "no sandbox (--arena-sandbox=none)"}
+    [arm] = json.loads((suite.path / "arena-out" / "summary.json").read_text())["arms"]
+    assert arm["unsealed"] == 1
+    result.stdout.fnmatch_lines(["LOOPBACK * ~ *", "~ not sealed: *"])
 
 
 def test_the_gate_carries_the_model_endpoints_port_and_no_other_address(tmp_path):
@@ -151,3 +154,13 @@ def test_the_gate_carries_the_model_endpoints_port_and_no_other_address(tmp_path
     assert done.stdout.split() == ["reached", "refused"], done.stderr
     assert gate is not None and gate.connections == {port: 1}
     assert gate.refusals() == [{"host": "127.0.0.2", "port": port, "count": 1}]
+
+
+@pytest.mark.parametrize("value", ["closed", [], ["pypi.org/simple"], [443]])
+def test_a_network_setting_that_is_not_a_policy_is_a_usage_error(suite, calc, value):
+    suite.instances([calc.row()])
+    suite.arms_toml = arm_table("CMD", "command", command=[sys.executable, "-c", "pass"], network=value)
+    result = suite.run("--arena-arms=CMD")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*arms.CMD]: field 'network': * is not \"sealed\" (the default), \"open\", or a list of"
+                                 " hosts such as*"])
