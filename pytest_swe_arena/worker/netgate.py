@@ -20,6 +20,8 @@ name asked) as a line ``HOST PORT`` to ``SOCKETS/report``; the command's own pro
 bounding set, ambient, effective and permitted) before it becomes the command.
 """
 
+from __future__ import annotations
+
 import ctypes
 import os
 import shutil
@@ -35,7 +37,7 @@ PACKET_OUTGOING = 4
 ETH_P_ALL = 0x0003
 
 
-def _pump(source, target):
+def _pump(source: socket.socket, target: socket.socket) -> None:
     try:
         while True:
             data = source.recv(65536)
@@ -52,7 +54,7 @@ def _pump(source, target):
                 pass
 
 
-def _carry(client, path):
+def _carry(client: socket.socket, path: str) -> None:
     try:
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         upstream.connect(path)
@@ -67,13 +69,13 @@ def _carry(client, path):
     upstream.close()
 
 
-def _serve(listener, path):
+def _serve(listener: socket.socket, path: str) -> None:
     while True:
         client, _ = listener.accept()
         threading.Thread(target=_carry, args=(client, path), daemon=True).start()
 
 
-def _listen(family, host, port):
+def _listen(family: socket.AddressFamily, host: str, port: int) -> socket.socket | None:
     listener = socket.socket(family, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -87,7 +89,7 @@ def _listen(family, host, port):
     return listener
 
 
-def _route_everything_local():
+def _route_everything_local() -> None:
     """Every IPv4 address is this namespace's own: a connection anywhere meets its loopback (and is seen)."""
     ip = shutil.which("ip", path="/usr/sbin:/sbin:/usr/bin:/bin")
     if ip is not None:
@@ -95,7 +97,7 @@ def _route_everything_local():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
 
-def _packet_socket():
+def _packet_socket() -> socket.socket | None:
     try:
         watch = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         watch.bind(("lo", 0))
@@ -104,9 +106,10 @@ def _packet_socket():
         return None
 
 
-def _dns_name(payload):
+def _dns_name(payload: bytes) -> str | None:
     """The name a DNS query asks for, or None."""
-    labels, at = [], 12
+    labels: list[str] = []
+    at = 12
     while at < len(payload):
         size = payload[at]
         if size == 0:
@@ -118,7 +121,7 @@ def _dns_name(payload):
     return None
 
 
-def _attempt(frame, allowed):
+def _attempt(frame: bytes, allowed: set[int]) -> tuple[str, int] | None:
     """(host, port) of a connection attempt in an outgoing loopback frame, None for anything else."""
     kind = struct.unpack_from("!H", frame, 12)[0]
     packet = frame[14:]
@@ -149,7 +152,7 @@ def _attempt(frame, allowed):
     return None
 
 
-def _report(path):
+def _report(path: str) -> socket.socket | None:
     """The connection to the harness's report socket, made before the command starts."""
     try:
         report = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -159,7 +162,7 @@ def _report(path):
         return None
 
 
-def _watch(watch, allowed, report):
+def _watch(watch: socket.socket, allowed: set[int], report: socket.socket) -> None:
     while True:
         frame, address = watch.recvfrom(65536)
         if address[2] != PACKET_OUTGOING:
@@ -169,7 +172,7 @@ def _watch(watch, allowed, report):
             report.sendall(f"{seen[0]} {seen[1]}\n".encode())
 
 
-def _drop_capabilities():
+def _drop_capabilities() -> None:
     """None of this process's capabilities survive into the command (root's included)."""
     libc = ctypes.CDLL(None, use_errno=True)
     for capability in CAPABILITIES:
@@ -181,7 +184,7 @@ def _drop_capabilities():
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     split = argv.index("--")
     sockets, ports, command = argv[0], [int(port) for port in argv[1:split]], argv[split + 1:]
     _route_everything_local()
@@ -218,6 +221,7 @@ def main(argv):
             listener.close()
         if watch is not None:
             watch.close()
+        if report is not None:
             report.close()
     _drop_capabilities()
     os.execvp(command[0], command)

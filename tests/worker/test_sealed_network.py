@@ -162,5 +162,5 @@ def test_a_network_setting_that_is_not_a_policy_is_a_usage_error(suite, calc, va
     suite.arms_toml = arm_table("CMD", "command", command=[sys.executable, "-c", "pass"], network=value)
     result = suite.run("--arena-arms=CMD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*arms.CMD]: field 'network': * is not \"sealed\" (the default), \"open\", or a list of"
-                                 " hosts such as*"])
+    result.stderr.fnmatch_lines(["*arms.CMD]: field 'network': * is not \"sealed\" (the default), \"open\", "
+                                 "or a list of hosts such as*"])
