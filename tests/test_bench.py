@@ -36,8 +36,6 @@ SMOKE_RUNS = {
     "sandbox.py": (["--files", "40", "--commits", "3", "--runs", "2", "--rounds", "1"],
                    ["sandbox cost per cell", "fresh grading tree, sandboxed verify",
                     "extraction, harness git, cold index", "extraction, harness git, seeded index"]),
-    "network.py": (["--runs", "2", "--rounds", "1"],
-                   ["sealed sandbox cost per cell", "agent in a sealed sandbox, one model call"]),
     "environments.py": (["--tiny", "--trials", "2", "--workers", "1"],
                         ["env phase, later cells of bench__tinyenv (median)"]),
     "meter.py": (["--calls", "5", "--throughput-calls", "20", "--threads", "4", "--streams", "4"],
@@ -57,7 +55,7 @@ SMOKE_RUNS = {
 
 @pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
 def test_bench_script_runs_and_reports_its_figures(script: str, tmp_path: Path) -> None:
-    if script in ("sandbox.py", "network.py") and not probe_bwrap().works:
+    if script == "sandbox.py" and not probe_bwrap().works:
         pytest.skip(f"bwrap does not work here: {probe_bwrap().problem}")
     arguments, expected = SMOKE_RUNS[script]
     if script == "hosts.py" and (problem := host_support_problem()):
