@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..cell import processes
 from ..cell.environment import cell_search_path
+from ..cell.network import NETWORK_ACCEPTED, parse_network
 from ..cell.programs import ProgramError, follow_shim, resolve_program
 from ..cell.sandbox import SandboxError
 from ..outcome import AgentOutcome, ArmStatus
@@ -170,6 +171,15 @@ def read_env(reader: SettingsReader, key: str = "env") -> dict[str, str]:
             raise ArmConfigError(f"{reader.spec.origin}: field {key!r}: {name} = {value!r} is not NAME = \"text\"")
         env[name] = str(value)
     return env
+
+
+def read_network(reader: SettingsReader) -> tuple[str, tuple[str, ...]]:
+    """``network``: the agent phase's network (``cell.network``): sealed, open, or sealed with an allow-list."""
+    value = reader.get("network", (str, list), None, NETWORK_ACCEPTED)
+    try:
+        return parse_network(value, reader.spec.origin)
+    except ValueError as error:
+        raise ArmConfigError(str(error)) from None
 
 
 def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> SpendCap:

@@ -53,6 +53,7 @@ from .agent import (
     read_cap,
     read_env,
     read_metering,
+    read_network,
     read_secrets,
     run_agent,
     write_prompt,
@@ -115,6 +116,7 @@ class CliAgentArm:
         self.grace: float = reader.number("grace", DEFAULT_GRACE)
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
         self.env = read_env(reader)
+        self.network = read_network(reader)  # the agent phase's (cell.network)
         clash = sorted(set(self.env) & set(self.private_variables))
         if clash:
             raise ArmConfigError(f"{spec.origin}: field 'env': {clash[0]} is the agent's config dir, which the "

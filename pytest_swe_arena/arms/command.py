@@ -46,6 +46,7 @@ from .agent import (
     read_cap,
     read_env,
     read_metering,
+    read_network,
     read_secrets,
     run_agent,
     write_prompt,
@@ -96,6 +97,7 @@ class CommandArm:
             raise ArmConfigError(f"{spec.origin}: field 'usage': {self.usage_source!r} is not one of "
                                  f"{', '.join(USAGE_SOURCES)}")
         self.env = read_env(reader)
+        self.network = read_network(reader)  # the agent phase's (cell.network)
         self.secrets = read_secrets(reader, suite)
         self.prices = suite.prices
         self.price = price_for(suite.prices, self.model)

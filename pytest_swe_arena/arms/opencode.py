@@ -24,7 +24,17 @@ from ..spend.opencode import StreamFollower, account_opencode_run
 from ..spend.prices import Price, price_for
 from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite
-from .agent import files_named, find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
+from .agent import (
+    files_named,
+    find_program,
+    read_cap,
+    read_env,
+    read_metering,
+    read_network,
+    read_secrets,
+    run_agent,
+    write_prompt,
+)
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
 
@@ -50,6 +60,7 @@ class OpencodeArm:
         self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
         self.args: list[str] = reader.strings("args", [])
         self.env = read_env(reader)
+        self.network = read_network(reader)  # the agent phase's (cell.network)
         self.secrets = read_secrets(reader, suite)
         self.price = price_for(suite.prices, self.model)
         self.cap = read_cap(reader, self.price, self.model)

@@ -33,7 +33,16 @@ from ..spend.meter.accounts import NO_CAP
 from ..spend.opencode import read_sessions, sessions_by_model, worker_sessions
 from ..spend.usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 from ..suite import ArmSpec, Suite
-from .agent import check_program, check_template, find_program, read_env, read_metering, read_secrets, run_agent
+from .agent import (
+    check_program,
+    check_template,
+    find_program,
+    read_env,
+    read_metering,
+    read_network,
+    read_secrets,
+    run_agent,
+)
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
 
@@ -199,6 +208,7 @@ class SupervisorArm:
         self.suffix: str = reader.string("worker_suffix", "")
         self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
         self.knobs = {**DEFAULT_KNOBS, **read_env(reader)}
+        self.network = read_network(reader)  # the agent phase's (cell.network)
         computed_grace = cancel_grace(self.knobs, origin)  # validates the knob even when 'grace' overrides it
         self.grace: float = reader.number("grace") or computed_grace
         self.secrets = read_secrets(reader, suite)

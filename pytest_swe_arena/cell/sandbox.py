@@ -13,7 +13,8 @@ command an allow-list of the machine and nothing else:
   for a new pid namespace (read-only), a minimal ``/dev``.
 
 Every sandbox gets new user, mount, pid, IPC, UTS and cgroup namespaces; the
-network is shared (models are remote). ``--die-with-parent`` and the pid
+network is shared unless the policy says ``share_network=False`` (a sealed cell's agent: a network
+namespace with only loopback, its model endpoints carried in by ``network.py``). ``--die-with-parent`` and the pid
 namespace mean that every process of the command, daemons and ``setsid``
 escapees included, is killed by the kernel when the command's first process
 ends: nothing it started outlives it or can see or signal the harness.
@@ -52,6 +53,7 @@ from pathlib import Path
 from ..settings import SANDBOX_MODES
 from .environment import CellEnvironment
 from .limits import LimitGroup
+from .network import GATE_CAPABILITIES, CellGate, gate_command
 
 #: System directories every sandbox sees read-only (a merged-/usr link is recreated as a link).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -87,6 +89,9 @@ class SandboxPolicy:
     #: A directory holding ``passwd`` and ``group`` (see ``write_identity``) shown in ``/etc``.
     identity: Path | None = None
     share_network: bool = True
+    #: Capabilities the command starts with, in the sandbox's own user namespace (a sealed cell's netgate,
+    #: which drops them before the agent runs); every other is dropped.
+    capabilities: tuple[str, ...] = ()
     #: Variables removed from the environment before the sandbox starts (dotenvx's keys, say).
     unset_env: tuple[str, ...] = ()
     system: tuple[str, ...] = SYSTEM_PATHS
@@ -129,6 +134,8 @@ class Sandbox:
         command = [self.bwrap, *self.isolation]
         if policy.share_network:
             command.append("--share-net")
+        for capability in policy.capabilities:
+            command += ["--cap-add", capability]
         for name in policy.system:
             path = Path(name)
             if path.is_symlink():
@@ -235,6 +242,9 @@ class CellSandbox:
     bwrap: str = "bwrap"
     #: The cell's limits (``limits.LimitGroup``): every command starts inside them. None: no limits.
     limits: LimitGroup | None = None
+    #: Sealed: the network of the agent phase is the sandbox's own loopback and this gate's endpoints
+    #: (``network.py``); None: the machine's network is shared (an open cell).
+    gate: CellGate | None = None
 
     def wrap(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], *,
              programs: Sequence[str | Path] = (), read_only: Sequence[Path] = ()) -> list[str]:
@@ -248,9 +258,14 @@ class CellSandbox:
         venv_python = Path(env.get("VIRTUAL_ENV", "/nonexistent"), "bin", "python")
         if venv_python.exists():  # the cell's venv is in the cell; the interpreter it was made from is not
             programs = [*programs, venv_python]
+        if self.gate is not None:
+            shown.append(self.gate.directory)
         policy = cell_policy(self.cell, read_write=self.read_write, read_only=shown,
                              programs=[argv[0], *named, *programs],
                              unset_env=tuple(dict.fromkeys((*private_key_variables(env), *KEY_VARIABLES))))
+        if self.gate is not None:
+            policy = dataclasses.replace(policy, share_network=False, capabilities=GATE_CAPABILITIES)
+            argv = gate_command(self.gate, list(argv), sys.executable)
         return Sandbox(policy, self.bwrap, limits=self.limits).wrap(argv, cwd)
 
 

@@ -70,6 +70,12 @@ class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
 
     reconciliation: Any = None
     integrity: Any = None
+    network: Any = None
+
+    @property
+    def unsealed(self) -> bool:
+        """Whether the agent phase had the machine's network (``details.network.agent`` is ``open``)."""
+        return isinstance(self.network, dict) and self.network.get("agent") == "open"
 
     @property
     def integrity_kinds(self) -> tuple[str, ...]:

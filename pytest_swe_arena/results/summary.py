@@ -71,6 +71,7 @@ class ArmCells:
     mismatched: list[CellRecord] = field(default_factory=list)
     #: Cells whose arm ran without a sandbox (``sandbox: none``).
     unsandboxed: list[CellRecord] = field(default_factory=list)
+    unsealed: list[CellRecord] = field(default_factory=list)
     #: cells whose agent reported other usage than the meter counted
     misreported: list[CellRecord] = field(default_factory=list)
     #: Cells whose row carries integrity flags (``details.integrity``), and how many cells per flag kind.
@@ -124,6 +125,8 @@ class ArmCells:
             if details is not None:
                 if details.misreported:
                     arm.misreported.append(cell)
+                if ran and details.unsealed:
+                    arm.unsealed.append(cell)
                 kinds = details.integrity_kinds
                 if kinds:
                     arm.flagged.append(cell)
@@ -162,6 +165,7 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "integrity_flagged_resolved": sum(cell.status == CellStatus.RESOLVED for cell in arm.flagged),
         "integrity_flags": dict(sorted(arm.flag_kinds.items())),
         "unguarded": len(arm.unsandboxed),
+        "unsealed": len(arm.unsealed),
         "cost_usd": cost_total,
         "cost_usd_known": round(known_cost, 6),
         "unknown_cost_cells": len(arm.unknown_cost),

@@ -55,6 +55,9 @@ def p_value(value: float | None) -> str:
 #: How the results table and ``compare`` mark an arm with cells that ran without a sandbox, and the note saying so.
 UNGUARDED_MARK = " *"
 UNGUARDED_NOTE = "* unguarded: cells ran without a sandbox (sandbox: none); their agent could reach the harness's files"
+#: And an arm with cells whose agent had the machine's network (``details.network.agent``: open).
+UNSEALED_MARK = " ~"
+UNSEALED_NOTE = "~ not sealed: cells whose agent had the machine's network (details.network: open, with why)"
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -95,7 +98,8 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
     """
     header = ["arm", "resolved", "rate", "95% CI", "USD", "USD/res", "tokens", "tok/res", "wall p50"]
     body = [
-        [arm["arm"] + (UNGUARDED_MARK if arm.get("unguarded") else ""), f"{arm['resolved']}/{arm['cells']}",
+        [arm["arm"] + (UNGUARDED_MARK if arm.get("unguarded") else "") + (UNSEALED_MARK if arm.get("unsealed") else ""),
+         f"{arm['resolved']}/{arm['cells']}",
          percent(arm["resolve_rate"]),
          interval_text(arm["resolve_rate_ci95"]), usd(arm["cost_usd"]), usd(arm["cost_per_resolved_usd"]),
          count(arm["tokens"]), count(arm["tokens_per_resolved"]), seconds(arm["median_wall_seconds"])]
@@ -112,6 +116,8 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
                          f"{arm['skipped']} not started, none counted")
     if any(arm.get("unguarded") for arm in summary["arms"]):
         lines.append(UNGUARDED_NOTE)
+    if any(arm.get("unsealed") for arm in summary["arms"]):
+        lines.append(UNSEALED_NOTE)
     most = max((len(arm["pass_at_k"]) for arm in summary["arms"]), default=0)
     if most > 1:
         def at(arm: Mapping[str, Any], k: int, key: str) -> str:

@@ -23,6 +23,7 @@ from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup
+from ..cell.network import CellGate, agent_network, open_gate
 from ..cell.patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from ..cell.rundir import collect_run_dir, patch_over_cap
 from ..cell.sandbox import CellSandbox
@@ -131,16 +132,19 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             route = case.meter.open(case.key, case.arm.spec.name)
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
-    try:
-        sandbox = cell_sandbox(case, cell, workspace, python_env)
-    except OSError as error:  # the cell's cgroups could not be made: the machine's, not the arm's
-        return finish(outcome, CellStatus.HARNESS_ERROR, f"limits: cannot set the cell's limits: {error}")
-    request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                          sandbox=sandbox, meter=route)
-
+    network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
     clock = time.monotonic()
+    gate: CellGate | None = None
+    sandbox: CellSandbox | None = None
     try:
-        result = case.arm.run(request)
+        with open_gate(network) as gate:  # a sealed cell's model endpoints, for as long as its arm runs
+            try:
+                sandbox = cell_sandbox(case, cell, workspace, python_env, gate)
+            except OSError as error:  # the cell's cgroups could not be made: the machine's, not the arm's
+                return finish(outcome, CellStatus.HARNESS_ERROR, f"limits: cannot set the cell's limits: {error}")
+            request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
+                                  sandbox=sandbox, meter=route)
+            result = case.arm.run(request)
     except ArmError as error:
         result = ArmResult(status=ArmStatus.ARM_ERROR, error=str(error))
     except ArmStartError as error:
@@ -177,7 +181,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                     and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
-    details = accounting_errors(result.details, problems)
+    details = {**accounting_errors(result.details, problems), "network": network.to_json(gate)}
     metered_refusal: str | None = None
     if case.meter is not None and route is not None:
         from ..spend.meter.cells import metered_spend
@@ -369,7 +373,7 @@ def note_shared_grade(log: Path, shared: SharedGrade) -> None:
 
 
 def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
-                 python_env: PythonEnvironment | None = None) -> CellSandbox | None:
+                 python_env: PythonEnvironment | None = None, gate: CellGate | None = None) -> CellSandbox | None:
     """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
     read-write, the base snapshot's objects read-only (the workspace's history), and so are the venv's
     entries hardlinked to the template's; nothing else of the harness."""
@@ -380,7 +384,7 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
     limits = (LimitGroup.create(case.limits, case.limit_mechanism, (cell.root, *outside))
               if case.limits is not None and case.limits.any else None)
     return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
-                       limits=limits)
+                       limits=limits, gate=gate)
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:
