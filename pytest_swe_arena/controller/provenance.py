@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,9 @@ def project_commit(root: Path) -> tuple[str | None, bool | None]:
     return commit.strip(), None if status is None else bool(status.strip())
 
 
-def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str]) -> dict[str, Any]:
-    """The sweep's line of ``sweeps.jsonl``."""
+def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str],
+                 subset: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The sweep's line of ``sweeps.jsonl``; ``subset`` the instances ``--arena-exclude`` left out, and its file."""
     commit, dirty = project_commit(config.rootpath)
     workers = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
     return {
@@ -50,5 +51,5 @@ def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str]) -> dic
         "rootdir": str(config.rootpath), "project_commit": commit, "project_dirty": dirty,
         "host": socket.gethostname(), "plugin_version": __version__, "python": platform.python_version(),
         "pytest_version": pytest.__version__, "workers": workers, "arms": list(arms),
-        "options": given_options(config),
+        "options": given_options(config), "subset": dict(subset) if subset else None,
     }

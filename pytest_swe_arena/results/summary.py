@@ -69,7 +69,7 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "pairs": pairs,
         "groups": significance_groups({arm["arm"]: arm["resolve_rate"] for arm in arms}, pairs),
         "discrimination": discrimination(verdicts),
-        "subset": dict(subset) if subset else None,
+        "subset": dict(subset) if subset else (sweep or {}).get("subset"),
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
         + budget_warnings(budget) + repeat_warnings(trials),

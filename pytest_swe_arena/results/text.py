@@ -220,4 +220,15 @@ def calibration_lines(verdicts: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = [f"calibration: {len(verdicts)} instance(s), {len(failed)} failed"
              + (f": {', '.join(failed)}" if failed else "")
              + (f"; {len(unsure)} inconclusive (run again): {', '.join(unsure)}" if unsure else "")]
-    return lines + [f"  {iid}: {'; '.join(verdicts[iid]['problems'])}" for iid in failed + unsure]
+    lines += [f"  {iid}: {'; '.join(verdicts[iid]['problems'])}" for iid in failed + unsure]
+    runs = max((verdict.get("gold_resolved", [0, 0])[1] for verdict in verdicts.values()), default=0)
+    if runs > 1:
+        flaky = [iid for iid, verdict in verdicts.items() if verdict.get("stability") == "flaky"]
+        broken = [iid for iid, verdict in verdicts.items() if verdict.get("stability") == "broken"]
+        lines.append(f"flake rates over {runs} trials: {len(flaky)} flaky, {len(broken)} broken "
+                     "(listed in calibration-exclude.txt for --arena-exclude)")
+        lines += [f"  {iid}: {verdicts[iid]['stability']}: gold resolved {gold[0]}/{gold[1]}, "
+                  f"empty resolved {empty[0]}/{empty[1]}"
+                  for iid in sorted(flaky + broken)
+                  for gold, empty in [(verdicts[iid]["gold_resolved"], verdicts[iid]["empty_resolved"])]]
+    return lines
