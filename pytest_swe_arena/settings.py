@@ -366,7 +366,8 @@ OPTIONS: tuple[ArenaOption, ...] = (
     ArenaOption(
         "exclude",
         "deselect the instances a file lists, one id a line ('#' comments), e.g. the calibration-exclude.txt "
-        "a calibration writes; the sweep records the file's digest and summary.json says which subset its rates are over",
+        "a calibration writes; the sweep records the file's digest and summary.json says which subset its "
+        "rates are over",
         _text, metavar="FILE",
     ),
     ArenaOption(

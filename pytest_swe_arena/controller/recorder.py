@@ -130,8 +130,8 @@ class ControllerPlugin:
         lines = [calibrated_only_header(self.state.calibration_failed)] if self.state.settings.calibrated_only else []
         subset = self.state.subset
         if subset is not None:
-            lines.append(f"swe-arena: excluded {len(subset['excluded'])} instance(s) listed in {subset['exclude_file']} "
-                         f"(sha256 {subset['sha256'][:12]})")
+            lines.append(f"swe-arena: excluded {len(subset['excluded'])} instance(s) listed in "
+                         f"{subset['exclude_file']} (sha256 {subset['sha256'][:12]})")
         return lines
 
     # trylast: after the cell plugin's sessionstart built the arms. A usage error there ends the

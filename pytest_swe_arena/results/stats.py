@@ -298,7 +298,7 @@ def paired_comparison(first: Mapping[Key, bool], second: Mapping[Key, bool], see
     }
 
 
-def significance_groups(rates: Mapping[str, float | None], pairs: Sequence[Mapping[str, Any]],
+def significance_groups(rates: Mapping[str, float | None], pairs: Sequence[dict[str, Any]],
                         alpha: float = ALPHA) -> dict[str, Any] | None:
     """Holm-adjust every pair's McNemar p and find the arms that cannot be told apart from the best.
 

@@ -117,7 +117,8 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
     subset = summary.get("subset")
     if subset:
         lines.insert(1, f"rates over the {summary['instances']} instance(s) left after excluding "
-                        f"{len(subset['excluded'])} listed in {subset['exclude_file']} (sha256 {subset['sha256'][:12]})")
+                        f"{len(subset['excluded'])} listed in {subset['exclude_file']} "
+                        f"(sha256 {subset['sha256'][:12]})")
     lines += format_table(header, body)
     for arm in summary["arms"]:
         if arm.get("config_errors"):

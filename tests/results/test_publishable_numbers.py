@@ -140,8 +140,9 @@ def test_controls_flake_rates_groups_and_an_excluded_subset(suite):
     # The group: GOLD is best (15/20); HALF (8/20) and EMPTY (0/20) are told apart from it at Holm's 0.05.
     groups = summary["groups"]
     assert groups["best"] == "GOLD"
-    assert groups["tied_with_best"] == [name for name in summary["arm_order"]
-                                        if name == "GOLD" or expected[tuple(sorted_pair(summary, name))]["holm"] >= 0.05]
+    assert groups["tied_with_best"] == [
+        name for name in summary["arm_order"]
+        if name == "GOLD" or expected[tuple(sorted_pair(summary, name))]["holm"] >= 0.05]
     assert groups["tied_with_best"] == ["GOLD"]
     # Discrimination: the broken instance nobody resolves cannot decide anything.
     decided = summary["discrimination"]
