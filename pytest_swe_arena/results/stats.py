@@ -363,3 +363,19 @@ def discrimination(arms: Mapping[str, Mapping[Key, bool]]) -> dict[str, Any] | N
     separating = [iid for iid in shared if iid not in always and iid not in never]
     return {"instances": len(shared), "separating": len(separating), "separating_instances": separating,
             "all_resolve": always, "none_resolve": never}
+
+
+def cost_frontier(arms: Sequence[Mapping[str, Any]], cost_key: str) -> list[str]:
+    """The cost-resolve Pareto frontier (HAL's accuracy vs cost): the arms no other arm beats on both counts
+    (as cheap or cheaper, and a higher rate), cheapest first.
+
+    An arm whose cost is unknown (None) is not placed: unknown spend is never read as $0.
+    """
+    placed = sorted((arm for arm in arms if arm[cost_key] is not None and arm["resolve_rate"] is not None),
+                    key=lambda arm: (arm[cost_key], -arm["resolve_rate"]))
+    best, names = -1.0, []
+    for arm in placed:
+        if arm["resolve_rate"] > best:
+            best = arm["resolve_rate"]
+            names.append(arm["arm"])
+    return names

@@ -19,9 +19,11 @@ from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.budget import SWEEP
 from .records import CellRecord
 from .stats import (
+    cost_frontier,
     discrimination,
     five_numbers,
     instance_rates,
+    mean_interval,
     median,
     paired_comparison,
     pass_at_k,
@@ -69,6 +71,9 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "pairs": pairs,
         "groups": significance_groups({arm["arm"]: arm["resolve_rate"] for arm in arms}, pairs),
         "discrimination": discrimination(verdicts),
+        "frontier": {"per_cell": cost_frontier(arms, "cost_per_cell_usd"),
+                     "per_resolved": cost_frontier(arms, "cost_per_resolved_usd"),
+                     "unplaced": [arm["arm"] for arm in arms if arm["cost_usd"] is None]},
         "subset": dict(subset) if subset else (sweep or {}).get("subset"),
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
@@ -198,6 +203,7 @@ def arm_summary(name: str, arm: ArmCells, verdicts: Mapping[tuple[str, int], boo
         "tokens_known": known_tokens,
         "unknown_token_cells": len(arm.unknown_tokens),
         "cost_per_cell_usd": cost_total / ran if cost_total is not None and ran else None,
+        "cost_per_cell_ci95": _rounded_interval(mean_interval(arm.costs)) if cost_total is not None else None,
         "cost_per_resolved_usd": per_resolved(cost_total, resolved),
         "tokens_per_resolved": per_resolved(token_total, resolved),
         "median_wall_seconds": median(arm.walls),
@@ -209,6 +215,10 @@ def arm_summary(name: str, arm: ArmCells, verdicts: Mapping[tuple[str, int], boo
         "flaky_instances": {iid: [passes, runs] for iid, (passes, runs) in per_instance.items()
                             if 0 < passes < runs},
     }
+
+
+def _rounded_interval(interval: tuple[float, float] | None) -> list[float] | None:
+    return None if interval is None else [round(max(0.0, interval[0]), 6), round(interval[1], 6)]
 
 
 def pass_at_k_table(counted: Sequence[CellRecord]) -> list[dict[str, Any]]:

@@ -159,6 +159,11 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
              for pair in summary["pairs"]],
         )
         lines += significance_lines(summary)
+    frontier = summary.get("frontier")
+    if frontier and len(summary["arms"]) > 1 and (frontier["per_cell"] or frontier["unplaced"]):
+        unplaced = frontier["unplaced"]
+        lines.append("cost-resolve frontier (USD per cell): " + (", ".join(frontier["per_cell"]) or "none")
+                     + (f"; cost unknown, not placed: {', '.join(unplaced)}" if unplaced else ""))
     if summary.get("budget"):
         lines += ["", *format_budget(summary["budget"])]
     if summary["warnings"]:

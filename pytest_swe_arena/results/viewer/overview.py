@@ -16,7 +16,8 @@ from typing import Any
 
 from ... import __version__
 from ...outcome import STATUS_TABLE, CellStatus
-from ..stats import mean_interval, ratio_interval
+from ..stats import cost_frontier as frontier
+from ..stats import ratio_interval
 from .rows import ViewerRow
 
 #: Arm kinds that are references, not contenders: the default baseline is the first other arm.
@@ -61,22 +62,10 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
             "unguarded": arm.get("unguarded", 0),
             "kind": identity.get("kind"), "identity": identity, "agent_versions": versions,
             "cost_sources": dict(sorted(sources.items())), "cost_known": known,
-            "cost_per_cell_ci95": _interval(mean_interval(costs)) if known else None,
+            "cost_per_cell_ci95": arm.get("cost_per_cell_ci95"),
             "cost_per_resolved_ci95": _interval(ratio_interval(costs, resolved)) if known else None,
         })
     return entries
-
-
-def frontier(arms: Sequence[Mapping[str, Any]], cost_key: str) -> list[str]:
-    """The arms no other arm beats on both counts (cheaper or as cheap, and a higher rate), cheapest first."""
-    placed = sorted((arm for arm in arms if arm[cost_key] is not None and arm["resolve_rate"] is not None),
-                    key=lambda arm: (arm[cost_key], -arm["resolve_rate"]))
-    best, names = -1.0, []
-    for arm in placed:
-        if arm["resolve_rate"] > best:
-            best = arm["resolve_rate"]
-            names.append(arm["arm"])
-    return names
 
 
 def comparisons(names: Sequence[str], pairs: Sequence[Mapping[str, Any]],
