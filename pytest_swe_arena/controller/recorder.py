@@ -151,8 +151,9 @@ class ControllerPlugin:
             self.note(f"{self.records.out} holds earlier sweeps ({ledger}): this sweep's rows are added after "
                       "theirs and its outputs replace theirs; --arena-resume reuses their finished cells, or use "
                       "another --arena-out for a sweep of its own")
-        self.records.record_sweep(sweep_record(self.config, self.records.run_id, self.records.arm_order,
-                                               self.state.subset))
+        self.records.record_sweep(sweep_record(
+            self.config, self.records.run_id, self.records.arm_order, self.state.subset,
+            instance_files=[*self.state.settings.instances, *sorted(self.state.named_files)]))
         self.records.prepay_reused()
 
     def progress(self) -> Mapping[str, Any]:

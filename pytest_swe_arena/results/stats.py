@@ -353,11 +353,14 @@ def discrimination(arms: Mapping[str, Mapping[Key, bool]]) -> dict[str, Any] | N
 
     Over the instances every arm has counted cells of; None with fewer than two arms. An instance
     that every arm always resolves, or none ever does, cannot change any comparison of this sweep.
+    None too when no instance has counted cells of every arm.
     """
     if len(arms) < 2:
         return None
     per_arm = [instance_rates(verdicts) for verdicts in arms.values()]
     shared = sorted(set.intersection(*(set(rates) for rates in per_arm)))
+    if not shared:
+        return None
     always = [iid for iid in shared if all(rates[iid][0] == rates[iid][1] for rates in per_arm)]
     never = [iid for iid in shared if all(rates[iid][0] == 0 for rates in per_arm)]
     separating = [iid for iid in shared if iid not in always and iid not in never]

@@ -158,12 +158,14 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
               p_value(pair["mcnemar_p"]), p_value(pair.get("mcnemar_p_holm"))]
              for pair in summary["pairs"]],
         )
-        lines += significance_lines(summary)
+        lines += [wrapped for line in significance_lines(summary)
+                  for wrapped in textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)]
     frontier = summary.get("frontier")
     if frontier and len(summary["arms"]) > 1 and (frontier["per_cell"] or frontier["unplaced"]):
         unplaced = frontier["unplaced"]
-        lines.append("cost-resolve frontier (USD per cell): " + (", ".join(frontier["per_cell"]) or "none")
-                     + (f"; cost unknown, not placed: {', '.join(unplaced)}" if unplaced else ""))
+        lines += textwrap.wrap("cost-resolve frontier (USD per cell): " + (", ".join(frontier["per_cell"]) or "none")
+                               + (f"; cost unknown, not placed: {', '.join(unplaced)}" if unplaced else ""),
+                               width, subsequent_indent="  ", break_on_hyphens=False)
     if summary.get("budget"):
         lines += ["", *format_budget(summary["budget"])]
     if summary["warnings"]:

@@ -12,6 +12,7 @@ out, independently of ``pytest_swe_arena.results.stats``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from importlib import resources
@@ -115,6 +116,12 @@ def test_controls_flake_rates_groups_and_an_excluded_subset(suite):
 
     summary = suite.summary()
     summary_validator().validate(summary)
+    # Provenance: the instance file graded, by digest, and the harness's version and commit.
+    instance_file = suite.path / "instances/demo.jsonl"
+    digests = summary["sweep"]["instance_files"]
+    assert list(digests.values()) == [hashlib.sha256(instance_file.read_bytes()).hexdigest()]
+    assert Path(next(iter(digests))).resolve() == instance_file.resolve()
+    assert "plugin_commit" in summary["sweep"] and summary["sweep"]["plugin_version"]
     arms = {arm["arm"]: arm for arm in summary["arms"]}
     # The flaky instance, found with its rate; the other arms are deterministic.
     assert arms["HALF"]["flaky_instances"] == {FLAKY: [len(FLAKY_TRIALS), TRIALS]}
