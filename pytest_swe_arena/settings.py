@@ -388,6 +388,13 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _boolean, default="false", switch=True,
     ),
     ArenaOption(
+        "exclude",
+        "deselect the instances a file lists, one id a line ('#' comments), e.g. the calibration-exclude.txt "
+        "a calibration writes; the sweep records the file's digest and summary.json says which subset its "
+        "rates are over",
+        _text, metavar="FILE",
+    ),
+    ArenaOption(
         "lock-heartbeat", "seconds between heartbeats of the out dir's arena.lock",
         _positive_number, default="20", metavar="SECONDS",
     ),
@@ -549,6 +556,7 @@ class Settings:
     caps: CollectionCaps
     calibrate: bool
     calibrated_only: bool
+    exclude: Path | None
     #: True when the user asked for an arena sweep (an option, an ini value or a
     #: [tool.swe_arena] table); otherwise the plugin stays out of the way.
     enabled: bool
@@ -733,6 +741,7 @@ def load_settings(config: pytest.Config) -> Settings:
                             max_file_bytes=single("run-dir-max-file-bytes"), max_patch_bytes=single("patch-max-bytes")),
         calibrate=single("calibrate"),
         calibrated_only=single("calibrated-only"),
+        exclude=path_or_none("exclude"),
         enabled=enabled,
         sources={noun: raw.source for noun, raw in raws.items()},
     )

@@ -82,6 +82,9 @@ class ArenaState:
     env_specs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     #: With --arena-calibrated-only: ids that failed calibration (deselected).
     calibration_failed: list[str] = field(default_factory=list)
+    #: With --arena-exclude: the ids the file lists (deselected), and the subset the sweep records.
+    excluded: list[str] = field(default_factory=list)
+    subset: dict[str, Any] | None = None
     #: What every cell's arm and grading run in: "bwrap" or "none" (resolved from --arena-sandbox on the
     #: controller, handed to workers), and the sweep header's line saying so.
     sandbox: str = "none"
@@ -242,6 +245,7 @@ def hand_to_worker(state: ArenaState, workerinput: dict[str, Any], local: bool) 
     workerinput["arena_reuse"] = state.reuse
     workerinput["arena_sweep_token"] = state.sweep_token
     workerinput["arena_calibration_failed"] = state.calibration_failed
+    workerinput["arena_excluded"] = state.excluded
     workerinput["arena_sandbox"] = state.sandbox
     if state.meter is None:
         return None
@@ -269,5 +273,6 @@ def take_from_controller(state: ArenaState, workerinput: Mapping[str, Any]) -> N
         state.budget_gate = None
     state.sweep_token = workerinput.get("arena_sweep_token", "")
     state.calibration_failed = workerinput.get("arena_calibration_failed", [])
+    state.excluded = workerinput.get("arena_excluded", [])
     state.sandbox = workerinput.get("arena_sandbox", "none")
     state.shared_meter = workerinput.get("arena_meter")

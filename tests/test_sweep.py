@@ -31,8 +31,10 @@ def test_gold_and_empty_sweep_writes_ledger_patches_predictions_and_summary(suit
         "arm * resolved * rate * 95% CI * USD * USD/res * tokens * tok/res * wall p50",
         "GOLD * 2/2 * 100.0% * 34.2-100.0% * 0.0000 * 0.0000 * 0 * 0 * *s",
         "EMPTY * 0/2 * 0.0% * 0.0-65.8% * 0.0000 * n/a * 0 * n/a * *s",
-        "paired (A vs B) * pairs * both * only A * only B * neither * McNemar p",
-        "GOLD vs EMPTY * 2 * 0 * 2 * 0 * 0 * 0.5000",
+        "paired (A vs B) * pairs * only A * only B * A-B pp * 95% CI (pp) * p exact * p Holm",
+        "GOLD vs EMPTY * 2 * 2 * 0 * +100.0 * [[]+100.0, +100.0[]] * 0.5000 * 0.5000",
+        "tied with the best (GOLD; exact McNemar, Holm-adjusted p >= 0.05): GOLD, EMPTY",
+        "2 of 2 instances decide the comparison (0 resolved by every arm, 0 by none)",
     ])
     result.stdout.fnmatch_lines(["UNRESOLVED instances/demo.jsonl::demo__calc-1[[]EMPTY[]] - *unresolved: empty patch"])
 

@@ -9,10 +9,11 @@ dirty, the host, the versions, the workers and the arms. ``summary.json`` and th
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import socket
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from .. import __version__
+from ..naming import is_instance_file
 from ..settings import given_options
 
 
@@ -40,9 +42,29 @@ def project_commit(root: Path) -> tuple[str | None, bool | None]:
     return commit.strip(), None if status is None else bool(status.strip())
 
 
-def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str]) -> dict[str, Any]:
-    """The sweep's line of ``sweeps.jsonl``."""
+def instance_file_digests(paths: Iterable[Path]) -> dict[str, str]:
+    """The SHA-256 of every instance file among ``paths`` (files, or directories searched for them), by path.
+
+    What a paper cites as "the instances": a later reader can check that their copy is byte for byte the one graded.
+    """
+    digests: dict[str, str] = {}
+    for path in paths:
+        files = sorted(found for found in path.rglob("*") if found.is_file() and is_instance_file(found)) \
+            if path.is_dir() else [path]
+        for file in files:
+            try:
+                digests[str(file)] = hashlib.sha256(file.read_bytes()).hexdigest()
+            except OSError as error:
+                digests[str(file)] = f"unreadable: {error.strerror or error}"
+    return dict(sorted(digests.items()))
+
+
+def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str],
+                 subset: Mapping[str, Any] | None = None, instance_files: Iterable[Path] = ()) -> dict[str, Any]:
+    """The sweep's line of ``sweeps.jsonl``; ``subset`` the instances ``--arena-exclude`` left out, and its file;
+    ``instance_files`` the sweep's instance files and folders, digested."""
     commit, dirty = project_commit(config.rootpath)
+    plugin_commit, plugin_dirty = project_commit(Path(__file__).resolve().parents[1])
     workers = config.getoption("numprocesses", None) if config.pluginmanager.has_plugin("xdist") else None
     return {
         "run_id": run_id, "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -50,5 +72,7 @@ def sweep_record(config: pytest.Config, run_id: str, arms: Sequence[str]) -> dic
         "rootdir": str(config.rootpath), "project_commit": commit, "project_dirty": dirty,
         "host": socket.gethostname(), "plugin_version": __version__, "python": platform.python_version(),
         "pytest_version": pytest.__version__, "workers": workers, "arms": list(arms),
-        "options": given_options(config),
+        "options": given_options(config), "subset": dict(subset) if subset else None,
+        "plugin_commit": plugin_commit, "plugin_dirty": plugin_dirty,
+        "instance_files": instance_file_digests(instance_files),
     }

@@ -26,7 +26,7 @@ from ..ledger.lock import SweepLock
 from ..ledger.writer import read_ledger
 from ..naming import LEDGER_NAME, file_node_path, new_run_id, parse_node_id
 from ..results import calibration
-from ..results.calibration import failed_instances
+from ..results.calibration import failed_instances, read_exclude
 from ..results.text import (
     calibrated_only_header,
     calibration_lines,
@@ -60,6 +60,9 @@ class ControllerPlugin:
         if state.sweep_run:
             if settings.calibrated_only:
                 state.calibration_failed = failed_instances(settings.out)
+            if settings.exclude is not None:
+                state.excluded, digest = read_exclude(settings.exclude, settings.sources["exclude"])
+                state.subset = {"exclude_file": str(settings.exclude), "sha256": digest, "excluded": state.excluded}
             state.sweep_token = new_sweep_token()
             state.interrupts = stop_signals(state.sweep_token, controller=True)
             state.interrupts.install()
@@ -124,9 +127,12 @@ class ControllerPlugin:
     # -- the sweep's lifetime -----------------------------------------------------------------
 
     def pytest_report_header(self) -> list[str]:
-        if not self.state.settings.calibrated_only:
-            return []
-        return [calibrated_only_header(self.state.calibration_failed)]
+        lines = [calibrated_only_header(self.state.calibration_failed)] if self.state.settings.calibrated_only else []
+        subset = self.state.subset
+        if subset is not None:
+            lines.append(f"swe-arena: excluded {len(subset['excluded'])} instance(s) listed in "
+                         f"{subset['exclude_file']} (sha256 {subset['sha256'][:12]})")
+        return lines
 
     # trylast: after the cell plugin's sessionstart built the arms. A usage error there ends the
     # session without pytest_sessionfinish, so the lock must not be taken before it.
@@ -145,7 +151,9 @@ class ControllerPlugin:
             self.note(f"{self.records.out} holds earlier sweeps ({ledger}): this sweep's rows are added after "
                       "theirs and its outputs replace theirs; --arena-resume reuses their finished cells, or use "
                       "another --arena-out for a sweep of its own")
-        self.records.record_sweep(sweep_record(self.config, self.records.run_id, self.records.arm_order))
+        self.records.record_sweep(sweep_record(
+            self.config, self.records.run_id, self.records.arm_order, self.state.subset,
+            instance_files=[*self.state.settings.instances, *sorted(self.state.named_files)]))
         self.records.prepay_reused()
 
     def progress(self) -> Mapping[str, Any]:

@@ -4,10 +4,18 @@
 verify on the untouched base) and the controller turns their rows into one
 verdict per instance in ``calibration.json``; ``--arena-calibrated-only``
 reads that file and deselects the instances that failed.
+
+With ``--arena-repeat N`` each instance's GOLD and EMPTY run N times and its
+verdict carries their flake rates (gold resolved k/N, empty resolved k/N): an
+instance is ``flaky`` when either arm's trials disagree, ``broken`` when they
+agree on the wrong answer. Both are written, one id a line with the reason, to
+``calibration-exclude.txt``, which ``--arena-exclude FILE`` reads in a later
+sweep, so every later rate is over a declared, stable subset.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -16,7 +24,7 @@ from typing import Any
 import pytest
 
 from ..files import finite_json, timestamp, write_atomic
-from ..naming import CALIBRATION_NAME, EMPTY, GOLD
+from ..naming import CALIBRATION_NAME, EMPTY, GOLD, INSTANCE_ID
 from ..outcome import COUNTED_STATUSES, CellStatus, counts_as_pass
 
 #: What to do about a calibration file that cannot be used.
@@ -38,6 +46,27 @@ def verdicts(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _verdict(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    verdict = _checks(gold_rows, base_rows)
+    gold = [row["status"] == CellStatus.RESOLVED for row in gold_rows if row["status"] in COUNTED_STATUSES]
+    empty = [row["status"] == CellStatus.RESOLVED for row in base_rows if row["status"] in COUNTED_STATUSES]
+    verdict["gold_resolved"] = [sum(gold), len(gold)]
+    verdict["empty_resolved"] = [sum(empty), len(empty)]
+    verdict["stability"] = stability(verdict)
+    return verdict
+
+
+def stability(verdict: Mapping[str, Any]) -> str:
+    """``stable`` (gold always resolves, empty never), ``flaky`` (either arm's trials disagree), ``broken``
+    (they agree on the wrong answer), or ``inconclusive`` (a cell did not finish)."""
+    if verdict.get("inconclusive"):
+        return "inconclusive"
+    (gold, gold_runs), (empty, empty_runs) = verdict["gold_resolved"], verdict["empty_resolved"]
+    if 0 < gold < gold_runs or 0 < empty < empty_runs:
+        return "flaky"
+    return "stable" if verdict["ok"] else "broken"
+
+
+def _checks(gold_rows: list[Mapping[str, Any]], base_rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     # A status not counted in the rate says nothing about the instance: the harness failed or the sweep stopped.
     unfinished = [row for row in [*gold_rows, *base_rows] if row["status"] not in COUNTED_STATUSES]
     if unfinished:
@@ -118,9 +147,53 @@ def write_calibration(out: Path, new: Mapping[str, Mapping[str, Any]], run_id: s
         "updated_at": timestamp(),
         "instances": dict(sorted(instances.items())),
         "failed": sorted(iid for iid, verdict in instances.items() if verdict.get("ok") is False),
+        "flaky": sorted(iid for iid, verdict in instances.items() if verdict.get("stability") == "flaky"),
+        "broken": sorted(iid for iid, verdict in instances.items() if verdict.get("stability") == "broken"),
     }
     write_atomic(path, finite_json(data, path, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / EXCLUDE_NAME, exclude_text(instances))
     return path, problem
+
+
+#: The deselection file a calibration writes beside ``calibration.json``, for ``--arena-exclude``.
+EXCLUDE_NAME = "calibration-exclude.txt"
+
+
+def exclude_text(instances: Mapping[str, Mapping[str, Any]]) -> str:
+    """The deselection file: a header, then one flaky or broken instance id a line, its rates as a comment."""
+    lines = ["# instances that failed calibration (flaky or broken); read by --arena-exclude FILE",
+             "# instance_id  # stability: gold resolved k/N, empty resolved k/N"]
+    for iid, verdict in sorted(instances.items()):
+        kind = verdict.get("stability") or ("broken" if verdict.get("ok") is False else None)
+        if kind in ("flaky", "broken"):
+            gold, empty = verdict.get("gold_resolved") or ["?", "?"], verdict.get("empty_resolved") or ["?", "?"]
+            lines.append(f"{iid}  # {kind}: gold {gold[0]}/{gold[1]}, empty {empty[0]}/{empty[1]}")
+    return "\n".join(lines) + "\n"
+
+
+def read_exclude(path: Path, source: str) -> tuple[list[str], str]:
+    """The instance ids a deselection file lists, and its sha256; a usage error naming the file and line.
+
+    One id a line; ``#`` starts a comment; blank lines are skipped (the format ``exclude_text`` writes).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise pytest.UsageError(f"{source}: cannot read {path}: {error.strerror or error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise pytest.UsageError(f"{source}: {path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    ids: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        entry = line.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        if not INSTANCE_ID.match(entry):
+            raise pytest.UsageError(f"{source}: {path}:{number}: {entry[:80]!r} is not an instance id; expected one "
+                                    "id a line (letters, digits, '.', '_', '-'), '#' for comments")
+        ids.append(entry)
+    return sorted(set(ids)), hashlib.sha256(data).hexdigest()
 
 
 def failed_instances(out: Path) -> list[str]:

@@ -11,8 +11,9 @@ import math
 import random
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from typing import Any
 
 #: The normal quantile for a two-sided 95% interval.
 Z_95 = 1.959963984540054
@@ -240,3 +241,144 @@ def ratio_interval(numerators: Sequence[float], denominators: Sequence[float],
     variance = math.fsum(r * r for r in residuals) / (n - 1) / (n * mean_x * mean_x)
     error = z * math.sqrt(variance)
     return max(0.0, ratio - error), ratio + error
+
+
+#: The family-wise error rate of the significance groups (Holm).
+ALPHA = 0.05
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given.
+
+    The i-th smallest of m p-values is multiplied by (m - i + 1), made monotone from the smallest
+    up and capped at 1: rejecting where the adjusted p < alpha keeps the family-wise error <= alpha.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda index: p_values[index])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+Key = tuple[str, int]
+
+
+def paired_comparison(first: Mapping[Key, bool], second: Mapping[Key, bool], seed: int = 0) -> dict[str, Any] | None:
+    """Two arms over the (instance, trial) cells both have in their rates; None when they share none.
+
+    ``first`` and ``second`` map each counted cell to whether it resolved. Gives the discordant
+    split, the exact McNemar p, the rate difference (first - second) and its paired bootstrap 95%
+    interval with instances as clusters (all trials of an instance resampled together).
+    """
+    common = first.keys() & second.keys()
+    if not common:
+        return None
+    clusters: dict[str, list[int]] = {}
+    both = only_first = only_second = 0
+    for key in common:
+        a, b = first[key], second[key]
+        both += a and b
+        only_first += a and not b
+        only_second += b and not a
+        cluster = clusters.setdefault(key[0], [0, 0])
+        cluster[0] += a - b
+        cluster[1] += 1
+    cells = len(common)
+    interval = paired_bootstrap_interval([(d, n) for d, n in clusters.values()], seed=seed)
+    return {
+        "cells": cells, "instances": len(clusters), "both": both, "only_first": only_first,
+        "only_second": only_second, "neither": cells - both - only_first - only_second,
+        "rate_first": (both + only_first) / cells, "rate_second": (both + only_second) / cells,
+        "delta": (only_first - only_second) / cells,
+        "delta_ci95": None if interval is None else [round(interval[0], 6), round(interval[1], 6)],
+        "mcnemar_p": mcnemar_exact_p(only_first, only_second),
+    }
+
+
+def significance_groups(rates: Mapping[str, float | None], pairs: Sequence[dict[str, Any]],
+                        alpha: float = ALPHA) -> dict[str, Any] | None:
+    """Holm-adjust every pair's McNemar p and find the arms that cannot be told apart from the best.
+
+    ``pairs`` carry ``arms`` ([first, second]) and ``mcnemar_p``; each gets ``mcnemar_p_holm``
+    (in place). The best arm has the highest resolve rate (ties: the first listed); an arm is tied with
+    it when their pair's Holm-adjusted p is >= ``alpha``, or they share no cells (nothing tells them
+    apart). None with fewer than two rated arms.
+    """
+    rated = [name for name, rate in rates.items() if rate is not None]
+    if len(rated) < 2:
+        return None
+    for pair, adjusted in zip(pairs, holm_adjusted([pair["mcnemar_p"] for pair in pairs]), strict=True):
+        pair["mcnemar_p_holm"] = adjusted
+    best = max(rated, key=lambda name: (rates[name], -rated.index(name)))
+    against = {name: pair["mcnemar_p_holm"] for pair in pairs if best in pair["arms"]
+               for name in pair["arms"] if name != best}
+    tied = [name for name in rated if name == best or against.get(name, 1.0) >= alpha]
+    return {"alpha": alpha, "correction": "holm", "test": "mcnemar_exact", "best": best,
+            "tied_with_best": tied, "separated_from_best": [name for name in rated if name not in tied]}
+
+
+def trial_rates(verdicts: Mapping[Key, bool]) -> dict[str, Any] | None:
+    """The resolve rate of each trial (repeat) and their mean with its standard error; None without cells.
+
+    The standard error is the sample standard deviation of the per-trial rates over sqrt(trials):
+    how much the rate of a whole sweep moves from one repeat to the next. None with one trial.
+    """
+    by_trial: dict[int, list[int]] = {}
+    for (_, trial), resolved in verdicts.items():
+        tally = by_trial.setdefault(trial, [0, 0])
+        tally[0] += resolved
+        tally[1] += 1
+    if not by_trial:
+        return None
+    rates = [resolved / cells for _, (resolved, cells) in sorted(by_trial.items())]
+    mean = math.fsum(rates) / len(rates)
+    error = statistics.stdev(rates, mean) / math.sqrt(len(rates)) if len(rates) > 1 else None
+    return {"rates": rates, "mean": mean, "standard_error": error}
+
+
+def instance_rates(verdicts: Mapping[Key, bool]) -> dict[str, tuple[int, int]]:
+    """Per instance, (resolved trials, counted trials)."""
+    found: dict[str, tuple[int, int]] = {}
+    for (instance_id, _), resolved in verdicts.items():
+        passes, runs = found.get(instance_id, (0, 0))
+        found[instance_id] = (passes + resolved, runs + 1)
+    return dict(sorted(found.items()))
+
+
+def discrimination(arms: Mapping[str, Mapping[Key, bool]]) -> dict[str, Any] | None:
+    """Which instances separate the arms: those not resolved in every cell of every arm, nor in none.
+
+    Over the instances every arm has counted cells of; None with fewer than two arms. An instance
+    that every arm always resolves, or none ever does, cannot change any comparison of this sweep.
+    None too when no instance has counted cells of every arm.
+    """
+    if len(arms) < 2:
+        return None
+    per_arm = [instance_rates(verdicts) for verdicts in arms.values()]
+    shared = sorted(set.intersection(*(set(rates) for rates in per_arm)))
+    if not shared:
+        return None
+    always = [iid for iid in shared if all(rates[iid][0] == rates[iid][1] for rates in per_arm)]
+    never = [iid for iid in shared if all(rates[iid][0] == 0 for rates in per_arm)]
+    separating = [iid for iid in shared if iid not in always and iid not in never]
+    return {"instances": len(shared), "separating": len(separating), "separating_instances": separating,
+            "all_resolve": always, "none_resolve": never}
+
+
+def cost_frontier(arms: Sequence[Mapping[str, Any]], cost_key: str) -> list[str]:
+    """The cost-resolve Pareto frontier (HAL's accuracy vs cost): the arms no other arm beats on both counts
+    (as cheap or cheaper, and a higher rate), cheapest first.
+
+    An arm whose cost is unknown (None) is not placed: unknown spend is never read as $0.
+    """
+    placed = sorted((arm for arm in arms if arm[cost_key] is not None and arm["resolve_rate"] is not None),
+                    key=lambda arm: (arm[cost_key], -arm["resolve_rate"]))
+    best, names = -1.0, []
+    for arm in placed:
+        if arm["resolve_rate"] > best:
+            best = arm["resolve_rate"]
+            names.append(arm["arm"])
+    return names

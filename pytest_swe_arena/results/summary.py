@@ -8,6 +8,7 @@ so both show the same numbers. A value that cannot be computed is None ("n/a").
 from __future__ import annotations
 
 import math
+import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,21 @@ from typing import Any
 from ..ledger.reader import CellRecord
 from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.budget import SWEEP
-from .stats import five_numbers, mcnemar_exact_p, median, pass_at_k, pass_hat_k, per_resolved, wilson_interval
+from .stats import (
+    cost_frontier,
+    discrimination,
+    five_numbers,
+    instance_rates,
+    mean_interval,
+    median,
+    paired_comparison,
+    pass_at_k,
+    pass_hat_k,
+    per_resolved,
+    significance_groups,
+    trial_rates,
+    wilson_interval,
+)
 
 SUMMARY_SCHEMA_VERSION = 1
 #: How many example cells a warning lists.
@@ -25,8 +40,11 @@ WARNING_EXAMPLES = 5
 
 
 def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id: str | None = None,
-              budget: Mapping[str, Any] | None = None, sweep: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              budget: Mapping[str, Any] | None = None, sweep: Mapping[str, Any] | None = None,
+              subset: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The summary of one run's cells: per arm, per pair of arms, and what to be warned about.
+
+    ``subset`` says which instances the rates are over when the sweep excluded some (``--arena-exclude``).
 
     Arms are listed in ``arm_order`` (the sweep's ``--arena-arms``), then by name. ``budget`` is the
     sweep's ``budget.json`` (caps and spend) when it had caps; ``sweep`` its line of ``sweeps.jsonl``.
@@ -39,6 +57,9 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
     same_keys: dict[tuple[str, int], tuple[str, int]] = {}
     gathered = {name: ArmCells.gather(by_arm[name], same_keys) for name in names}
     trials = max((cell.trial for cell in cells), default=0)
+    verdicts = {name: gathered[name].verdicts() for name in names}
+    arms = [arm_summary(name, gathered[name], verdicts[name]) for name in names]
+    pairs = paired_comparisons(names, verdicts)
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "run_id": run_id,
@@ -46,8 +67,14 @@ def summarize(cells: Sequence[CellRecord], arm_order: Sequence[str] = (), run_id
         "rows": len(cells),
         "instances": len({cell.instance_id for cell in cells}),
         "trials": trials,
-        "arms": [arm_summary(name, gathered[name]) for name in names],
-        "pairs": paired_comparisons(names, gathered),
+        "arms": arms,
+        "pairs": pairs,
+        "groups": significance_groups({arm["arm"]: arm["resolve_rate"] for arm in arms}, pairs),
+        "discrimination": discrimination(verdicts),
+        "frontier": {"per_cell": cost_frontier(arms, "cost_per_cell_usd"),
+                     "per_resolved": cost_frontier(arms, "cost_per_resolved_usd"),
+                     "unplaced": [arm["arm"] for arm in arms if arm["cost_usd"] is None]},
+        "subset": dict(subset) if subset else (sweep or {}).get("subset"),
         "budget": dict(budget) if budget else None,
         "warnings": [warning for name in names for warning in arm_warnings(name, gathered[name])]
         + budget_warnings(budget) + repeat_warnings(trials),
@@ -137,9 +164,16 @@ class ArmCells:
         arm.trials = trials
         return arm
 
+    def verdicts(self) -> dict[tuple[str, int], bool]:
+        """Each counted (instance, trial) and whether it resolved: what the statistics pair up."""
+        resolved = self.resolved_keys
+        return {key: key in resolved for key in self.keys}
 
-def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
-    """One arm's resolve rate (Wilson 95%), spend, efficiency, wall time and pass@k."""
+
+def arm_summary(name: str, arm: ArmCells, verdicts: Mapping[tuple[str, int], bool] | None = None) -> dict[str, Any]:
+    """One arm's resolve rate (Wilson 95%), spend, efficiency, wall time, pass@k, and its rate per trial."""
+    verdicts = arm.verdicts() if verdicts is None else verdicts
+    per_instance = instance_rates(verdicts)
     counted, resolved, ran = arm.counted, arm.resolved, arm.ran
     known_cost, known_tokens = math.fsum(arm.costs), sum(arm.tokens)
     cost_total = round(known_cost, 6) if not arm.unknown_cost else None
@@ -173,13 +207,22 @@ def arm_summary(name: str, arm: ArmCells) -> dict[str, Any]:
         "tokens_known": known_tokens,
         "unknown_token_cells": len(arm.unknown_tokens),
         "cost_per_cell_usd": cost_total / ran if cost_total is not None and ran else None,
+        "cost_per_cell_ci95": _rounded_interval(mean_interval(arm.costs)) if cost_total is not None else None,
         "cost_per_resolved_usd": per_resolved(cost_total, resolved),
         "tokens_per_resolved": per_resolved(token_total, resolved),
         "median_wall_seconds": median(arm.walls),
         "cost_distribution": five_numbers(arm.costs),
         "token_distribution": five_numbers(arm.tokens),
         "pass_at_k": pass_at_k_table(counted) if arm.trials > 1 else [],
+        "trial_rates": trial_rates(verdicts),
+        # An instance whose trials disagree: the arm (or the instance's tests) is not deterministic there.
+        "flaky_instances": {iid: [passes, runs] for iid, (passes, runs) in per_instance.items()
+                            if 0 < passes < runs},
     }
+
+
+def _rounded_interval(interval: tuple[float, float] | None) -> list[float] | None:
+    return None if interval is None else [round(max(0.0, interval[0]), 6), round(interval[1], 6)]
 
 
 def pass_at_k_table(counted: Sequence[CellRecord]) -> list[dict[str, Any]]:
@@ -205,29 +248,17 @@ def pass_at_k_table(counted: Sequence[CellRecord]) -> list[dict[str, Any]]:
     return table
 
 
-def paired_comparisons(names: Sequence[str], arms: Mapping[str, ArmCells]) -> list[dict[str, Any]]:
-    """For each pair of arms, the split over the (instance, trial) cells both have in the rate."""
-    counted = {name: arms[name].keys for name in names}
-    resolved = {name: arms[name].resolved_keys for name in names}
+def paired_comparisons(names: Sequence[str], verdicts: Mapping[str, Mapping[tuple[str, int], bool]]
+                       ) -> list[dict[str, Any]]:
+    """For each pair of arms, the split, McNemar p and bootstrap interval over the cells both have in the rate.
+
+    The bootstrap is seeded by the pair's names, so the same sweep gives the same intervals.
+    """
     pairs = []
     for first, second in combinations(names, 2):
-        common = len(counted[first] & counted[second])
-        if not common:
-            continue
-        both = len(resolved[first] & resolved[second])
-        only_first = len((resolved[first] & counted[second]) - resolved[second])
-        only_second = len((resolved[second] & counted[first]) - resolved[first])
-        pairs.append({
-            "arms": [first, second],
-            "cells": common,
-            "both": both,
-            "only_first": only_first,
-            "only_second": only_second,
-            "neither": common - both - only_first - only_second,
-            "rate_first": (both + only_first) / common,
-            "rate_second": (both + only_second) / common,
-            "mcnemar_p": mcnemar_exact_p(only_first, only_second),
-        })
+        compared = paired_comparison(verdicts[first], verdicts[second], seed=zlib.crc32(f"{first}\0{second}".encode()))
+        if compared is not None:
+            pairs.append({"arms": [first, second], **compared})
     return pairs
 
 

@@ -46,6 +46,15 @@ def seconds(value: float | None) -> str:
     return f"{value:.1f}s" if value < 600 else f"{value / 60:.1f}m"
 
 
+def points(value: float) -> str:
+    """A difference of rates in percentage points, signed."""
+    return f"{100 * value:+.1f}"
+
+
+def points_interval(interval: Sequence[float] | None) -> str:
+    return "n/a" if interval is None else f"[{points(interval[0])}, {points(interval[1])}]"
+
+
 def p_value(value: float | None) -> str:
     if value is None:
         return "n/a"
@@ -109,6 +118,11 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
     independent = ", trials as independent" if summary["trials"] > 1 else ""
     lines = [f"{summary['instances']} instances x {len(summary['arms'])} arms{trials}: {summary['rows']} cells "
              f"(95% CI: Wilson{independent}; n/a: not computable)", ""]
+    subset = summary.get("subset")
+    if subset:
+        lines.insert(1, f"rates over the {summary['instances']} instance(s) left after excluding "
+                        f"{len(subset['excluded'])} listed in {subset['exclude_file']} "
+                        f"(sha256 {subset['sha256'][:12]})")
     lines += format_table(header, body)
     for arm in summary["arms"]:
         if arm.get("config_errors"):
@@ -125,19 +139,39 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
             return percent(entry[key]) if entry else "n/a"
 
         lines.append("")
+        def over_trials(arm: Mapping[str, Any]) -> str:
+            rates = arm.get("trial_rates")
+            if not rates or rates["standard_error"] is None:
+                return "n/a"
+            return f"{percent(rates['mean'])} +- {100 * rates['standard_error']:.1f}"
+
         lines += format_table(
-            ["repeats", "trials", "pass@1", f"pass@{most}", f"pass^{most}"],
-            [[arm["arm"], str(arm["trials"]), at(arm, 1, "pass_at_k"), at(arm, most, "pass_at_k"),
+            ["repeats", "trials", "mean rate +- SE", "pass@1", f"pass@{most}", f"pass^{most}"],
+            [[arm["arm"], str(arm["trials"]), over_trials(arm), at(arm, 1, "pass_at_k"), at(arm, most, "pass_at_k"),
               at(arm, most, "pass_hat_k")] for arm in summary["arms"]],
         )
+        for arm in summary["arms"]:
+            flaky = arm.get("flaky_instances") or {}
+            if flaky:
+                lines.append(f"  {arm['arm']} flaky on {len(flaky)} instance(s): "
+                             + ", ".join(f"{iid} {passes}/{runs}" for iid, (passes, runs) in flaky.items()))
     if summary["pairs"]:
         lines.append("")
         lines += format_table(
-            ["paired (A vs B)", "pairs", "both", "only A", "only B", "neither", "McNemar p"],
-            [[f"{pair['arms'][0]} vs {pair['arms'][1]}", str(pair["cells"]), str(pair["both"]),
-              str(pair["only_first"]), str(pair["only_second"]), str(pair["neither"]), p_value(pair["mcnemar_p"])]
+            ["paired (A vs B)", "pairs", "only A", "only B", "A-B pp", "95% CI (pp)", "p exact", "p Holm"],
+            [[f"{pair['arms'][0]} vs {pair['arms'][1]}", str(pair["cells"]), str(pair["only_first"]),
+              str(pair["only_second"]), points(pair["delta"]), points_interval(pair["delta_ci95"]),
+              p_value(pair["mcnemar_p"]), p_value(pair.get("mcnemar_p_holm"))]
              for pair in summary["pairs"]],
         )
+        lines += [wrapped for line in significance_lines(summary)
+                  for wrapped in textwrap.wrap(line, width, subsequent_indent="  ", break_on_hyphens=False)]
+    frontier = summary.get("frontier")
+    if frontier and len(summary["arms"]) > 1 and (frontier["per_cell"] or frontier["unplaced"]):
+        unplaced = frontier["unplaced"]
+        lines += textwrap.wrap("cost-resolve frontier (USD per cell): " + (", ".join(frontier["per_cell"]) or "none")
+                               + (f"; cost unknown, not placed: {', '.join(unplaced)}" if unplaced else ""),
+                               width, subsequent_indent="  ", break_on_hyphens=False)
     if summary.get("budget"):
         lines += ["", *format_budget(summary["budget"])]
     if summary["warnings"]:
@@ -145,6 +179,20 @@ def format_summary(summary: Mapping[str, Any], width: int = TERMINAL_WIDTH) -> l
         for warning in summary["warnings"]:
             lines += textwrap.wrap(warning["message"], width, initial_indent="  ! ", subsequent_indent="    ",
                                    break_on_hyphens=False)
+    return lines
+
+
+def significance_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Which arms cannot be told apart from the best, and how many instances decide the comparison."""
+    lines = []
+    groups = summary.get("groups")
+    if groups:
+        lines.append(f"tied with the best ({groups['best']}; exact McNemar, Holm-adjusted p >= {groups['alpha']:g}): "
+                     + ", ".join(groups["tied_with_best"]))
+    decided = summary.get("discrimination")
+    if decided:
+        lines.append(f"{decided['separating']} of {decided['instances']} instances decide the comparison "
+                     f"({len(decided['all_resolve'])} resolved by every arm, {len(decided['none_resolve'])} by none)")
     return lines
 
 
@@ -186,4 +234,15 @@ def calibration_lines(verdicts: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = [f"calibration: {len(verdicts)} instance(s), {len(failed)} failed"
              + (f": {', '.join(failed)}" if failed else "")
              + (f"; {len(unsure)} inconclusive (run again): {', '.join(unsure)}" if unsure else "")]
-    return lines + [f"  {iid}: {'; '.join(verdicts[iid]['problems'])}" for iid in failed + unsure]
+    lines += [f"  {iid}: {'; '.join(verdicts[iid]['problems'])}" for iid in failed + unsure]
+    runs = max((verdict.get("gold_resolved", [0, 0])[1] for verdict in verdicts.values()), default=0)
+    if runs > 1:
+        flaky = [iid for iid, verdict in verdicts.items() if verdict.get("stability") == "flaky"]
+        broken = [iid for iid, verdict in verdicts.items() if verdict.get("stability") == "broken"]
+        lines.append(f"flake rates over {runs} trials: {len(flaky)} flaky, {len(broken)} broken "
+                     "(listed in calibration-exclude.txt for --arena-exclude)")
+        lines += [f"  {iid}: {verdicts[iid]['stability']}: gold resolved {gold[0]}/{gold[1]}, "
+                  f"empty resolved {empty[0]}/{empty[1]}"
+                  for iid in sorted(flaky + broken)
+                  for gold, empty in [(verdicts[iid]["gold_resolved"], verdicts[iid]["empty_resolved"])]]
+    return lines

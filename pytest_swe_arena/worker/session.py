@@ -187,10 +187,10 @@ def check_programs(arms: Mapping[str, Arm]) -> None:
 
 
 def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[pytest.Item]) -> None:
-    """With --arena-calibrated-only, drop the cells of instances that failed calibration."""
-    if not state.calibration_failed:
+    """With --arena-calibrated-only or --arena-exclude, drop the cells of the instances they name."""
+    failed = set(state.calibration_failed) | set(state.excluded)
+    if not failed:
         return
-    failed = set(state.calibration_failed)
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:

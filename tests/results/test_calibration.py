@@ -8,6 +8,8 @@ import subprocess
 import pytest
 from helpers.arena import XDIST
 
+from pytest_swe_arena.results import calibration
+
 
 def broken_and_good_rows(calc):
     # The broken instance's gold patch touches only the README: it cannot make verify pass.
@@ -180,3 +182,38 @@ def test_a_sweep_with_a_corrupt_calibration_file_finishes_and_warns(suite, calc)
         ["warning: *calibration.json: cannot read calibration*replaced by this run's verdicts*"])
     assert json.loads((suite.path / "arena-out/calibration.json").read_text())["failed"] == []
     assert not (suite.path / "arena-out/arena.lock").exists()
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"demo__calc-1\nnot an/id  # comment\n", r"x\.txt:2: 'not an/id' is not an instance id; expected one id a line"),
+    (b"\xff\xfe", r"x\.txt is not UTF-8 text"),
+])
+def test_a_bad_exclude_file_is_a_usage_error_naming_file_and_line(tmp_path, content, message):
+    from pytest_swe_arena.results.calibration import read_exclude
+
+    path = tmp_path / "x.txt"
+    path.write_bytes(content)
+    with pytest.raises(pytest.UsageError, match=r"--arena-exclude: .*" + message):
+        read_exclude(path, "--arena-exclude")
+
+
+def test_the_exclude_file_lists_flaky_and_broken_instances_with_their_rates(tmp_path):
+    from pytest_swe_arena.results.calibration import exclude_text, read_exclude
+
+    def row(iid, arm, status, trial):
+        return {"instance_id": iid, "arm": arm, "status": status, "trial": trial,
+                "verify": {"passed": status == "resolved", "tests": {}}}
+
+    rows = [row("steady", "GOLD", "resolved", t) for t in (1, 2, 3)]
+    rows += [row(iid, "EMPTY", "unresolved", t) for iid in ("steady", "shaky", "dead") for t in (1, 2, 3)]
+    rows += [row("shaky", "GOLD", "resolved" if t < 3 else "unresolved", t) for t in (1, 2, 3)]
+    rows += [row("dead", "GOLD", "unresolved", t) for t in (1, 2, 3)]
+    found = calibration.verdicts(rows)
+    assert {iid: verdict["stability"] for iid, verdict in found.items()} == {
+        "dead": "broken", "shaky": "flaky", "steady": "stable"}
+    assert found["shaky"]["gold_resolved"] == [2, 3] and found["shaky"]["empty_resolved"] == [0, 3]
+    text = exclude_text(found)
+    assert "shaky  # flaky: gold 2/3, empty 0/3" in text.splitlines()
+    path = tmp_path / "exclude.txt"
+    path.write_text(text)
+    assert read_exclude(path, "--arena-exclude")[0] == ["dead", "shaky"]

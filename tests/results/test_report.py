@@ -86,7 +86,11 @@ def test_terminal_summary_fits_100_columns_and_shows_the_numbers():
     # Unknown cost: "n/a", never 0 -- in the table, per resolved, and in the JSON.
     assert table["SUPERVISOR-4-SANDBOXES"][:6] == ["1/1", "100.0%", "20.7-100.0%", "n/a", "n/a", "0"]
     assert summary["arms"][2]["cost_usd"] is None and summary["arms"][2]["cost_per_resolved_usd"] is None
-    assert "SOLO vs SUP4 10 3 1 5 1 0.2188".split() in [line.split() for line in lines]
+    # pairs, only A, only B, A-B in points, its bootstrap interval, exact and Holm-adjusted p (one pair: the same)
+    pair = next(line.split() for line in lines if line.startswith("SOLO vs SUP4"))
+    assert pair[3:8] + pair[9:] == ["10", "1", "5", "-40.0", "[-80.0,", "0.2188", "0.2188"]
+    assert any(line.startswith("tied with the best (SUPERVISOR-4-SANDBOXES; exact McNemar, Holm-adjusted")
+               for line in lines)
     budget_at = lines.index("budget: $25.00 of $25 and 60,000 tokens spent")
     assert lines[budget_at + 1] == "  + 1 cell(s) of unknown USD cost, 2 cell(s) of unknown tokens (not in the totals)"
     assert lines[budget_at + 2] == "  lab/model: $25.00, 60,000 tokens in 21 cell(s)"
@@ -152,7 +156,8 @@ def test_repeats_give_pass_at_k_and_pass_hat_k():
     assert table[2]["pass_hat_k"] == pytest.approx((1 / 3 + 0) / 2)  # a: C(2,2)/C(3,2)
     assert table[3]["pass_hat_k"] == 0.0
     lines = format_summary(summary)
-    assert "SOLO          3   33.3%   50.0%    0.0%" in lines
+    # trials, mean rate over trials (0.5, 0.5, 0) +- its standard error, pass@1, pass@3, pass^3
+    assert "SOLO 3 33.3% +- 16.7 33.3% 50.0% 0.0%".split() in [line.split() for line in lines]
     # Trials of one instance are not independent: the CI and McNemar p say what they assume.
     assert lines[0] == ("2 instances x 1 arms, 3 trials: 6 cells "
                         "(95% CI: Wilson, trials as independent; n/a: not computable)")

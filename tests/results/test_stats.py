@@ -11,16 +11,21 @@ import pytest
 
 from pytest_swe_arena.results.stats import (
     binomial_sample,
+    discrimination,
     five_numbers,
+    holm_adjusted,
     mcnemar_exact_p,
     mean_interval,
     median,
     paired_bootstrap_interval,
+    paired_comparison,
     pass_at_k,
     pass_hat_k,
     per_resolved,
     quantile,
     ratio_interval,
+    significance_groups,
+    trial_rates,
     wilson_interval,
 )
 
@@ -193,3 +198,58 @@ def test_cost_intervals_by_hand():
     assert ratio_interval([1.0, 2.0], [0.0, 0.0]) is None, "nothing resolved: no dollars per resolved"
     with pytest.raises(ValueError):
         ratio_interval([1.0], [])
+
+
+def test_holm_adjustment_by_hand():
+    # m = 4: sorted p 0.01, 0.02, 0.03, 0.5 -> 0.04, max(0.04, 0.06), max(0.06, 0.06), max(0.06, 0.5).
+    assert holm_adjusted([0.03, 0.01, 0.5, 0.02]) == pytest.approx([0.06, 0.04, 0.5, 0.06])
+    assert holm_adjusted([0.9, 0.8]) == pytest.approx([1.0, 1.0]), "capped at 1"
+    assert holm_adjusted([]) == []
+
+
+def cells(resolved_by_instance: dict[str, list[bool]]) -> dict[tuple[str, int], bool]:
+    return {(iid, trial): verdict for iid, verdicts in resolved_by_instance.items()
+            for trial, verdict in enumerate(verdicts, 1)}
+
+
+def test_paired_comparison_counts_the_split_and_pairs_only_shared_cells():
+    first = cells({"a": [True, True], "b": [True, False], "c": [False, False]})
+    second = cells({"a": [True, False], "b": [False, False], "d": [True, True]})
+    compared = paired_comparison(first, second, seed=1)
+    assert compared is not None
+    assert (compared["cells"], compared["instances"], compared["both"], compared["only_first"],
+            compared["only_second"], compared["neither"]) == (4, 2, 1, 2, 0, 1)
+    assert compared["delta"] == pytest.approx(0.5) and compared["mcnemar_p"] == pytest.approx(0.5)
+    low, high = compared["delta_ci95"]
+    assert 0 <= low <= 0.5 <= high <= 1
+    assert paired_comparison(first, cells({"z": [True]})) is None
+
+
+def test_significance_groups_tie_arms_the_holm_adjusted_test_cannot_separate_from_the_best():
+    pairs = [{"arms": ["A", "B"], "mcnemar_p": 0.04}, {"arms": ["A", "C"], "mcnemar_p": 0.001},
+             {"arms": ["B", "C"], "mcnemar_p": 0.2}]
+    groups = significance_groups({"A": 0.8, "B": 0.6, "C": 0.1}, pairs)
+    # Holm: 0.001 x 3 = 0.003; 0.04 x 2 = 0.08; 0.2 x 1 -> 0.2. B vs A at 0.08 >= 0.05: tied.
+    assert [pair["mcnemar_p_holm"] for pair in pairs] == pytest.approx([0.08, 0.003, 0.2])
+    assert groups is not None
+    assert (groups["best"], groups["tied_with_best"], groups["separated_from_best"]) == ("A", ["A", "B"], ["C"])
+    assert significance_groups({"A": 0.5, "B": None}, []) is None, "one rated arm: nothing to group"
+
+
+def test_trial_rates_mean_and_standard_error():
+    rates = trial_rates(cells({"a": [True, True, False], "b": [True, False, False]}))
+    assert rates is not None
+    assert rates["rates"] == [1.0, 0.5, 0.0] and rates["mean"] == pytest.approx(0.5)
+    assert rates["standard_error"] == pytest.approx(0.5 / math.sqrt(3))
+    single = trial_rates(cells({"a": [True]}))
+    assert single is not None and single["standard_error"] is None
+    assert trial_rates({}) is None
+
+
+def test_discrimination_marks_instances_every_arm_or_none_resolves():
+    arms = {"A": cells({"easy": [True, True], "hard": [False, False], "split": [True, True], "mixed": [True, False]}),
+            "B": cells({"easy": [True, True], "hard": [False, False], "split": [False, False], "mixed": [True, True]})}
+    decided = discrimination(arms)
+    assert decided == {"instances": 4, "separating": 2, "separating_instances": ["mixed", "split"],
+                       "all_resolve": ["easy"], "none_resolve": ["hard"]}
+    assert discrimination({"A": arms["A"]}) is None

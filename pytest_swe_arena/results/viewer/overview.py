@@ -9,7 +9,6 @@ the same cells, with the statistics module.
 
 from __future__ import annotations
 
-import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -17,7 +16,8 @@ from typing import Any
 
 from ... import __version__
 from ...outcome import STATUS_TABLE, CellStatus
-from ..stats import mcnemar_exact_p, mean_interval, paired_bootstrap_interval, ratio_interval
+from ..stats import cost_frontier as frontier
+from ..stats import ratio_interval
 from .rows import ViewerRow
 
 #: Arm kinds that are references, not contenders: the default baseline is the first other arm.
@@ -58,73 +58,41 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
                                          "trials", "statuses", "cost_usd", "cost_per_cell_usd", "cost_per_resolved_usd",
                                          "tokens", "median_wall_seconds", "unknown_cost_cells", "harness_errors",
                                          "config_errors")},
+            "trial_rates": arm.get("trial_rates"), "flaky_instances": arm.get("flaky_instances", {}),
             "unguarded": arm.get("unguarded", 0),
             "kind": identity.get("kind"), "identity": identity, "agent_versions": versions,
             "cost_sources": dict(sorted(sources.items())), "cost_known": known,
-            "cost_per_cell_ci95": _interval(mean_interval(costs)) if known else None,
+            "cost_per_cell_ci95": arm.get("cost_per_cell_ci95"),
             "cost_per_resolved_ci95": _interval(ratio_interval(costs, resolved)) if known else None,
         })
     return entries
 
 
-def frontier(arms: Sequence[Mapping[str, Any]], cost_key: str) -> list[str]:
-    """The arms no other arm beats on both counts (cheaper or as cheap, and a higher rate), cheapest first.
-
-    An arm that spent $0 (GOLD, EMPTY: no model call) is not a point of the cost charts, nor of their frontier.
-    """
-    placed = sorted((arm for arm in arms if arm[cost_key] is not None and arm["resolve_rate"] is not None
-                     and arm["cost_usd"] != 0),
-                    key=lambda arm: (arm[cost_key], -arm["resolve_rate"]))
-    best, names = -1.0, []
-    for arm in placed:
-        if arm["resolve_rate"] > best:
-            best = arm["resolve_rate"]
-            names.append(arm["arm"])
-    return names
-
-
-def comparisons(names: Sequence[str], by_arm: Mapping[str, Sequence[ViewerRow]],
+def comparisons(names: Sequence[str], pairs: Sequence[Mapping[str, Any]],
                 arms: Mapping[str, Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """For each arm taken as the baseline, every other arm against it over the cells both have in their rates.
+    """For each arm taken as the baseline, every other arm against it: the summary's pairs, read both ways.
 
-    Each unordered pair is computed once (its bootstrap seeded by the pair's names) and read both ways.
+    The paired statistics are computed once, by the summary (``stats.paired_comparison``); this only turns
+    each unordered pair around for the page's baseline selector.
     """
-    verdicts: dict[str, dict[tuple[str, int], bool]] = {
-        name: {(row.instance_id, row.trial): row.resolved for row in by_arm.get(name, []) if row.counts}
-        for name in names}
     result: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    for index, first in enumerate(names):
-        for second in names[index + 1:]:
-            common = verdicts[first].keys() & verdicts[second].keys()
-            if not common:
-                continue
-            clusters: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-            only_first = only_second = both = 0
-            for key in common:
-                a, b = verdicts[first][key], verdicts[second][key]
-                both += a and b
-                only_first += a and not b
-                only_second += b and not a
-                cluster = clusters[key[0]]
-                cluster[0] += a - b
-                cluster[1] += 1
-            seed = zlib.crc32(f"{first}\0{second}".encode())
-            interval = paired_bootstrap_interval([(d, n) for d, n in clusters.values()], seed=seed)
-            p = mcnemar_exact_p(only_first, only_second)
-            cells = len(common)
-            for arm, baseline, wins, losses, sign in ((first, second, only_first, only_second, 1),
-                                                     (second, first, only_second, only_first, -1)):
-                ci = None if interval is None else (min(sign * interval[0], sign * interval[1]),
-                                                    max(sign * interval[0], sign * interval[1]))
-                cost, base_cost = arms[arm]["cost_per_cell_usd"], arms[baseline]["cost_per_cell_usd"]
-                result[baseline].append({
-                    "arm": arm, "cells": cells, "instances": len(clusters), "both": both, "only_arm": wins,
-                    "only_baseline": losses, "neither": cells - both - wins - losses,
-                    "rate_arm": (both + wins) / cells, "rate_baseline": (both + losses) / cells,
-                    "delta": (wins - losses) / cells, "delta_ci95": _interval(ci),
-                    "mcnemar_p": p,
-                    "cost_per_cell_delta": None if cost is None or base_cost is None else _rounded(cost - base_cost),
-                })
+    for pair in pairs:
+        first, second = pair["arms"]
+        interval = pair["delta_ci95"]
+        for arm, baseline, wins, losses, sign in ((first, second, pair["only_first"], pair["only_second"], 1),
+                                                 (second, first, pair["only_second"], pair["only_first"], -1)):
+            ci = None if interval is None else [min(sign * interval[0], sign * interval[1]),
+                                                max(sign * interval[0], sign * interval[1])]
+            cost, base_cost = arms[arm]["cost_per_cell_usd"], arms[baseline]["cost_per_cell_usd"]
+            result[baseline].append({
+                "arm": arm, "cells": pair["cells"], "instances": pair["instances"], "both": pair["both"],
+                "only_arm": wins, "only_baseline": losses, "neither": pair["neither"],
+                "rate_arm": pair["rate_first" if sign == 1 else "rate_second"],
+                "rate_baseline": pair["rate_second" if sign == 1 else "rate_first"],
+                "delta": sign * pair["delta"], "delta_ci95": ci,
+                "mcnemar_p": pair["mcnemar_p"], "mcnemar_p_holm": pair.get("mcnemar_p_holm"),
+                "cost_per_cell_delta": None if cost is None or base_cost is None else _rounded(cost - base_cost),
+            })
     order = {name: index for index, name in enumerate(names)}
     for entries in result.values():
         entries.sort(key=lambda entry: order[entry["arm"]])
@@ -210,6 +178,7 @@ def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: 
     arms = arm_entries(summary, by_arm)
     arm_by_name = {arm["arm"]: arm for arm in arms}
     contenders = [arm["arm"] for arm in arms if arm["kind"] not in REFERENCE_KINDS]
+    charted = [arm for arm in arms if arm["cost_usd"] != 0]
     return {
         "format": 1,
         "meta": run_metadata(summary, rows),
@@ -219,8 +188,12 @@ def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: 
                           for status, meaning in STATUS_TABLE.items()},
         "arms": arms,
         "baseline": (contenders or names or [None])[0],
-        "comparisons": comparisons(names, by_arm, arm_by_name),
-        "frontier": {"per_cell": frontier(arms, "cost_per_cell_usd"),
-                     "per_resolved": frontier(arms, "cost_per_resolved_usd")},
+        "comparisons": comparisons(names, summary["pairs"], arm_by_name),
+        "groups": summary.get("groups"),
+        "discrimination": summary.get("discrimination"),
+        "subset": summary.get("subset"),
+        # An arm that spent $0 (GOLD, EMPTY: no model call) is not a point of the cost charts, nor of their frontier.
+        "frontier": {"per_cell": frontier(charted, "cost_per_cell_usd"),
+                     "per_resolved": frontier(charted, "cost_per_resolved_usd")},
         "cells": cell_columns(rows, names, repos, created),
     }

@@ -22,6 +22,7 @@ from typing import Any
 
 from ... import __version__
 from ...naming import LEDGER_NAME, SUMMARY_NAME, VIEWER_DIR
+from ..summary import paired_comparisons
 from .build import copy_assets, script_text, write_derived, write_viewer
 from .overview import arm_entries, comparisons
 from .rows import ViewerRow, read_run
@@ -130,7 +131,9 @@ def browser_data(out_dirs: Sequence[Path], to: Path) -> dict[str, Any]:
             sides.append({"key": key, "run": len(runs), "arm": arm["arm"], "label": f"{run['label']} · {arm['arm']}"})
         runs.append(run)
     keys = [side["key"] for side in sides]
-    compared = comparisons(keys, rows_of, entries)
+    verdicts = {key: {(row.instance_id, row.trial): row.resolved for row in rows_of[key] if row.counts}
+                for key in keys}
+    compared = comparisons(keys, paired_comparisons(keys, verdicts), entries)
     pairs: dict[str, dict[str, Any]] = {}
     for index, first in enumerate(keys):
         for second in keys[index + 1:]:
