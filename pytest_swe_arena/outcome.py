@@ -55,6 +55,7 @@ class CellStatus(StrEnum):
     HARNESS_ERROR = "harness_error"
     CONFIG_ERROR = "config_error"
     SKIPPED_BUDGET = "skipped_budget"
+    SKIPPED_CONFIG = "skipped_config"
     INTERRUPTED = "interrupted"
 
     @property
@@ -131,8 +132,11 @@ STATUS_TABLE: dict[CellStatus, StatusMeaning] = {
         "sweep says what to fix."),
     CellStatus.SKIPPED_BUDGET: StatusMeaning(
         "skipped", False, False, "s", "yellow", "–", "skipped: budget spent (not counted)", _NOT_COUNTED,
-        "A sweep or arm budget was spent, or the arm's configuration failed (`config_error`), before the cell "
-        "started; the reason is the row's `error`."),
+        "A sweep or arm budget was spent before the cell started; the reason is the row's `error`."),
+    CellStatus.SKIPPED_CONFIG: StatusMeaning(
+        "skipped", False, False, "s", "yellow", "⚙", "skipped: arm misconfigured (not counted)", _NOT_COUNTED,
+        "An earlier cell of the arm was `config_error`, so this one was not started (a wrong key would otherwise "
+        "fail every cell); the row's `error` says what was seen. Run again on resume, once the setup is fixed."),
     CellStatus.INTERRUPTED: StatusMeaning(
         "error", False, False, "E", "red", "∅", "interrupted (not counted)", _NOT_COUNTED,
         "Ctrl-C or SIGTERM stopped the sweep before the cell finished."),
@@ -369,9 +373,10 @@ def pending(case: Case, nodeid: str) -> CellOutcome:
     return _of_case(case, nodeid, CellStatus.INTERRUPTED, "interrupted before the cell finished")
 
 
-def skipped_budget(case: Case, nodeid: str, reason: str) -> CellOutcome:
-    """A cell that did not start: a budget was spent."""
-    return _of_case(case, nodeid, CellStatus.SKIPPED_BUDGET, reason)
+def skipped(case: Case, nodeid: str, status: CellStatus, reason: str) -> CellOutcome:
+    """A cell that did not start: a budget was spent (``skipped_budget``) or its arm's configuration failed
+    (``skipped_config``)."""
+    return _of_case(case, nodeid, status, reason)
 
 
 def setup_failed(case: Case, nodeid: str, when: str, message: str) -> CellOutcome:
@@ -415,13 +420,14 @@ def interrupted(nodeid: str, pending_json: Mapping[str, Any] | None) -> CellOutc
     return outcome.replace(ended_at=timestamp())
 
 
-def never_handed_out(nodeid: str, arm_identity: Mapping[str, Any], reason: str) -> CellOutcome:
-    """A cell the controller's scheduler kept from every worker: a budget was spent (on the controller).
+def never_handed_out(nodeid: str, arm_identity: Mapping[str, Any], status: CellStatus, reason: str) -> CellOutcome:
+    """A cell the controller's scheduler kept from every worker: a budget was spent or its arm's configuration
+    failed (on the controller).
 
     No worker built it, so its node id and the arm's table say what it was; it has no cell key
-    (``skipped_budget`` is not final: a resumed sweep runs it again whatever its key).
+    (neither skipped status is final: a resumed sweep runs it again whatever its key).
     """
-    return _unidentified(nodeid, CellStatus.SKIPPED_BUDGET, reason, arm_identity).replace(ended_at=timestamp())
+    return _unidentified(nodeid, status, reason, arm_identity).replace(ended_at=timestamp())
 
 
 def _unidentified(nodeid: str, status: CellStatus, error: str,

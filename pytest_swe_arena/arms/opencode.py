@@ -27,6 +27,7 @@ from ..suite import ArmSpec, Suite
 from .agent import files_named, find_program, read_cap, read_env, read_metering, read_secrets, run_agent, write_prompt
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
+from .preflight import ProbeCall
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -58,6 +59,10 @@ class OpencodeArm:
         self.prices = suite.prices
         reader.finish()
         self.spec = spec
+
+    def probe_call(self) -> ProbeCall | None:
+        """The one call ``--arena-preflight`` makes for the arm: the model's provider, from the opencode config."""
+        return self.home.probe_call(self.model)
 
     def run(self, request: CellRequest) -> ArmResult:
         self.home.install(request)

@@ -18,7 +18,7 @@ from ..arms.base import Arm, arm_program, runs_agent
 from ..arms.kinds import arm_kinds, build_arms
 from ..interrupts import stop_signals
 from ..naming import CellName, is_instance_file, parse_node_id
-from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
+from ..outcome import CellOutcome, CellStatus, pending, setup_failed, skipped
 from ..results.records import user_properties
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
@@ -225,7 +225,8 @@ def attach_outcome(item: pytest.Item, case: Case, when: str, report: pytest.Test
         return
     outcome: CellOutcome | None
     if shortcut.skipped is not None:
-        outcome = skipped_budget(case, item.nodeid, shortcut.skipped)
+        status = CellStatus.SKIPPED_CONFIG if shortcut.halted else CellStatus.SKIPPED_BUDGET
+        outcome = skipped(case, item.nodeid, status, shortcut.skipped)
     elif when == "setup" and report.passed:
         report.arena_pending = pending(case, item.nodeid).to_json()  # type: ignore[attr-defined]
         return
