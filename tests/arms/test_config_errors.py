@@ -204,6 +204,15 @@ def test_a_refused_key_a_rate_limit_a_quota_and_no_endpoint_are_config_errors_an
         # Not counted: no cell of any arm is in a rate.
         assert (arm["cells"], arm["config_errors"], arm["skipped"], arm["resolve_rate"]) == (0, 1, 2, None), arm
     assert "config_error (its configuration failed)" in out
+    # Shown apart in report.html's arms table (harness / config errors) and in the viewer's data.
+    report = (suite.path / "arena-out" / "report.html").read_text()
+    assert report.count("<td>0 / 1</td>") == len(SEEN), report[-3000:]
+    overview = (suite.path / "arena-out" / "viewer" / "data" / "overview.js").read_text()
+    viewer = json.loads(overview[overview.index(",") + 1:overview.rindex(")")])
+    assert {(arm["arm"], arm["config_errors"], arm["statuses"].get("skipped_config")) for arm in viewer["arms"]} == {
+        (arm, 1, 2) for arm in SEEN}
+    # A sweep made of broken setups could not run: not the exit status of one with unresolved cells.
+    assert result.ret == 6 and "12 of 12 cells were harness or configuration errors" in out, out[-3000:]
 
 
 def test_a_command_arm_that_prints_a_refusal_is_still_counted(suite, calc):
