@@ -82,6 +82,8 @@ class KindFailures:
     #: More of the run dir's files the kind's error output may be in, beside ``ERROR_OUTPUTS`` (patterns of
     #: names: the supervisor's driver leaves each worker's stderr there as ``<worker>.stderr.log``).
     outputs: tuple[str, ...] = ()
+    #: Lines never read for a failure (a log's informational lines, which quote paths and settings).
+    ignore: str | None = None
 
     def output_names(self, run_dir: Path) -> list[str]:
         """The run dir's files to read: ``ERROR_OUTPUTS`` and those matching ``outputs`` (names only, listed)."""
@@ -98,6 +100,8 @@ class KindFailures:
         last such line (an agent's final error comes after the tracebacks that quote its source)."""
         for text in texts:
             for line in reversed(ANSI.sub("", text).splitlines()):
+                if self.ignore is not None and re.search(self.ignore, line):
+                    continue
                 for failure in self.failures:
                     if failure.search(line):
                         shown = " ".join(line.split())[:LINE_WIDTH]

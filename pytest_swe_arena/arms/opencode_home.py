@@ -42,6 +42,8 @@ CONFIG_FAILURES = KindFailures(
         rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED"),
         endpoint(r"ECONNREFUSED|ENOTFOUND|Unable to connect|ConnectionRefused|fetch failed"),
     ),
+    # Its log (--print-logs) below ERROR: paths, settings, retries under way.
+    ignore=r"^timestamp=\S+ level=(DEBUG|INFO|WARN)\b",
 )
 
 

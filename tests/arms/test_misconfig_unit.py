@@ -114,3 +114,14 @@ def test_opencode_s_preflight_call_comes_from_its_config(tmp_path, provider, key
     call = home.probe_call("p/m1")
     got = None if call is None else (call.api, call.default, call.key_variable, call.model, call.key)
     assert got == expected
+
+
+def test_opencode_s_informational_log_lines_are_not_read_for_a_failure():
+    from pytest_swe_arena.arms.opencode_home import CONFIG_FAILURES as OPENCODE
+
+    info = "timestamp=2026-12-06T04:45:48.583Z level=INFO run=a3 message=loading path=/tmp/a_rate_limit_429/x.json"
+    error = ('timestamp=2026-12-06T04:46:25.913Z level=ERROR run=a3 message=process error="Incorrect API key '
+             'provided."')
+    assert OPENCODE.find([info]) is None
+    found = OPENCODE.find([error + "\n" + info])
+    assert found is not None and found.startswith("credentials"), found
