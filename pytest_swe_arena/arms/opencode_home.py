@@ -39,7 +39,8 @@ CONFIG_FAILURES = KindFailures(
                     r"|invalid x-api-key|ProviderAuthError|authentication_error|API key not valid"),
         quota(r"exceeded your current quota|\b402\b|insufficient_quota|Payment Required|Credit balance is too low"
               r"|Quota exceeded"),
-        rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED"),
+        # OpenAI's 429 says "Rate limit reached for requests"; opencode's log quotes the message without the status.
+        rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED|Rate limit reached"),
         endpoint(r"ECONNREFUSED|ENOTFOUND|Unable to connect|ConnectionRefused|fetch failed"),
     ),
     # Its log (--print-logs) below ERROR: paths, settings, retries under way.

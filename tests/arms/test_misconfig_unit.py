@@ -125,3 +125,8 @@ def test_opencode_s_informational_log_lines_are_not_read_for_a_failure():
     assert OPENCODE.find([info]) is None
     found = OPENCODE.find([error + "\n" + info])
     assert found is not None and found.startswith("credentials"), found
+    # Its log quotes OpenAI's 429 message without the status (the supervisor's workers' stderr).
+    limited = ('timestamp=2026-12-06T04:54:45.996Z level=ERROR run=0e message=process error="Rate limit reached for '
+               'requests" stack="AI_APICallError: Rate limit reached for requests"')
+    found = OPENCODE.find([limited])
+    assert found is not None and found.startswith("rate limited"), found
