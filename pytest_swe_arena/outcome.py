@@ -53,6 +53,7 @@ class CellStatus(StrEnum):
     HARNESS_ERROR = "harness_error"
     CONFIG_ERROR = "config_error"
     SKIPPED_BUDGET = "skipped_budget"
+    SKIPPED_CONFIG = "skipped_config"
     INTERRUPTED = "interrupted"
 
     @property
@@ -139,8 +140,12 @@ STATUS_TABLE: dict[CellStatus, StatusMeaning] = {
         swebench=("error", "infra_failure")),
     CellStatus.SKIPPED_BUDGET: StatusMeaning(
         "skipped", False, False, "s", "yellow", "–", "skipped: budget spent (not counted)", _NOT_COUNTED,
-        "A sweep or arm budget was spent, or the arm's configuration failed (`config_error`), before the cell "
-        "started; the reason is the row's `error`.",
+        "A sweep or arm budget was spent before the cell started; the reason is the row's `error`.",
+        swebench=("incomplete",)),
+    CellStatus.SKIPPED_CONFIG: StatusMeaning(
+        "skipped", False, False, "s", "yellow", "⚙", "skipped: arm misconfigured (not counted)", _NOT_COUNTED,
+        "An earlier cell of the arm was `config_error`, so this one was not started (a wrong key would otherwise "
+        "fail every cell); the row's `error` says what was seen. Run again on resume, once the setup is fixed.",
         swebench=("incomplete",)),
     CellStatus.INTERRUPTED: StatusMeaning(
         "error", False, False, "E", "red", "∅", "interrupted (not counted)", _NOT_COUNTED,
@@ -409,9 +414,10 @@ def pending(case: Case, nodeid: str) -> CellOutcome:
     return _of_case(case, nodeid, CellStatus.INTERRUPTED, "interrupted before the cell finished")
 
 
-def skipped_budget(case: Case, nodeid: str, reason: str) -> CellOutcome:
-    """A cell that did not start: a budget was spent."""
-    return _of_case(case, nodeid, CellStatus.SKIPPED_BUDGET, reason)
+def skipped(case: Case, nodeid: str, status: CellStatus, reason: str) -> CellOutcome:
+    """A cell that did not start: a budget was spent (``skipped_budget``) or its arm's configuration failed
+    (``skipped_config``)."""
+    return _of_case(case, nodeid, status, reason)
 
 
 def setup_failed(case: Case, nodeid: str, when: str, message: str) -> CellOutcome:

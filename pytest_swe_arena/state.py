@@ -164,10 +164,12 @@ class Case:
 
 @dataclass(frozen=True)
 class Shortcut:
-    """Why an item is not run: reused (its earlier final row's verdict) or skipped (a spent budget)."""
+    """Why an item is not run: reused (its earlier final row's verdict) or skipped (a spent budget, or its arm's
+    configuration failed: ``halted``)."""
 
     reused: ReuseVerdict | None = None
     skipped: str | None = None
+    halted: bool = False
 
 
 def sweep_cache(state: ArenaState) -> Path | None:

@@ -12,6 +12,8 @@ cannot make its own failure uncounted by printing a refusal.
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -77,12 +79,29 @@ class KindFailures:
     #: What the user should check: the variables (or files) the kind takes its key and endpoint from.
     settings: str
     failures: tuple[ConfigFailure, ...]
+    #: More of the run dir's files the kind's error output may be in, beside ``ERROR_OUTPUTS`` (patterns of
+    #: names: the supervisor's driver leaves each worker's stderr there as ``<worker>.stderr.log``).
+    outputs: tuple[str, ...] = ()
+    #: Lines never read for a failure (a log's informational lines, which quote paths and settings).
+    ignore: str | None = None
+
+    def output_names(self, run_dir: Path) -> list[str]:
+        """The run dir's files to read: ``ERROR_OUTPUTS`` and those matching ``outputs`` (names only, listed)."""
+        try:
+            present = sorted(os.listdir(run_dir))
+        except OSError:
+            present = []
+        return [*ERROR_OUTPUTS, *(name for name in present
+                                  if name not in ERROR_OUTPUTS and any(fnmatch.fnmatchcase(name, pattern)
+                                                                       for pattern in self.outputs))]
 
     def find(self, texts: Iterable[str]) -> str | None:
         """``"<what>: <line> (check <settings>)"`` for the line a failure matches, else None: in each text the
         last such line (an agent's final error comes after the tracebacks that quote its source)."""
         for text in texts:
             for line in reversed(ANSI.sub("", text).splitlines()):
+                if self.ignore is not None and re.search(self.ignore, line):
+                    continue
                 for failure in self.failures:
                     if failure.search(line):
                         shown = " ".join(line.split())[:LINE_WIDTH]

@@ -37,6 +37,7 @@ from .agent import (
 )
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
+from .preflight import ProbeCall
 
 DEFAULT_TIMEOUT = 1000.0
 DEFAULT_GRACE = 10.0
@@ -69,6 +70,10 @@ class OpencodeArm:
         self.prices = suite.prices
         reader.finish()
         self.spec = spec
+
+    def probe_call(self) -> ProbeCall | None:
+        """The one call ``--arena-preflight`` makes for the arm: the model's provider, from the opencode config."""
+        return self.home.probe_call(self.model)
 
     def run(self, request: CellRequest) -> ArmResult:
         self.home.install(request)

@@ -19,6 +19,7 @@ from ..spend.meter.accounts import CellRoute
 from .agent import agent_version
 from .base import ArmConfigError, CellRequest, SettingsReader
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
+from .preflight import ProbeCall
 
 #: opencode variables that keep a cell off the network and out of the user's state (tests/OPENCODE_NOTES.md).
 OPENCODE_QUIET_ENV = {
@@ -38,10 +39,22 @@ CONFIG_FAILURES = KindFailures(
                     r"|invalid x-api-key|ProviderAuthError|authentication_error|API key not valid"),
         quota(r"exceeded your current quota|\b402\b|insufficient_quota|Payment Required|Credit balance is too low"
               r"|Quota exceeded"),
-        rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED"),
+        # OpenAI's 429 says "Rate limit reached for requests"; opencode's log quotes the message without the status.
+        rate_limit(r"\b429\b|rate_limit|Too Many Requests|RESOURCE_EXHAUSTED|Rate limit reached"),
         endpoint(r"ECONNREFUSED|ENOTFOUND|Unable to connect|ConnectionRefused|fetch failed"),
     ),
+    # Its log (--print-logs) below ERROR: paths, settings, retries under way.
+    ignore=r"^timestamp=\S+ level=(DEBUG|INFO|WARN)\b",
 )
+
+
+#: The provider packages the preflight can probe, and the API each speaks.
+PROBED_PACKAGES = {"@ai-sdk/openai-compatible": "chat", "@ai-sdk/openai": "responses", "@ai-sdk/anthropic": "anthropic"}
+#: opencode's own providers of those packages: where they call and the variable of their key.
+BUILT_IN_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+BUILT_IN_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+#: The variable the probe reads a key written in the config itself from.
+PROBE_KEY_VARIABLE = "ARENA_PROBE_KEY"
 
 
 @dataclass(frozen=True)
@@ -85,6 +98,36 @@ class OpencodeHome:
             if isinstance(url, str) and url:
                 urls[str(name)] = url
         return urls
+
+    def probe_call(self, model: str) -> ProbeCall | None:
+        """The preflight's call for ``PROVIDER/MODEL`` (``arms.preflight``): the provider's ``baseURL`` and
+        ``apiKey`` from the config (``{env:VAR}`` read from the arm's environment, a literal passed as is),
+        for the OpenAI-compatible, OpenAI and Anthropic packages; opencode's own ``openai`` and ``anthropic``
+        providers when the config does not set them. None (not probed): a login (``auth``), JSONC, another
+        package."""
+        provider, _, name = model.partition("/")
+        try:
+            config = json.loads(self.config) if self.config is not None else {}
+        except ValueError:
+            return None
+        entry = (config.get("provider") or {}).get(provider) if isinstance(config, dict) else None
+        entry = entry if isinstance(entry, dict) else {}
+        options = entry["options"] if isinstance(entry.get("options"), dict) else {}
+        package = entry.get("npm") or f"@ai-sdk/{provider}"
+        api = PROBED_PACKAGES.get(str(package))
+        if api is None or self.auth is not None:
+            return None
+        base = options.get("baseURL") or (None if entry.get("npm") else BUILT_IN_URLS.get(provider))
+        if not isinstance(base, str) or not base:
+            return None
+        if api == "anthropic":
+            base = base.rstrip("/").removesuffix("/v1")  # the SDK's baseURL ends in /v1; the probe adds /v1/messages
+        key = options.get("apiKey")
+        if isinstance(key, str) and key.startswith("{env:") and key.endswith("}"):
+            return ProbeCall(api, None, base, key[5:-1], name)
+        if isinstance(key, str):
+            return ProbeCall(api, None, base, PROBE_KEY_VARIABLE, name, key=key)
+        return ProbeCall(api, None, base, BUILT_IN_KEYS.get(provider, "OPENAI_API_KEY"), name)
 
     def routed_config(self, route: CellRoute | None) -> str | None:
         """The config with each metered provider's ``baseURL`` pointing at the cell's route (as is without one)."""

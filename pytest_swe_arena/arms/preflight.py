@@ -70,6 +70,8 @@ class ProbeCall:
     default: str
     key_variable: str
     model: str
+    #: A key written in the agent's config itself (opencode's ``apiKey``), given to the probe as ``key_variable``.
+    key: str | None = None
 
 
 def preflight(call: ProbeCall, env: Mapping[str, str], secrets: Secrets | None, cwd: Path) -> str | None:
@@ -77,7 +79,8 @@ def preflight(call: ProbeCall, env: Mapping[str, str], secrets: Secrets | None, 
     argv = [sys.executable, "-c", PROBE, call.api, call.base_url_variable or "", call.default, call.key_variable,
             call.model, str(PROBE_TIMEOUT)]
     command, directory = secrets.wrap(argv, cwd) if secrets is not None else (argv, cwd)
-    environment = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}, **env}
+    environment = {**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}, **env,
+                   **({call.key_variable: call.key} if call.key is not None else {})}
     try:
         done = subprocess.run(command, cwd=directory, env=environment, capture_output=True, text=True,
                               timeout=PROBE_TIMEOUT + 30, check=False)
@@ -95,6 +98,12 @@ def preflight(call: ProbeCall, env: Mapping[str, str], secrets: Secrets | None, 
     return None
 
 
+def probe_settings(call: ProbeCall) -> str:
+    """What to check when the probe was refused: the key's variable (or the config's key) and the base URL's."""
+    key = "the key in its config" if call.key is not None else f"its {call.key_variable}"
+    return key + (f" and {call.base_url_variable}" if call.base_url_variable else "")
+
+
 def preflight_arms(arms: Mapping[str, object], cwd: Path, source: str) -> list[str]:
     """Probe every arm whose kind names its call (a login file's arm is not probed: its key is no variable).
 
@@ -108,7 +117,6 @@ def preflight_arms(arms: Mapping[str, object], cwd: Path, source: str) -> list[s
             continue
         failure = preflight(call, getattr(arm, "env", {}), getattr(arm, "secrets", None), cwd)
         if failure is not None:
-            raise pytest.UsageError(f"{source}: arm {name}: {failure} (check its {call.key_variable}"
-                                    f"{' and ' + call.base_url_variable if call.base_url_variable else ''})")
+            raise pytest.UsageError(f"{source}: arm {name}: {failure} (check {probe_settings(call)})")
         probed.append(name)
     return probed

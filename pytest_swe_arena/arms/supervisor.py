@@ -45,6 +45,7 @@ from .agent import (
 )
 from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
 from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
+from .preflight import ProbeCall
 
 DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
 PLACEHOLDERS = ("shim", "extension", "workspace", "params", "run_dir", "loops_repo")
@@ -177,8 +178,9 @@ def read_supervisor_run(workspace: Path) -> SupervisorRun:
 class SupervisorArm:
     """SUP: the loops supervisor driver, run through a command template in the loops checkout."""
 
-    #: Its workers are opencode, which says a setup failure its own way.
-    config_failures = CONFIG_FAILURES
+    #: Its workers are opencode, which says a setup failure its own way; the driver leaves each worker's stderr in
+    #: the run dir (beside its brain log) as ``<worker>.stderr.log``.
+    config_failures = replace(CONFIG_FAILURES, outputs=("*.stderr.log",))
 
     def __init__(self, spec: ArmSpec, suite: Suite):
         reader = SettingsReader(spec)
@@ -243,6 +245,16 @@ class SupervisorArm:
             "maxUsd": self.params_defaults["maxUsd"],
             "maxDepth": self.params_defaults["maxDepth"],
         }
+
+    def probe_call(self) -> ProbeCall | None:
+        """The one call ``--arena-preflight`` makes for the arm: its workers' model, as their opencode config
+        says (the driver's own model calls are the loops driver's business and are not probed)."""
+        return self.home.probe_call(self.worker_model)
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What the driver (and so its workers) runs with beside the cell's environment: the knobs and ``env``."""
+        return self.knobs
 
     def run(self, request: CellRequest) -> ArmResult:
         workspace = request.workspace.path

@@ -392,7 +392,14 @@ def materialize_image(instance: Instance, engine: str, dest: Path) -> Workspace:
         raise WorkspaceError(f"base_commit {instance.base_commit} not found in {image}:/testbed")
     with open(dest / ".git" / "config", "a", encoding="utf-8") as config:
         config.write(_WORKSPACE_CONFIG)
+    # Laid as every other workspace is (``_check_out``): each file its blob's bytes. The image's checkout
+    # applied the repository's attributes (`text eol=crlf`...), and its index says those files are clean: the
+    # index goes, and the reset writes every tracked file again from its blob under neutral attributes.
+    (dest / ".git" / "info").mkdir(exist_ok=True)
+    (dest / ".git" / "info" / "attributes").write_text(NEUTRAL_ATTRIBUTES)
     git("checkout", "--quiet", "--force", "-B", WORK_BRANCH, full, cwd=dest)
+    (dest / ".git" / "index").unlink(missing_ok=True)
+    git("reset", "--quiet", "--hard", full, cwd=dest)
     git("clean", "-qfd", cwd=dest)
     return Workspace(path=dest, base_commit=full, clean_ignored=False)
 

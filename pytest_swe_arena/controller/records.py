@@ -37,8 +37,9 @@ from .stand_ins import crashed, interrupted, with_spend_known
 #: harness or configuration errors (status 1 stays a sweep that ran and left cells unresolved). docs/outputs.md.
 SWEEP_NOT_RUN = 6
 NOT_RUN_SHARE = 0.5
-#: The statuses that say the harness or the arm's setup failed, not the agent.
-NOT_RUN_STATUSES = (CellStatus.HARNESS_ERROR.value, CellStatus.CONFIG_ERROR.value)
+#: The statuses that say the harness or the arm's setup failed, not the agent (``skipped_config``: a cell not started
+#: because its arm's setup failed; a wrong key over a whole sweep is one ``config_error`` and the rest of these).
+NOT_RUN_STATUSES = (CellStatus.HARNESS_ERROR.value, CellStatus.CONFIG_ERROR.value, CellStatus.SKIPPED_CONFIG.value)
 
 
 if TYPE_CHECKING:

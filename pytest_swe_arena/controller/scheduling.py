@@ -2,7 +2,7 @@
 
 The same holds for an arm whose configuration failed (a ``config_error`` row: a refused key, an
 unreachable endpoint...): ``BudgetTally.stopped`` names it beside the spent caps, and its
-remaining cells are kept back and reported skipped with the reason, so a wrong key costs one cell
+remaining cells are kept back and reported ``skipped_config`` with the reason, so a wrong key costs one cell
 per worker, not the sweep.
 
 The controller counts every ledger row in its ``BudgetTally``; workers need not see any file of
@@ -31,6 +31,7 @@ from typing import Any, cast
 import pytest
 
 from ..naming import parse_node_id
+from ..outcome import CellStatus
 from ..spend.budget import SWEEP, BudgetTally
 from .stand_ins import never_handed_out
 
@@ -198,7 +199,9 @@ class BudgetScheduling:
     def skipped_report(self, node: Any, nodeid: str, reason: str) -> pytest.TestReport:
         parsed = parse_node_id(nodeid)
         arm = parsed[1].arm if parsed else "?"
-        outcome = never_handed_out(nodeid, self.arm_identities.get(arm, {"name": arm}), reason)
+        # Halted (its arm's configuration failed) unless a spent budget is the reason given.
+        status = CellStatus.SKIPPED_CONFIG if reason == self.tally.halted().get(arm) else CellStatus.SKIPPED_BUDGET
+        outcome = never_handed_out(nodeid, self.arm_identities.get(arm, {"name": arm}), status, reason)
         path = nodeid.split("::")[0]
         # No line: the controller never read the instance file (pytest shows a skip without one).
         where = cast("tuple[str, int, str]", (path, None, f"Skipped: {reason}"))

@@ -54,13 +54,14 @@ def interrupted(nodeid: str, pending_json: Mapping[str, Any] | None) -> CellOutc
     return outcome.replace(ended_at=timestamp())
 
 
-def never_handed_out(nodeid: str, arm_identity: Mapping[str, Any], reason: str) -> CellOutcome:
-    """A cell the controller's scheduler kept from every worker: a budget was spent (on the controller).
+def never_handed_out(nodeid: str, arm_identity: Mapping[str, Any], status: CellStatus, reason: str) -> CellOutcome:
+    """A cell the controller's scheduler kept from every worker: a budget was spent or its arm's configuration
+    failed (on the controller).
 
     No worker built it, so its node id and the arm's table say what it was; it has no cell key
-    (``skipped_budget`` is not final: a resumed sweep runs it again whatever its key).
+    (neither skipped status is final: a resumed sweep runs it again whatever its key).
     """
-    return _unidentified(nodeid, CellStatus.SKIPPED_BUDGET, reason, arm_identity).replace(ended_at=timestamp())
+    return _unidentified(nodeid, status, reason, arm_identity).replace(ended_at=timestamp())
 
 
 def _unidentified(nodeid: str, status: CellStatus, error: str,

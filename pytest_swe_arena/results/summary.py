@@ -191,7 +191,7 @@ def arm_summary(name: str, arm: ArmCells, verdicts: Mapping[tuple[str, int], boo
         "statuses": statuses,
         "harness_errors": statuses.get(CellStatus.HARNESS_ERROR, 0),
         "config_errors": statuses.get(CellStatus.CONFIG_ERROR, 0),
-        "skipped": statuses.get(CellStatus.SKIPPED_BUDGET, 0),
+        "skipped": statuses.get(CellStatus.SKIPPED_BUDGET, 0) + statuses.get(CellStatus.SKIPPED_CONFIG, 0),
         "interrupted": statuses.get(CellStatus.INTERRUPTED, 0),
         "reused": arm.reused,
         "model_mismatches": len(arm.mismatched),

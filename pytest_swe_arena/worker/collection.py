@@ -157,10 +157,11 @@ class ArenaItem(pytest.Function):
             self.stash[SHORTCUT_KEY] = Shortcut(reused=verdict)
             return
         arm = case.arm.spec.name
-        reason = (halted_reason(arm, state.misconfigured[arm]) if arm in state.misconfigured
+        halted = arm in state.misconfigured
+        reason = (halted_reason(arm, state.misconfigured[arm]) if halted
                   else state.budget_gate.reason_to_skip(arm) if state.budget_gate is not None else None)
         if reason:
-            self.stash[SHORTCUT_KEY] = Shortcut(skipped=reason)
+            self.stash[SHORTCUT_KEY] = Shortcut(skipped=reason, halted=halted)
             # Reported at the instance's line, not at this line of the plugin.
             raise pytest.skip.Exception(reason, _use_item_location=True)
         # Here, not in a fixture: every fixture may be overridden in a conftest.

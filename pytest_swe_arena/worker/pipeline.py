@@ -19,7 +19,7 @@ import pytest
 
 from .. import crossing
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
-from ..arms.misconfig import ERROR_OUTPUTS, NO_FAILURES, tail_lines
+from ..arms.misconfig import NO_FAILURES, tail_lines
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup
@@ -346,18 +346,20 @@ def configuration_failure(case: Case, result: ArmResult, usage: Usage, run_dir: 
     Metered, from what the meter saw: the upstream answered none of the cell's calls but with a refusal
     (``spend.meter.cells.upstream_refusal``). Else read from the agent's error output against its kind's
     ``config_failures`` (``arms.misconfig``), only
-    for a run that exited (failed, or ended without an answer) with no output tokens recorded (none, or
-    not known): once a model answered, what the agent prints may be the model's doing, and its failure
-    is counted.
+    for a run that exited (failed, or ended without an answer) or timed out with no output tokens recorded
+    (none, or not known): once a model answered, what the agent prints may be the model's doing, and its
+    failure is counted. A timeout is read too: Codex never gives up on an endpoint it cannot reach (it
+    waits for the network until the arm's timeout), so its cell times out saying so.
     """
     failures = getattr(case.arm, "config_failures", NO_FAILURES)
-    if result.status not in (ArmStatus.ARM_ERROR, ArmStatus.COMPLETED):
+    if result.status not in (ArmStatus.ARM_ERROR, ArmStatus.COMPLETED, ArmStatus.TIMEOUT):
         return None
     if metered:
         return metered_refusal  # the proxy saw every upstream answer: it decides, not what the agent printed
     if usage.output_tokens:
         return None
-    return failures.find([result.error or "", *("\n".join(tail_lines(run_dir / name)) for name in ERROR_OUTPUTS)])
+    return failures.find([result.error or "", *("\n".join(tail_lines(run_dir / name))
+                                                for name in failures.output_names(run_dir))])
 
 
 def note_shared_grade(log: Path, shared: SharedGrade) -> None:

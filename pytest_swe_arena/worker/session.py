@@ -22,7 +22,7 @@ from ..cell.sandbox import SandboxError, probe_bwrap, resolve_sandbox
 from ..interrupts import stop_signals
 from ..ledger.reader import user_properties
 from ..naming import CellName, is_instance_file, parse_node_id
-from ..outcome import CellOutcome, pending, setup_failed, skipped_budget
+from ..outcome import CellOutcome, CellStatus, pending, setup_failed, skipped
 from ..settings import Settings
 from ..spend.budget import sweep_limits
 from ..state import CASE_KEY, OUTCOME_KEY, SHORTCUT_KEY, ArenaState, Case, Shortcut, take_from_controller
@@ -246,7 +246,8 @@ def attach_outcome(item: pytest.Item, case: Case, when: str, report: pytest.Test
         return
     outcome: CellOutcome | None
     if shortcut.skipped is not None:
-        outcome = skipped_budget(case, item.nodeid, shortcut.skipped)
+        status = CellStatus.SKIPPED_CONFIG if shortcut.halted else CellStatus.SKIPPED_BUDGET
+        outcome = skipped(case, item.nodeid, status, shortcut.skipped)
     elif when == "setup" and report.passed:
         report.arena_pending = pending(case, item.nodeid).to_json()  # type: ignore[attr-defined]
         return

@@ -1,11 +1,13 @@
 """A setup mistake is not the agent's failure: each model-touching kind against endpoints that refuse it.
 
-One sweep per kind, its real CLI, three arms over the same instances, each arm against its own
+One sweep per kind, its real CLI (the supervisor: the test driver of ``helpers/loops_driver.py``
+with one real opencode worker), four arms over the same instances, each arm against its own
 scripted endpoint: BADKEY's key is not the endpoint's (401; Gemini's API answers 400 "API key not
 valid"), LIMITED's endpoint answers 429 past the agent's retries, BROKE's 402
-``insufficient_quota``. Each arm's first cell is ``config_error`` (not counted, its error says what
-was seen and what to check), its other cells are not started (skipped with the reason), and the
-sweep ends with one line per arm saying what to fix. The agents' retries are set low (each kind's
+``insufficient_quota``, and NOWHERE's base URL is a 127.0.0.1 port nothing listens on. Each arm's
+first cell is ``config_error`` (not counted, its error says what was seen and what to check), its
+other cells are not started (``skipped_config``, with the reason), and the sweep ends with one line
+per arm saying what to fix. The agents' retries are set low (each kind's
 own setting) so that "past its retries" is reached in seconds. A hostile ``command`` arm that prints
 a refusal is still counted.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,7 @@ from typing import Any
 import pytest
 from helpers.agent_clis import API_KEY, CLAUDE, CODEX, GEMINI, MINI
 from helpers.agents import ASKED, DOTENVX, OPENCODE, REPO_ROOT, arm_table, opencode_config, prices_table
+from helpers.gitrepos import commit, git
 from helpers.scripted_model import ScriptedModel
 
 #: The key the endpoints of BADKEY expect (the arm sends API_KEY).
@@ -35,7 +39,32 @@ ANSWERS: dict[str, dict[str, Any]] = {
               "error_type": "insufficient_quota"},
 }
 #: What each arm's row says it saw.
-SEEN = {"BADKEY": "credentials refused", "LIMITED": "rate limited", "BROKE": "quota or budget refused"}
+SEEN = {"BADKEY": "credentials refused", "LIMITED": "rate limited", "BROKE": "quota or budget refused",
+        "NOWHERE": "endpoint unreachable"}
+#: The supervisor's test driver (the real loops driver is not available here), run as the real one is.
+DRIVER = Path(__file__).resolve().parents[1] / "helpers" / "loops_driver.py"
+
+
+@dataclass(frozen=True)
+class Nowhere:
+    """A base URL on 127.0.0.1 that nothing listens on (the port was bound, then let go)."""
+
+    port: int
+    served: tuple[()] = ()
+
+    @classmethod
+    def find(cls) -> Nowhere:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return cls(probe.getsockname()[1])
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.root_url + "/v1"
 
 
 @dataclass(frozen=True)
@@ -48,6 +77,8 @@ class Kind:
     variables: Any
     prices: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The arm timeout NOWHERE needs: a CLI that never gives up on an unreachable endpoint (None: it does).
+    nowhere_timeout: float | None = None
 
 
 def secrets(name: str) -> dict[str, Any]:
@@ -64,7 +95,9 @@ KINDS = {
         "codex", CODEX,
         lambda name, root, v1: {"model": "gpt-5.5", "secrets": secrets(name),
                                 "provider": {"base_url": v1, "env_key": "OPENAI_API_KEY"}},
-        lambda root, v1: {"OPENAI_API_KEY": API_KEY}, prices=prices_table("openai/gpt-5.5")),
+        lambda root, v1: {"OPENAI_API_KEY": API_KEY}, prices=prices_table("openai/gpt-5.5"),
+        # Codex waits for the network ("Reconnecting... waiting for network") until the arm's timeout.
+        nowhere_timeout=30),
     "gemini-cli": Kind(
         "gemini-cli", GEMINI,
         lambda name, root, v1: {"model": "gemini-2.5-pro", "secrets": secrets(name),
@@ -81,6 +114,13 @@ KINDS = {
         lambda name, root, v1: {"model": ASKED, "executable": OPENCODE, "config": f"{name}.json",
                                 "secrets": secrets(name)},
         lambda root, v1: {"ARENA_SECRET_MODEL_KEY": API_KEY}, prices=prices_table()),
+    # The driver's one worker is a real opencode; it fails, and so does the driver (state "failed").
+    "supervisor": Kind(
+        "supervisor", OPENCODE,
+        lambda name, root, v1: {"worker_model": ASKED, "driver_model": "scripted/driver-model",
+                                "opencode": OPENCODE, "config": f"{name}.json", "secrets": secrets(name),
+                                "command": [sys.executable, "{shim}", "{extension}", "{workspace}", "{params}"]},
+        lambda root, v1: {"ARENA_SECRET_MODEL_KEY": API_KEY}, prices=prices_table()),
 }
 
 
@@ -96,42 +136,63 @@ def installed_like_a_user(suite: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
 
 
-def set_up(suite: Any, kind: Kind, models: dict[str, ScriptedModel]) -> None:
-    """The three arms of ``kind``, each with its env file pointing at its own endpoint."""
+def loops_checkout(path: Path) -> Path:
+    """A loops checkout holding the test driver as its shim."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    commit(path, {"driver/run_supervisor.py": DRIVER.read_text()}, "driver")
+    return path
+
+
+def set_up(suite: Any, kind: Kind, models: dict[str, Any]) -> None:
+    """The arms of ``kind``, each with its env file pointing at its own endpoint."""
     (suite.path / "secrets").mkdir(exist_ok=True)
+    extra: dict[str, Any] = {}
+    if kind.name == "supervisor":
+        repo = loops_checkout(suite.path / "loops")
+        plan = suite.path / "plan.json"
+        # The worker's log on its stderr, which the driver leaves in the run dir (as w1.stderr.log).
+        plan.write_text(json.dumps({"opencode": OPENCODE, "workers": [{"label": "fix mul", "marker": "SUBTASK-1"}],
+                                    "final": "failed", "worker_args": ["--print-logs"]}))
+        extra = {"loops_repo": str(repo), "shim": str(repo / "driver/run_supervisor.py"), "extension": str(plan)}
     tables = []
     for name, model in models.items():
         variables = kind.variables(model.root_url, model.base_url)
         (suite.path / "secrets" / f"{name}.env").write_text("".join(f"{k}={v}\n" for k, v in variables.items()))
-        if kind.name == "opencode":
+        if kind.name in ("opencode", "supervisor"):
             config = opencode_config(model.base_url, api_key="{env:ARENA_SECRET_MODEL_KEY}")
             (suite.path / f"{name}.json").write_text(json.dumps(config))
-        tables.append(arm_table(name, kind.name, **kind.settings(name, model.root_url, model.base_url)))
+        timeout = {"timeout": kind.nowhere_timeout} if name == "NOWHERE" and kind.nowhere_timeout else {}
+        tables.append(arm_table(name, kind.name, **kind.settings(name, model.root_url, model.base_url), **extra,
+                                **timeout))
     suite.arms_toml = "\n".join(tables) + kind.prices
 
 
 @pytest.mark.parametrize("kind", kind_params())
-def test_a_refused_key_a_rate_limit_and_a_quota_are_config_errors_and_stop_the_arm(suite, calc, kind):
+def test_a_refused_key_a_rate_limit_a_quota_and_no_endpoint_are_config_errors_and_stop_the_arm(suite, calc, kind):
     suite.instances([calc.row(f"demo__calc-{n}") for n in range(1, 4)])
-    models = {"BADKEY": ScriptedModel([], api_key=RIGHT_KEY),
-              **{name: ScriptedModel([answer] * REFUSALS, api_key=API_KEY) for name, answer in ANSWERS.items()}}
+    models: dict[str, Any] = {
+        "BADKEY": ScriptedModel([], api_key=RIGHT_KEY),
+        **{name: ScriptedModel([answer] * REFUSALS, api_key=API_KEY) for name, answer in ANSWERS.items()}}
     for model in models.values():
         model.start()
+    models["NOWHERE"] = Nowhere.find()
     try:
         set_up(suite, kind, models)
         result = suite.run(f"--arena-arms={','.join(models)}", "-rs")
     finally:
         for model in models.values():
-            model.close()
+            if isinstance(model, ScriptedModel):
+                model.close()
     out = result.stdout.str()
     rows = suite.ledger()
     for arm, seen in SEEN.items():
         statuses = sorted(row["status"] for row in rows if row["arm"] == arm)
         # The first cell found the setup broken; the other two were never started.
-        assert statuses == ["config_error", "skipped_budget", "skipped_budget"], (arm, out[-4000:])
+        assert statuses == ["config_error", "skipped_config", "skipped_config"], (arm, out[-4000:])
         (failed,) = [row for row in rows if row["arm"] == arm and row["status"] == "config_error"]
         assert seen in failed["error"] and "(check " in failed["error"], failed["error"]
-        skipped = [row for row in rows if row["arm"] == arm and row["status"] == "skipped_budget"]
+        skipped = [row for row in rows if row["arm"] == arm and row["status"] == "skipped_config"]
         assert all(f"arm {arm}'s configuration failed" in row["error"] for row in skipped)
         # Not one answered call: what the endpoint refused is all it saw.
         assert not models[arm].served
@@ -143,6 +204,15 @@ def test_a_refused_key_a_rate_limit_and_a_quota_are_config_errors_and_stop_the_a
         # Not counted: no cell of any arm is in a rate.
         assert (arm["cells"], arm["config_errors"], arm["skipped"], arm["resolve_rate"]) == (0, 1, 2, None), arm
     assert "config_error (its configuration failed)" in out
+    # Shown apart in report.html's arms table (harness / config errors) and in the viewer's data.
+    report = (suite.path / "arena-out" / "report.html").read_text()
+    assert report.count("<td>0 / 1</td>") == len(SEEN), report[-3000:]
+    overview = (suite.path / "arena-out" / "viewer" / "data" / "overview.js").read_text()
+    viewer = json.loads(overview[overview.index(",") + 1:overview.rindex(")")])
+    assert {(arm["arm"], arm["config_errors"], arm["statuses"].get("skipped_config")) for arm in viewer["arms"]} == {
+        (arm, 1, 2) for arm in SEEN}
+    # A sweep made of broken setups could not run: not the exit status of one with unresolved cells.
+    assert result.ret == 6 and "12 of 12 cells were harness or configuration errors" in out, out[-3000:]
 
 
 def test_a_command_arm_that_prints_a_refusal_is_still_counted(suite, calc):
@@ -155,7 +225,7 @@ def test_a_command_arm_that_prints_a_refusal_is_still_counted(suite, calc):
     assert row["status"] == "arm_error", row
 
 
-@pytest.mark.parametrize("kind", [param for param in kind_params() if param.id != "opencode"])
+@pytest.mark.parametrize("kind", kind_params())
 def test_the_preflight_refuses_a_bad_key_before_any_cell(suite, calc, kind):
     suite.instances([calc.row("demo__calc-1")])
     with ScriptedModel([], api_key=RIGHT_KEY) as model:
@@ -179,7 +249,7 @@ def test_across_xdist_workers_the_controller_starts_no_more_cells_of_a_misconfig
         result = suite.run("--arena-arms=BADKEY", "-n", "2")
     rows = suite.ledger()
     failed = [row for row in rows if row["status"] == "config_error"]
-    skipped = [row for row in rows if row["status"] == "skipped_budget"]
+    skipped = [row for row in rows if row["status"] == "skipped_config"]
     # What a worker had taken before the first row came in may run (two per worker at most); no more.
     assert 1 <= len(failed) <= 4 and len(failed) + len(skipped) == 8, result.stdout.str()[-3000:]
     assert all("arm BADKEY's configuration failed" in row["error"] for row in skipped)
@@ -194,5 +264,5 @@ def test_metered_what_the_meter_saw_decides(suite, calc):
         set_up(suite, KINDS["codex"], {"BROKE": model})
         result = suite.run("--arena-arms=BROKE", "--arena-meter")
     rows = sorted(suite.ledger(), key=lambda row: row["status"])
-    assert [row["status"] for row in rows] == ["config_error", "skipped_budget"], result.stdout.str()[-3000:]
+    assert [row["status"] for row in rows] == ["config_error", "skipped_config"], result.stdout.str()[-3000:]
     assert "quota or budget refused (402): the meter saw" in rows[0]["error"], rows[0]["error"]

@@ -64,3 +64,69 @@ def test_the_meter_s_own_refusals_are_no_configuration_failure():
     from pytest_swe_arena.spend.meter.cells import upstream_refusal
 
     assert upstream_refusal(metered(402, outcome="refused")) is None  # a cap the meter held: over_budget
+
+
+def test_a_misconfigured_arm_s_skipped_cells_have_their_own_status_not_counted_and_run_again_on_resume():
+    from pytest_swe_arena.outcome import CellStatus
+
+    status = CellStatus.SKIPPED_CONFIG
+    assert status != CellStatus.SKIPPED_BUDGET and status.value == "skipped_config"
+    assert not status.counted and not status.final  # out of every rate; --arena-resume runs it again
+    assert not CellStatus.CONFIG_ERROR.final
+
+
+def test_the_supervisor_reads_its_workers_stderr_beside_the_fixed_outputs(tmp_path):
+    from pytest_swe_arena.arms.misconfig import ERROR_OUTPUTS
+    from pytest_swe_arena.arms.supervisor import SupervisorArm
+
+    for name in ("w1.stderr.log", "w2.stderr.log", "brain.jsonl", "stderr.log"):
+        (tmp_path / name).write_text("")
+    names = SupervisorArm.config_failures.output_names(tmp_path)
+    assert names == [*ERROR_OUTPUTS, "w1.stderr.log", "w2.stderr.log"]
+    assert NO_FAILURES.output_names(tmp_path) == list(ERROR_OUTPUTS)
+
+
+@pytest.mark.parametrize(("provider", "key", "expected"), [
+    # An OpenAI-compatible provider whose key is a variable: the chat API at its baseURL, the variable read.
+    ({"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": "http://127.0.0.1:9/v1",
+                                                      "apiKey": "{env:MY_KEY}"}},
+     None, ("chat", "http://127.0.0.1:9/v1", "MY_KEY", "m1", None)),
+    # A key written in the config itself is given to the probe, never put on its command line.
+    ({"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": "http://h/v1", "apiKey": "sk-literal"}},
+     None, ("chat", "http://h/v1", "ARENA_PROBE_KEY", "m1", "sk-literal")),
+    # The Anthropic package's baseURL ends in /v1; the probe adds /v1/messages.
+    ({"npm": "@ai-sdk/anthropic", "options": {"baseURL": "https://proxy.example/v1", "apiKey": "{env:AK}"}},
+     None, ("anthropic", "https://proxy.example", "AK", "m1", None)),
+    # A package the probe does not speak, and a provider logged in through auth.json: not probed.
+    ({"npm": "@ai-sdk/google", "options": {"baseURL": "http://h"}}, None, None),
+    ({"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": "http://h/v1"}}, "auth.json", None),
+])
+def test_opencode_s_preflight_call_comes_from_its_config(tmp_path, provider, key, expected):
+    import json
+
+    from pytest_swe_arena.arms.opencode_home import OpencodeHome
+
+    auth = None
+    if key is not None:
+        auth = tmp_path / key
+        auth.write_text("{}")
+    home = OpencodeHome(json.dumps({"provider": {"p": provider}}), "test", auth, tmp_path, "0")
+    call = home.probe_call("p/m1")
+    got = None if call is None else (call.api, call.default, call.key_variable, call.model, call.key)
+    assert got == expected
+
+
+def test_opencode_s_informational_log_lines_are_not_read_for_a_failure():
+    from pytest_swe_arena.arms.opencode_home import CONFIG_FAILURES as OPENCODE
+
+    info = "timestamp=2026-12-06T04:45:48.583Z level=INFO run=a3 message=loading path=/tmp/a_rate_limit_429/x.json"
+    error = ('timestamp=2026-12-06T04:46:25.913Z level=ERROR run=a3 message=process error="Incorrect API key '
+             'provided."')
+    assert OPENCODE.find([info]) is None
+    found = OPENCODE.find([error + "\n" + info])
+    assert found is not None and found.startswith("credentials"), found
+    # Its log quotes OpenAI's 429 message without the status (the supervisor's workers' stderr).
+    limited = ('timestamp=2026-12-06T04:54:45.996Z level=ERROR run=0e message=process error="Rate limit reached for '
+               'requests" stack="AI_APICallError: Rate limit reached for requests"')
+    found = OPENCODE.find([limited])
+    assert found is not None and found.startswith("rate limited"), found

@@ -212,3 +212,47 @@ def test_a_patch_over_the_cap_is_never_read_further_than_the_cap(calc, tmp_path,
     assert str(raised.value) == ("the patch is over the cap of 1,048,576 bytes (git diff was stopped after "
                                  "1,048,577 bytes of it; the rest was not read)")
     assert peak < 4 * CAP, f"the extraction allocated {peak:,} bytes at its peak"
+
+
+@pytest.fixture
+def quirks_image(tmp_path_factory: pytest.TempPathFactory):
+    """An image whose /testbed is a clone of the quirks repository, made by git with its attributes applied (as
+    SWE-bench's images are built): ``scripts/lf.bat`` has CRLF there, ``notes/utf16.txt`` is UTF-16."""
+    import uuid
+
+    from helpers.testbed_image import answering_engine, build_testbed_image
+
+    engine = answering_engine()
+    if engine is None:
+        if os.environ.get("CI"):
+            pytest.fail("no container engine answers in CI (.ci/run installs podman with runc)")
+        pytest.skip("no container engine answers on this machine")
+    project = quirks_project(tmp_path_factory.mktemp("image-repos"))
+    tag = f"localhost/swe-arena-test/quirks:{uuid.uuid4().hex[:12]}"
+    build_testbed_image(engine, project.repo, tag, tmp_path_factory.mktemp("rootfs"))
+    yield engine, tag, project
+    subprocess.run([engine, "rmi", "--force", tag], capture_output=True, check=False)
+
+
+def test_an_images_testbed_is_laid_with_neutral_attributes_like_every_workspace(quirks_image, tmp_path):
+    from pytest_swe_arena.cell.patches import extract_patch
+    from pytest_swe_arena.cell.workspace import RepoStore, materialize
+    from pytest_swe_arena.instances.loading import build_instance
+
+    engine, tag, project = quirks_image
+    instance = build_instance(tmp_path / "i.jsonl", 1, project.row(source={"image": tag}), None)
+    workspace = materialize(instance, RepoStore(tmp_path / "cache"), tmp_path / "ws", engine=engine)
+    # Each file is its blob's bytes, not the image's attribute-converted checkout.
+    for quirk, path in QUIRKS.items():
+        if path == "vendor/sub" or (workspace.path / path).is_symlink():
+            continue
+        blob = subprocess.run(["git", "cat-file", "blob", f"HEAD:{path}"], cwd=workspace.path, check=True,
+                              capture_output=True).stdout
+        assert (workspace.path / path).read_bytes() == blob, quirk
+    # An arm that changed nothing, and one whose tools rewrote every file with the bytes they hold: no patch.
+    assert extract_patch(workspace) == b""
+    for path in QUIRKS.values():
+        file = workspace.path / path
+        if file.is_file() and not file.is_symlink():
+            file.write_bytes(file.read_bytes())
+    assert extract_patch(workspace) == b""
