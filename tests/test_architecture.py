@@ -43,7 +43,7 @@ FOUNDATION = {"files", "naming", "crossing", "interrupts", "settings"}
 
 #: part -> the parts it may import at run time. Every part of the package has a row.
 ALLOWED: dict[str, set[str]] = {
-    "files": set(),
+    "files": {"crossing"},  # agents' files are followed through the crossing (LineFollower)
     "naming": set(),
     "crossing": set(),
     "interrupts": set(),
