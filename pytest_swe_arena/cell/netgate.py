@@ -54,6 +54,17 @@ def _pump(source: socket.socket, target: socket.socket) -> None:
                 pass
 
 
+def splice(client: socket.socket, upstream: socket.socket) -> None:
+    """Carry bytes both ways between two connected sockets until each side is done, then close both
+    (the netgate's relay, and the harness's side of the gate and its CONNECT proxy: ``network.py``)."""
+    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+    back.start()
+    _pump(client, upstream)
+    back.join()
+    client.close()
+    upstream.close()
+
+
 def _carry(client: socket.socket, path: str) -> None:
     try:
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -61,12 +72,7 @@ def _carry(client: socket.socket, path: str) -> None:
     except OSError:
         client.close()
         return
-    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    back.start()
-    _pump(client, upstream)
-    back.join()
-    client.close()
-    upstream.close()
+    splice(client, upstream)
 
 
 def _serve(listener: socket.socket, path: str) -> None:

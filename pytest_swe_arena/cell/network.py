@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .netgate import splice
+
 #: The values of a row's ``network`` (the agent phase's policy).
 NETWORK_MODES = ("sealed", "open")
 #: Hosts that name this machine's loopback.
@@ -219,12 +221,8 @@ class CellGate:
                 client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\n\r\n")
                 return
             upstream.settimeout(None)
-            with upstream:
-                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-                back.start()
-                _pump(client, upstream)
-                back.join()
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            splice(client, upstream)
 
     def _refuse(self, host: str, port: int) -> None:
         key = (host, port)
@@ -318,24 +316,7 @@ def _carry(client: socket.socket, endpoint: Endpoint) -> None:
     except OSError:
         client.close()
         return
-    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    back.start()
-    _pump(client, upstream)
-    back.join()
-    client.close()
-    upstream.close()
-
-
-def _pump(source: socket.socket, target: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            target.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end, how in ((target, socket.SHUT_WR), (source, socket.SHUT_RD)):
-            with contextlib.suppress(OSError):
-                end.shutdown(how)
+    splice(client, upstream)
 
 
 def gate_command(gate: CellGate | None, argv: list[str], python: str) -> list[str]:

@@ -24,29 +24,9 @@ from helpers.arena import XDIST
 from pytest_swe_arena.cell.sandbox import probe_bwrap
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "data" / "hostile"))
-import verdict_writers as hostile  # noqa: E402
+from verdict_writers import ATTACKS, MODES, TESTS  # noqa: E402
 
 ARM = Path(__file__).parents[1] / "data" / "hostile" / "verdict_arm.py"
-TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
-#: The four grading modes: the row's fields beside its recorded tests.
-MODES: dict[str, dict[str, str]] = {
-    "verify": {"verify": "python -m pytest -q -p no:cacheprovider tests"},
-    "junit": {},
-    "log_parser": {"test_cmd": "python -m pytest -rA -p no:cacheprovider", "log_parser": "parse_log_pytest"},
-    "rA": {"test_cmd": "python -m pytest -rA -p no:cacheprovider {tests}"},
-}
-#: Each attack's files and the modes it is aimed at (it runs on every row; these rows are what it tries to win).
-ATTACKS: dict[str, tuple[dict[str, str], list[str]]] = {
-    "exit_on_import": ({"calc/ops.py": hostile.EXIT_ON_IMPORT}, list(MODES)),
-    "exit_zero_at_exit": ({"calc/ops.py": hostile.EXIT_ZERO_AT_EXIT}, list(MODES)),
-    "junit_rewrite_at_exit": ({"calc/ops.py": hostile.JUNIT_REWRITE_AT_EXIT}, ["junit"]),
-    "forge_log_at_exit": ({"calc/ops.py": hostile.FORGE_LOG_AT_EXIT}, ["log_parser", "rA", "verify"]),
-    "gc_hook_wrapper": ({"calc/ops.py": hostile.GC_HOOK_WRAPPER}, list(MODES)),
-    "difflib_shadow": ({"difflib.py": hostile.DIFFLIB_SHADOW, "calc/passer.py": hostile.PASSER_PLUGIN}, list(MODES)),
-    "dist_info_entry_point": ({"calc_helper-1.0.dist-info/METADATA": hostile.DIST_INFO_METADATA,
-                               "calc_helper-1.0.dist-info/entry_points.txt": hostile.DIST_INFO_ENTRY_POINTS,
-                               "calc/passer.py": hostile.PASSER_PLUGIN}, list(MODES)),
-}
 
 pytestmark = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
 

@@ -25,17 +25,10 @@ from pytest_swe_arena.instances.loading import build_instance
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "data" / "hostile"))
 import verdict_writers as hostile  # noqa: E402
+from verdict_writers import ATTACKS, MODES, TESTS  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
 
-TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
-#: The four grading modes: the row's fields beside its recorded tests.
-MODES: dict[str, dict[str, Any]] = {
-    "verify": {"verify": "python -m pytest -q -p no:cacheprovider tests"},
-    "junit": {},
-    "log_parser": {"test_cmd": "python -m pytest -rA -p no:cacheprovider", "log_parser": "parse_log_pytest"},
-    "rA": {"test_cmd": "python -m pytest -rA -p no:cacheprovider {tests}"},
-}
 
 
 def graded(calc: Project, root: Path, mode: str, files: dict[str, str | None]) -> tuple[Any, list[str]]:
@@ -61,17 +54,6 @@ def test_the_gold_patch_still_resolves_under_the_witnesses(calc, tmp_path, mode)
     assert flags == []
 
 
-ATTACKS = {
-    "exit_on_import": ({"calc/ops.py": hostile.EXIT_ON_IMPORT}, list(MODES)),
-    "exit_zero_at_exit": ({"calc/ops.py": hostile.EXIT_ZERO_AT_EXIT}, list(MODES)),
-    "junit_rewrite_at_exit": ({"calc/ops.py": hostile.JUNIT_REWRITE_AT_EXIT}, ["junit"]),
-    "forge_log_at_exit": ({"calc/ops.py": hostile.FORGE_LOG_AT_EXIT}, ["log_parser", "rA", "verify"]),
-    "gc_hook_wrapper": ({"calc/ops.py": hostile.GC_HOOK_WRAPPER}, list(MODES)),
-    "difflib_shadow": ({"difflib.py": hostile.DIFFLIB_SHADOW, "calc/passer.py": hostile.PASSER_PLUGIN}, list(MODES)),
-    "dist_info_entry_point": ({"calc_helper-1.0.dist-info/METADATA": hostile.DIST_INFO_METADATA,
-                               "calc_helper-1.0.dist-info/entry_points.txt": hostile.DIST_INFO_ENTRY_POINTS,
-                               "calc/passer.py": hostile.PASSER_PLUGIN}, list(MODES)),
-}
 
 
 @pytest.mark.parametrize(("attack", "mode"), [(attack, mode) for attack, (_, modes) in ATTACKS.items()

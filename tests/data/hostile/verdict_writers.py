@@ -102,3 +102,27 @@ def pytest_runtest_makereport(item, call):
 #: A distribution's metadata at the tree's root declaring a pytest11 entry point: autoload would load it.
 DIST_INFO_METADATA = "Metadata-Version: 2.1\nName: calc-helper\nVersion: 1.0\n"
 DIST_INFO_ENTRY_POINTS = "[pytest11]\ncalc_helper = calc.passer\n"
+
+
+# The tables both witness tests run (tests/grading/test_witnesses.py, cell by cell; test_witness_sweeps.py,
+# as sweeps).
+TESTS = ["tests/test_ops.py::test_mul", "tests/test_ops.py::test_add"]
+#: The four grading modes: the row's fields beside its recorded tests.
+MODES: dict[str, dict[str, str]] = {
+    "verify": {"verify": "python -m pytest -q -p no:cacheprovider tests"},
+    "junit": {},
+    "log_parser": {"test_cmd": "python -m pytest -rA -p no:cacheprovider", "log_parser": "parse_log_pytest"},
+    "rA": {"test_cmd": "python -m pytest -rA -p no:cacheprovider {tests}"},
+}
+#: Each attack's files and the modes it is aimed at (it runs on every row; these rows are what it tries to win).
+ATTACKS: dict[str, tuple[dict[str, str], list[str]]] = {
+    "exit_on_import": ({"calc/ops.py": EXIT_ON_IMPORT}, list(MODES)),
+    "exit_zero_at_exit": ({"calc/ops.py": EXIT_ZERO_AT_EXIT}, list(MODES)),
+    "junit_rewrite_at_exit": ({"calc/ops.py": JUNIT_REWRITE_AT_EXIT}, ["junit"]),
+    "forge_log_at_exit": ({"calc/ops.py": FORGE_LOG_AT_EXIT}, ["log_parser", "rA", "verify"]),
+    "gc_hook_wrapper": ({"calc/ops.py": GC_HOOK_WRAPPER}, list(MODES)),
+    "difflib_shadow": ({"difflib.py": DIFFLIB_SHADOW, "calc/passer.py": PASSER_PLUGIN}, list(MODES)),
+    "dist_info_entry_point": ({"calc_helper-1.0.dist-info/METADATA": DIST_INFO_METADATA,
+                               "calc_helper-1.0.dist-info/entry_points.txt": DIST_INFO_ENTRY_POINTS,
+                               "calc/passer.py": PASSER_PLUGIN}, list(MODES)),
+}
