@@ -342,7 +342,7 @@ def env_urls(env: Mapping[str, str]) -> list[str]:
 def agent_network(arm: object, route_urls: Iterable[str] | None, sandboxed: bool) -> CellNetwork:
     """The agent phase's network for a cell of ``arm``: its meter route's URLs when metered (``route_urls``),
     else the upstreams its ``metering`` names; the loopback URLs of its ``env`` table as well. Open
-    without a sandbox (``--arena-sandbox=none``)."""
+    without a sandbox (``--arena-sandbox=none``), and when an arm with a model names none of its endpoints."""
     if not sandboxed:
         return CellNetwork("open", reason="no sandbox (--arena-sandbox=none)")
     mode, allow = getattr(arm, "network", ("sealed", ()))
@@ -355,5 +355,11 @@ def agent_network(arm: object, route_urls: Iterable[str] | None, sandboxed: bool
         urls = [*route_urls, *(upstreams if getattr(metering, "partial", False) else ())]
     else:
         urls = upstreams
+    if not urls and (getattr(arm, "model", None) or getattr(arm, "worker_model", None)):
+        # Its model is reached through the user's own setup (secrets, their opencode config): sealing the cell
+        # would cut the agent off from it, and a model off this machine would open the cell anyway.
+        return CellNetwork("open", reason="the harness does not know where its model calls go (no 'upstream', "
+                                          "no base URL in its config or env table): name it in 'upstream' to seal "
+                                          "the cell")
     env = getattr(arm, "env", None)
     return cell_network(urls, env_urls(env) if isinstance(env, Mapping) else (), allow=allow)

@@ -81,31 +81,22 @@ def lists_of(evaluation: Evaluation, instance_id: str) -> tuple[str, ...]:
 
 
 def run_report(evaluation: Evaluation) -> dict[str, Any]:
-    """SWE-bench's run report (``make_run_report``) for ``evaluation``."""
+    """SWE-bench's run report (``make_run_report``) for ``evaluation``, its keys in SWE-bench's order."""
     ids: dict[str, set[str]] = {name: set() for name in ID_LISTS}
-    reasons: dict[str, str] = {}
     for instance_id in evaluation.dataset_ids:
         for name in lists_of(evaluation, instance_id):
             ids[name].add(instance_id)
-        if "infra_failure" in ids and instance_id in ids["infra_failure"]:
-            reasons[instance_id] = _first_line(evaluation.rows[instance_id].get("error"))
     ids["submitted"] = set(evaluation.predictions)
-    report: dict[str, Any] = {"total_instances": len(evaluation.dataset_ids),
-                              "submitted_instances": len(evaluation.predictions)}
-    report |= {f"{name}_instances": len(ids[name]) for name in COUNTED}
-    report |= {f"{name}_ids": sorted(ids[name]) for name in ID_LISTS}
-    report["failure_reasons"] = dict(sorted(reasons.items()))
-    report["schema_version"] = SCHEMA_VERSION
-    return _in_swebench_order(report)
-
-
-def _in_swebench_order(report: dict[str, Any]) -> dict[str, Any]:
-    order = ["total_instances", "submitted_instances", "completed_instances", "resolved_instances",
-             "unresolved_instances", "infra_failure_instances", "ambiguous_failure_instances",
-             "empty_patch_instances", "error_instances", "completed_ids", "incomplete_ids", "empty_patch_ids",
-             "submitted_ids", "resolved_ids", "unresolved_ids", "infra_failure_ids", "ambiguous_failure_ids",
-             "failure_reasons", "error_ids", "schema_version"]
-    return {key: report[key] for key in order}
+    return {
+        "total_instances": len(evaluation.dataset_ids),
+        "submitted_instances": len(evaluation.predictions),
+        **{f"{name}_instances": len(ids[name]) for name in COUNTED},
+        **{f"{name}_ids": sorted(ids[name]) for name in ID_LISTS[:-1]},  # error_ids last, after failure_reasons
+        "failure_reasons": {instance_id: _first_line(evaluation.rows[instance_id].get("error"))
+                            for instance_id in sorted(ids["infra_failure"])},
+        "error_ids": sorted(ids["error"]),
+        "schema_version": SCHEMA_VERSION,
+    }
 
 
 def instance_report(instance_id: str, prediction: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:

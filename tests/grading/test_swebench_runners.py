@@ -39,7 +39,7 @@ def test_django_rows_run_runtests_and_grade_its_ids(suite, django_row, xdist):
         "FAIL_TO_PASS": {"test_add (money.tests.MoneyTests.test_add)": "passed",
                          "Adding nothing changes nothing.": "passed"},
         "PASS_TO_PASS": {"test_stable (money.tests.MoneyTests.test_stable)": "passed"},
-        "report": "log", "log_parser": "parse_log_django", "rules": "swebench"}
+        "report": "log", "log_parser": "parse_log_django", "rules": "swebench", "failing": []}
     assert empty["status"] == "unresolved"
     assert empty["verify"]["tests"]["FAIL_TO_PASS"] == {"test_add (money.tests.MoneyTests.test_add)": "failed",
                                                          "Adding nothing changes nothing.": "failed"}

@@ -42,9 +42,11 @@ def test_exported_rows_grade_per_test_gold_resolved_empty_unresolved(suite, shap
     # pytest exits 1 (test_needs_network fails before and after the fix, in neither list): per-test grading
     # from pytest's own report still resolves, as SWE-bench grades.
     assert gold["verify"]["returncode"] == 1
-    assert gold["verify"]["tests"] == {"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "report": "junitxml"}
+    assert gold["verify"]["tests"] == {"FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "report": "junitxml",
+                                       "failing": []}
     assert empty["status"] == "unresolved"
     assert empty["verify"]["tests"]["FAIL_TO_PASS"] == {test_id: "failed" for test_id in F2P}
+    assert empty["verify"]["tests"]["failing"] == sorted(F2P)  # what SWE-bench's report counts as failing
     assert empty["verify"]["tests"]["PASS_TO_PASS"] == P2P
     out = suite.path / "arena-out"
     assert (out / gold["run_dir"] / "verify-junit.xml").is_file()

@@ -129,9 +129,10 @@ def test_image_instances_materialize_from_testbed_and_verify_inside_the_image(su
     # Per-test grading inside the image: pytest's report reaches the run dir through its mount.
     assert rows["demo__image-2", "GOLD"]["verify"]["tests"] == {
         "FAIL_TO_PASS": {"tests/test_ops.py::test_mul": "passed"},
-        "PASS_TO_PASS": {"tests/test_ops.py::test_add": "passed"}, "report": "junitxml"}
+        "PASS_TO_PASS": {"tests/test_ops.py::test_add": "passed"}, "report": "junitxml", "failing": []}
     empty_tests = rows["demo__image-2", "EMPTY"]["verify"]["tests"]
     assert empty_tests["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}
+    assert empty_tests["failing"] == ["tests/test_ops.py::test_mul"]
 
 
 def calibration_row(iid: str, arm: str, status: str, run_id: str = "r1", **extra) -> dict:

@@ -86,7 +86,7 @@ def test_an_explicit_none_without_bwrap_runs_the_command_arm(suite, calc, tmp_pa
     assert "unsandboxed" in [warning["kind"] for warning in summary["warnings"]]
     assert [(arm["arm"], arm["unguarded"]) for arm in summary["arms"]] == [("FIXER", 1)]
     table = result.stdout.str()
-    assert re.search(r"^FIXER \*\s+1/1", table, re.MULTILINE) and "* unguarded: cells ran without a sandbox" in table
+    assert re.search(r"^FIXER \* ~\s+1/1", table, re.MULTILINE) and "* unguarded: cells ran without a sandbox" in table
     overview = (suite.path / "arena-out" / "viewer" / "data" / "overview.js").read_text()
     assert '"arm":"FIXER"' in overview and '"unguarded":1' in overview  # the viewer's arms table marks it
     compared = swe_arena("compare", "arena-out", "arena-out", cwd=suite.path)
