@@ -118,7 +118,10 @@ def test_what_the_readme_and_swe_bench_rows_need_is_a_core_dependency() -> None:
     """`pip install -e .` alone runs the README's command (-n needs xdist) and SWE-bench rows' envs (uv, PyYAML);
     only the metering proxy (aiohttp) is an extra, refused at the start when missing (tests/spend/test_meter.py)."""
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
-    core = {re.split(r"[<>=!~ \[]", requirement)[0].lower() for requirement in project["dependencies"]}
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[<>=!~ \[]", requirement)[0].lower() for requirement in requirements}
+
+    core = names(project["dependencies"])
     assert {"pytest-xdist", "uv", "pyyaml"} <= core
-    meter = {re.split(r"[<>=!~ \[]", requirement)[0].lower() for requirement in project["optional-dependencies"]["meter"]}
+    meter = names(project["optional-dependencies"]["meter"])
     assert "aiohttp" not in core and {"aiohttp", "multidict", "yarl"} == meter
