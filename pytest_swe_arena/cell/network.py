@@ -1,4 +1,4 @@
-"""A cell's network in the agent phase: sealed (its own loopback, and its model endpoints) or open.
+"""A cell's network, per phase: the agent's and the graded tests'; each sealed or open, and why.
 
 Sealed (the default): the sandbox has a network namespace of its own with only loopback (``bwrap
 --unshare-net``), so the agent reaches no port of the machine's loopback (another cell's meter route, the
@@ -11,6 +11,13 @@ Open: the sandbox shares the machine's network, as before; the row says so and w
 A cell is open when its arm calls a model endpoint that is not on this machine's loopback without the
 meter (the harness would have to carry names and TLS: not built), since sealing it would cut the agent off
 from its model.
+
+Grading (``grading_network``): the graded tests run in a sandbox with a network namespace of their own with
+only loopback (a test server they start on 127.0.0.1 works; the machine's loopback, other machines and names
+do not), unless the row's environment names what its tests need of the network (a shipped spec's
+``network``, ``Instance.network_needs``): then they share the machine's network, as SWE-bench's containers
+did. An image's tests run in a container with ``--network none``: sealed too. Without a sandbox
+(``--arena-sandbox=none``, or ``--arena-verify-on=workspace`` on this machine) they are open.
 """
 
 from __future__ import annotations
@@ -291,6 +298,40 @@ class CellGate:
             with self._lock:
                 self.connections[endpoint.port] = self.connections.get(endpoint.port, 0) + 1
             threading.Thread(target=_carry, args=(client, endpoint), daemon=True).start()
+
+
+@dataclass(frozen=True)
+class GradingNetwork:
+    """The grading phase's network for one cell: ``sealed`` (the tests' own loopback and nothing else) or
+    ``open`` and why. Recorded in the row beside the agent's (``details.network.grading``)."""
+
+    mode: str = "sealed"
+    reason: str | None = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.mode == "sealed"
+
+    def to_json(self) -> dict[str, Any]:
+        """The keys it adds to the row's ``details.network``."""
+        return {"grading": self.mode, **({"grading_reason": self.reason} if self.reason else {})}
+
+
+def grading_network(needs: Iterable[str], *, sandboxed: bool, fresh_tree: bool, container: bool) -> GradingNetwork:
+    """The graded tests' network: in a container (an image's, ``--network none``) sealed; on this machine without
+    a sandbox (``--arena-sandbox=none``, or graded in the workspace) open; in a sandbox sealed, unless the row's
+    environment ``needs`` the network (``Instance.network_needs``)."""
+    if container:
+        return GradingNetwork("sealed")
+    if not fresh_tree:
+        return GradingNetwork("open", "graded in the arm's workspace, without a sandbox (--arena-verify-on=workspace)")
+    if not sandboxed:
+        return GradingNetwork("open", "no sandbox (--arena-sandbox=none)")
+    needs = tuple(needs)
+    if needs:
+        return GradingNetwork("open", f"the environment's tests need the network (field 'network': "
+                                      f"{', '.join(needs)})")
+    return GradingNetwork("sealed")
 
 
 @contextlib.contextmanager

@@ -17,7 +17,8 @@ Who is at fault: a patch that does not apply to the fresh tree is the arm's
 that does not apply on base is the instance's, a harness error
 (``TestPatchRejected``).
 
-The tests then run in a sandbox (the code under test is agent-written) with a
+The tests then run in a sandbox (the code under test is agent-written), sealed from the
+network unless the row's environment needs it (``cell.network.grading_network``), with a
 fresh HOME and a fresh copy of the instance's environment template
 (``grading_environment``), and their report is read once the sandbox's pid
 namespace, and every process in it, is gone (``grade``).
@@ -28,7 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from ..cell import processes
 from ..cell.environment import CellEnvironment, create_cell_environment
 from ..cell.git import ExtractionError, HarnessGit
 from ..cell.limits import CellLimits, LimitGroup
+from ..cell.network import GradingNetwork
 from ..cell.patches import files_touched
 from ..cell.sandbox import Sandbox, cell_policy, program_mounts_outside
 from ..cell.templates import EnvironmentTemplate
@@ -271,6 +273,9 @@ def fresh_tree_grading(verify_on: str, workspace: Workspace) -> bool:
     return verify_on == "patch" and workspace.objects is not None
 
 
+#: The graded tests' network by default: their own loopback, nothing else.
+SEALED = GradingNetwork("sealed")
+
 #: Files of the grading run copied into the cell's run dir (the report reads them there).
 GRADING_LOGS = ("env.log", "verify.log", "verify-junit.xml")
 #: At most this much of each is copied (the run dir's collection caps cut it further).
@@ -280,7 +285,8 @@ GRADING_LOG_CAP = 256 << 20
 def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base_commit: str, root: Path,
                         run_dir: Path, timeout: float, sandboxed: bool, template: EnvironmentTemplate | None,
                         rules: GradingRules = SWEBENCH, limits: CellLimits | None = None,
-                        limit_mechanism: str = "rlimit") -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+                        limit_mechanism: str = "rlimit",
+                        network: GradingNetwork = SEALED) -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
     """Grade ``patch`` on a new tree under ``root``: base from the snapshot, the environment's setup, the patch,
     ``test_patch``; a fresh HOME and a copy of the instance's environment ``template``, everything it runs in a
     sandbox when ``sandboxed``.
@@ -293,6 +299,10 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     With ``limits`` (sandboxed only: they ride on the sandbox), the patched install and the tests run inside the
     cell's limits, in groups of their own; passing one is ``LimitPassed`` (a ``PatchRejected``: the arm's
     failure, since the code under test is the arm's).
+
+    The tests' sandbox has a network of its own with only loopback unless ``network`` is open (``grading_network``:
+    the row's environment needs the network). The install step run again on the patched tree shares the machine's
+    network whatever ``network`` says: it builds the environment, from the package index.
     """
     cell = create_cell_environment(root / "cell")
     tree_dir = root / "tree"
@@ -301,8 +311,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
              if sandboxed and limits is not None and limits.any else None)
 
     def sandbox() -> Sandbox | None:
-        return (Sandbox(cell_policy(cell, read_write=(tree_dir,), read_only=(objects,)), limits=group)
-                if sandboxed else None)
+        policy = cell_policy(cell, read_write=(tree_dir,), read_only=(objects,))
+        return Sandbox(replace(policy, share_network=not network.sealed), limits=group) if sandboxed else None
 
     built: list[PythonEnvironment] = []
 
@@ -326,7 +336,7 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
             if environment.spec.install and install_again(patch):
                 try:
                     run_step(environment, environment.spec.install, tree.path, cell, log, timeout,
-                             "install (the patch touches what it builds)", grading_sandbox)
+                             "install (the patch touches what it builds)", sharing_network(grading_sandbox))
                 except EnvBuildError as error:
                     raise PatchRejected(f"the environment's install step fails on the patched tree: {error}") from None
             extra = environment.variables(cell.variables.get("PATH", ""))
@@ -340,6 +350,13 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     # A grading log the graded code swapped for a link (or the arm pre-made as one) is not copied: flagged.
     return verdict, (*tree.integrity, *verdict.integrity,
                      *(IntegrityFlag("crossing", path, reason) for path, reason in refused))
+
+
+def sharing_network(sandbox: Sandbox | None) -> Sandbox | None:
+    """``sandbox`` with the machine's network: an environment step's (it installs from the package index)."""
+    if sandbox is None:
+        return None
+    return replace(sandbox, policy=replace(sandbox.policy, share_network=True))
 
 
 def copy_grading_logs(source: Path, run_dir: Path) -> list[tuple[str, str]]:

@@ -72,6 +72,14 @@ class Instance:
     #: The shipped SWE-bench spec ``env`` came from (``specs.with_shipped_spec``): how to finish and date it.
     shipped_spec: ShippedSpec | None = field(default=None, repr=False)
 
+    @property
+    def network_needs(self) -> tuple[str, ...]:
+        """What the row's environment needs of the network (its ``env``'s or its shipped spec's ``network``): its
+        graded tests then share the machine's network (``cell.network.grading_network``); empty for most rows."""
+        if self.shipped_spec is not None:
+            return self.shipped_spec.network
+        return tuple(self.env.get("network") or ()) if self.env is not None else ()
+
     @cached_property
     def content_sha256(self) -> str:
         """Hash of the row's content: part of the cell key, so an edited instance runs again."""

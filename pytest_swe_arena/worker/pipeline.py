@@ -23,7 +23,7 @@ from ..arms.misconfig import NO_FAILURES, tail_lines
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup
-from ..cell.network import CellGate, agent_network, open_gate
+from ..cell.network import CellGate, agent_network, grading_network, open_gate
 from ..cell.patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from ..cell.rundir import collect_run_dir, patch_over_cap
 from ..cell.sandbox import CellSandbox
@@ -54,7 +54,7 @@ from ..spend.plausible import checked_costs
 from ..spend.prices import price_for_served, same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
-from .health import check_health
+from .health import check_health, unreachable_server
 from .swebench_envs import shipped_env_spec
 
 #: The harness's own files of a run dir: collected first, so a flood of the agent's files cannot crowd them out.
@@ -133,6 +133,9 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         except MeterError as error:
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
     network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
+    fresh_tree = fresh_tree_grading(case.verify_on, workspace)
+    grading = grading_network(case.instance.network_needs, sandboxed=case.sandbox == "bwrap", fresh_tree=fresh_tree,
+                              container=container_host(case) is not None)
     clock = time.monotonic()
     gate: CellGate | None = None
     sandbox: CellSandbox | None = None
@@ -181,7 +184,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                     and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
-    details = {**accounting_errors(result.details, problems), "network": network.to_json(gate)}
+    details = {**accounting_errors(result.details, problems), "network": {**network.to_json(gate), **grading.to_json()}}
     metered_refusal: str | None = None
     if case.meter is not None and route is not None:
         from ..spend.meter.cells import metered_spend
@@ -265,7 +268,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
 
     clock = time.monotonic()
     try:
-        if fresh_tree_grading(case.verify_on, workspace) and workspace.objects is not None:
+        if fresh_tree and workspace.objects is not None:
             objects = workspace.objects
 
             def grading_run() -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
@@ -273,7 +276,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
                     case.instance, patch, objects=objects, base_commit=original_base, root=harness / "grading",
                     run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
                     template=template, rules=RULE_SETS[case.grading_rules], limits=case.limits,
-                    limit_mechanism=case.limit_mechanism)
+                    limit_mechanism=case.limit_mechanism, network=grading)
 
             if case.sweep_cache is None or case.grade_every_cell:
                 verdict, flags = grading_run()
@@ -420,6 +423,13 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
     assert case.instance.env is not None
     log = cell.run_dir / "env.log"
     shipped = case.instance.shipped_spec
+    if shipped is None:
+        # What the tests need of the network is checked from here first, as a shipped spec's is (``swebench_envs``).
+        needs = case.instance.network_needs
+        unreachable = unreachable_server(needs)
+        if unreachable:
+            raise EnvBuildError(f"its tests need the network (field 'network': {', '.join(needs)}), which this "
+                                f"machine cannot reach: {unreachable}")
     spec = (shipped_env_spec(case.instance, shipped, workspace.mirror) if shipped is not None
             else EnvSpec.from_mapping(case.instance.env))
     check_env = {**cell.env(), "PYTHONDONTWRITEBYTECODE": "1"}

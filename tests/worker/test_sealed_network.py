@@ -129,7 +129,8 @@ def test_an_open_cell_says_so_and_reaches_the_host(suite, calc):
     listener.close()
     [row] = suite.ledger()
     assert row["details"]["network"] == {"agent": "open", "endpoints": [],
-                                         "reason": "no sandbox (--arena-sandbox=none)"}
+                                         "reason": "no sandbox (--arena-sandbox=none)",
+                                         "grading": "open", "grading_reason": "no sandbox (--arena-sandbox=none)"}
     [arm] = json.loads((suite.path / "arena-out" / "summary.json").read_text())["arms"]
     assert arm["unsealed"] == 1
     result.stdout.fnmatch_lines(["LOOPBACK * ~ *", "~ not sealed: *"])
