@@ -34,6 +34,11 @@ import os, pathlib, sys, time
 prompt = pathlib.Path(sys.argv[1]).read_text()
 print("agent read", len(prompt), "characters", flush=True)
 if sys.argv[2] == "fail":
+    import socket
+    try:  # refused by its sealed cell's network, and listed in its row
+        socket.create_connection(("127.0.0.1", 9), timeout=30).close()
+    except OSError:
+        pass
     print({HOSTILE!r}, flush=True)
     pathlib.Path(os.environ["ARENA_USAGE_FILE"]).with_name("notes.html").write_text({HOSTILE!r})
     print("boom", file=sys.stderr)
@@ -68,7 +73,10 @@ def added_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "reconciliation": {"status": "differ", "note": "metered - reported: input_tokens +500",
                                            "reported": {"input_tokens": 2000, "cost_usd": 0.01},
                                            "metered": {"input_tokens": 2500, "cost_usd": 0.0123},
-                                           "difference": {"input_tokens": 500, "cost_usd": 0.0023}}}}
+                                           "difference": {"input_tokens": 500, "cost_usd": 0.0023}},
+                        # an open agent, as an arm's network = "open" leaves it: the arm is marked not sealed.
+                        "network": {"agent": "open", "endpoints": [], "reason": "the arm's network = \"open\"",
+                                    "grading": "sealed"}}}
     skipped = {**over, "instance_id": "demo__calc-2", "cell_key": "added0skip", "status": "skipped_budget",
                "nodeid": "instances/demo.jsonl::demo__calc-2[CAPPED]", "usage": {}, "models": {}, "phases": {},
                "model_mismatch": False, "served_model": None, "details": {},
@@ -179,7 +187,7 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
         page = browser.evaluate(OVERVIEW)
         if SCREENSHOTS_TO and not xdist:
             browser.screenshot(SCREENSHOTS_TO / "viewer-overview.png")
-        assert page["arms"] == [*ARMS, *ADDED]
+        assert page["arms"] == [*ARMS, "CAPPED ~not sealed"], "its agent had the machine's network"
         assert page["statuses"] == sorted(["resolved", "unresolved", "arm_error", "timeout", "harness_error",
                                            "over_budget", "skipped_budget", "interrupted"])
         assert page["count"] == "17 of 17 cells"
@@ -290,17 +298,28 @@ def test_viewer_of_a_sweep_with_every_status_in_chromium(every_status, tmp_path)
             said: document.querySelector('#turns .turn.assistant pre').textContent})""")
         assert hostile["pwned"] is None and hostile["images"] == 0
         assert hostile["notes"] == HOSTILE and HOSTILE in hostile["said"]
+        # Its sealed network: each phase's policy, and the connection it tried, refused.
+        network = browser.evaluate("""({facts: Object.fromEntries([...document.querySelectorAll('#network-facts tr')]
+                .map(r => [r.cells[0].textContent, r.cells[1].textContent])),
+            refused: [...document.querySelectorAll('#network-refused tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent))})""")
+        assert network["facts"] == {"agent": "sealed", "model endpoints carried in": "none", "graded tests": "sealed"}
+        assert [row[:2] for row in network["refused"]] == [["127.0.0.1", "9"]], network
 
         # Flags, a model mismatch, and a cell with no run dir nor instance card.
         browser.navigate((viewer / "cell.html").as_uri() + "#cells/demo__calc-1/CAPPED/1")
         browser.wait_until("document.body.dataset.ready === '1' && document.title.includes('CAPPED')")
         capped = browser.evaluate("""({integrity: document.getElementById('integrity').textContent,
+            network: Object.fromEntries([...document.querySelectorAll('#network-facts tr')]
+                .map(r => [r.cells[0].textContent, r.cells[1].textContent])),
             flags: [...document.querySelectorAll('#integrity-table tbody tr')]
                 .map(r => [...r.cells].map(c => c.textContent)),
             meter: document.querySelector('#reconciliation h3').textContent,
             metered: [...document.querySelectorAll('#reconciliation-table tbody tr')]
                 .map(r => [...r.cells].map(c => c.textContent))})""")
         assert "scripted/other-model" in capped["integrity"]
+        assert capped["network"] == {"agent": "open (not sealed)", "agent open because": "the arm's network = \"open\"",
+                                     "model endpoints carried in": "none", "graded tests": "sealed"}
         assert capped["flags"] == [["tests_touched", "tests/test_ops.py",
                                     "restored from the base commit before grading"]]
         assert capped["meter"] == "Reported against metered: differ"

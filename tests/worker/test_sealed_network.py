@@ -134,6 +134,8 @@ def test_an_open_cell_says_so_and_reaches_the_host(suite, calc):
     [arm] = json.loads((suite.path / "arena-out" / "summary.json").read_text())["arms"]
     assert arm["unsealed"] == 1
     result.stdout.fnmatch_lines(["LOOPBACK * ~ *", "~ not sealed: *"])
+    overview = (suite.path / "arena-out" / "viewer" / "data" / "overview.js").read_text()
+    assert '"arm":"LOOPBACK"' in overview and '"unsealed":1' in overview  # the viewer's arms table marks it
 
 
 def test_the_gate_carries_the_model_endpoints_port_and_no_other_address(tmp_path):

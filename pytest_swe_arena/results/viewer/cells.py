@@ -198,6 +198,7 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
         "chain_sha256": row.get("chain_sha256"),
         "phases": row.get("phases") or {},
         "integrity": details.get("integrity"),
+        "network": details.get("network") if isinstance(details.get("network"), dict) else None,
         "model": {"asked": row.get("asked_model"), "served": row.get("served_model"),
                   "mismatch": bool(row.get("model_mismatch"))},
         "arm_identity": row.get("arm_identity") or {}, "provenance": row.get("provenance") or {},

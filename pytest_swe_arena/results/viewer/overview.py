@@ -59,7 +59,7 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
                                          "tokens", "median_wall_seconds", "unknown_cost_cells", "harness_errors",
                                          "config_errors")},
             "trial_rates": arm.get("trial_rates"), "flaky_instances": arm.get("flaky_instances", {}),
-            "unguarded": arm.get("unguarded", 0),
+            "unguarded": arm.get("unguarded", 0), "unsealed": arm.get("unsealed", 0),
             "kind": identity.get("kind"), "identity": identity, "agent_versions": versions,
             "cost_sources": dict(sorted(sources.items())), "cost_known": known,
             "cost_per_cell_ci95": arm.get("cost_per_cell_ci95"),

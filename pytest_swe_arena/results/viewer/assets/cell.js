@@ -30,8 +30,8 @@
   window.arenaHandlers.cell = function (cell) {
     document.title = `${cell.instance_id} [${cell.arm}] · swe-arena`;
     document.getElementById("app").replaceChildren(back(), header(cell), errorSection(cell), siblings(cell),
-      problem(cell), patch(cell), tests(cell), transcript(cell), usage(cell), phases(cell), integrity(cell),
-      files(cell), identity(cell));
+      problem(cell), patch(cell), tests(cell), transcript(cell), usage(cell), phases(cell), network(cell),
+      integrity(cell), files(cell), identity(cell));
     window.scrollTo(0, 0);
     document.body.dataset.ready = "1";
   };
@@ -236,6 +236,29 @@
     return section("phases", "Phases", h("table", { class: "data", id: "phases-table" },
       h("thead", null, h("tr", null, h("th", null, "phase"), h("th", null, "seconds"), h("th", null, ""))),
       h("tbody", null, rows)));
+  }
+
+  // details.network: each phase's policy, why an open one is open, and what a sealed agent tried that was refused.
+  function network(cell) {
+    const policy = cell.network;
+    if (!policy) return section("network", "Network", note("No network policy recorded for this cell."));
+    const phase = (mode) => mode === "open" ? h("span", { class: "unsealed" }, "open (not sealed)")
+      : mode === undefined ? undefined : String(mode);
+    const list = (values) => Array.isArray(values) && values.length
+      ? h("code", null, values.map(String).join(", ")) : undefined;
+    const facts = keyValues("network-facts", [
+      ["agent", phase(policy.agent)], ["agent open because", policy.reason === undefined ? undefined : String(policy.reason)],
+      ["model endpoints carried in", list(policy.endpoints) ?? (policy.endpoints ? "none" : undefined)],
+      ["allow-list", list(policy.allow)],
+      ["graded tests", phase(policy.grading)],
+      ["graded tests open because", policy.grading_reason === undefined ? undefined : String(policy.grading_reason)]]);
+    const refused = Array.isArray(policy.refused) ? policy.refused : [];
+    const attempts = refused.length
+      ? [h("h3", null, "Refused attempts"), table("network-refused", ["host or name", "port", "count"],
+        refused.map((entry) => [h("code", null, String(entry.host ?? "")), String(entry.port ?? "n/a"),
+          String(entry.count ?? "n/a")]), { left: [0] })]
+      : policy.refused ? [note("The agent tried nothing the policy refused.")] : [];
+    return section("network", "Network", facts, ...attempts);
   }
 
   function integrity(cell) {

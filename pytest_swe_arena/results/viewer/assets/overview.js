@@ -118,10 +118,13 @@
 
   function armsSection() {
     const rows = data.arms.map((arm) => [
-      arm.unguarded
-        ? h("span", { title: `${arm.unguarded} cell(s) ran without a sandbox (sandbox: none): not guarded` },
-          arm.arm, " *unguarded")
-        : arm.arm,
+      h("span", null, arm.arm,
+        arm.unguarded
+          ? h("span", { class: "mark", title: `${arm.unguarded} cell(s) ran without a sandbox (sandbox: none): not guarded` },
+            " *unguarded") : null,
+        arm.unsealed
+          ? h("span", { class: "mark unsealed", title: `${arm.unsealed} cell(s) whose agent had the machine's network ` +
+            "(details.network.agent: open; the cell page says why)" }, " ~not sealed") : null),
       arm.kind || "n/a", `${arm.resolved} / ${arm.cells}`,
       arm.resolve_rate === null ? "n/a"
         : h("span", null, percent(arm.resolve_rate), h("span", { class: "ci" }, interval(arm.resolve_rate_ci95))),
