@@ -24,7 +24,8 @@ shipped spec may say:
   connect to (``http://httpbin.org/``) and addresses they expect a connection to hang on
   (``tarpit://10.255.255.1:80``, requests' timeout tests). A row with such a spec is a harness error,
   before any arm runs, when this machine does not give one of them (never a verdict read from the
-  tests' log); ``worker.health.unreachable_server`` checks.
+  tests' log); ``worker.health.unreachable_server`` checks. Such a row's graded tests share the
+  machine's network; every other row's run sealed (``cell.network.grading_network``).
 
 **Resolved as of the row's date.** Today's packages break 2023's installs
 (setuptools without ``pkg_resources``, NumPy 2, pytest 8, pip without the
