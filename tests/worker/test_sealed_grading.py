@@ -209,3 +209,19 @@ def test_the_grading_policy_per_mode():
     argv = ContainerHost("podman", "img").argv("true", Path("/ws"), Path("/run"), "name")
     assert argv[argv.index("--network") + 1] == "none"
 
+
+
+def test_a_shipped_specs_network_is_the_rows_need_and_a_row_without_one_has_none(calc, tmp_path):
+    from pytest_swe_arena.instances.loading import build_instance
+    from pytest_swe_arena.instances.specs import with_shipped_spec
+    from pytest_swe_arena.instances.swebench_specs import load_shipped_specs
+
+    shipped = load_shipped_specs()
+    requests = with_shipped_spec(build_instance(tmp_path / "i.jsonl", 1, calc.row(repo="psf/requests", version="2.4"),
+                                                None), shipped)
+    assert requests.network_needs == shipped.get("psf/requests", "2.4").network
+    assert "http://httpbin.org/" in requests.network_needs
+    flask = with_shipped_spec(build_instance(tmp_path / "i.jsonl", 2, calc.row(repo="pallets/flask", version="2.0"),
+                                             None), shipped)
+    assert flask.shipped_spec is not None and flask.network_needs == ()
+    assert build_instance(tmp_path / "i.jsonl", 3, calc.row(), None).network_needs == ()
