@@ -10,7 +10,9 @@ one under the other:
 - ``{"role": "error", "kind": "error", "text"}``;
 - ``{"role": "meta", "kind": "event", "text"}``: anything else the stream held, shown as it is.
 
-A turn a sub-agent took carries ``"agent"`` (who: ``"sub-agent"`` or the sub-agent's name).
+A turn a sub-agent took carries ``"agent"`` (who: ``"sub-agent"`` or the sub-agent's name). Where the
+format has no ``step`` turns but says which model call a turn came from (Claude Code's message ids,
+mini-swe-agent's assistant messages), the turn carries ``"call"``: ATIF's steps are cut there (``atif``).
 
 The files are those the arms write (``arms/``): the agent's stdout stream, ``events.jsonl``
 (opencode's ``--format json``, Claude Code's ``stream-json``, Codex's ``exec --json``),
@@ -138,11 +140,14 @@ def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
         if record.get("type") not in ("user", "assistant"):
             continue
         content = mapping(record.get("message")).get("content")
+        start = len(turns)
         if isinstance(content, str):
             if record["type"] == "user" and not prompt_seen:
                 prompt_seen = True
                 continue
             turns.append({"role": record["type"], "kind": "text", "text": clip(content)})
+            if record["type"] == "assistant":
+                _called(turns, start, mapping(record.get("message")).get("id"))
             continue
         for block in content if isinstance(content, list) else []:
             block = mapping(block)
@@ -155,6 +160,8 @@ def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
                 turns.append(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")))
             elif kind == "tool_result":
                 _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+        if record["type"] == "assistant":
+            _called(turns, start, mapping(record.get("message")).get("id"))
     return turns
 
 
@@ -172,7 +179,7 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
     turns: list[Turn] = []
     users = 0
     messages = document.get("messages")
-    for message in messages if isinstance(messages, list) else []:
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
         message = mapping(message)
         role, content = message.get("role"), message.get("content")
         if role == "user":
@@ -180,12 +187,14 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
             if users > 1:
                 turns.append({"role": "user", "kind": "text", "text": clip(_json_text(content))})
         elif role == "assistant":
+            start = len(turns)
             if content:
                 turns.append({"role": "assistant", "kind": "text", "text": clip(_json_text(content))})
             for call in message.get("tool_calls") or []:
                 call = mapping(call)
                 function = mapping(call.get("function"))
                 turns.append(_tool_turn(str(function.get("name") or ""), function.get("arguments"), call.get("id")))
+            _called(turns, start, f"message-{index}")
         elif role == "tool":
             _answer(turns, message.get("tool_call_id"), content)
         elif role == "exit":
@@ -216,6 +225,13 @@ def _unreadable(turns: list[Turn], count: int) -> list[Turn]:
     return turns
 
 
+def _called(turns: list[Turn], start: int, call: Any) -> None:
+    """Mark the turns from ``start`` on as the model call ``call``'s (a message id, an index)."""
+    if call is not None and not isinstance(call, (dict, list)):
+        for turn in turns[start:]:
+            turn.setdefault("call", str(call))
+
+
 def _of(turn: Turn, agent: str | None) -> Turn:
     return {**turn, "agent": agent} if agent else turn
 
@@ -236,8 +252,11 @@ def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
         agent = "sub-agent" if record.get("parent_tool_use_id") else None
         if kind in ("user", "assistant"):
             content = mapping(record.get("message")).get("content")
+            start = len(turns)
             if isinstance(content, str):
                 turns.append(_of({"role": kind, "kind": "text", "text": clip(content)}, agent))
+                if kind == "assistant":
+                    _called(turns, start, mapping(record.get("message")).get("id"))
                 continue
             for block in content if isinstance(content, list) else []:
                 block = mapping(block)
@@ -252,6 +271,8 @@ def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
                                      agent))
                 elif part == "tool_result":
                     _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+            if kind == "assistant":
+                _called(turns, start, mapping(record.get("message")).get("id"))
         elif kind == "result":
             cost = record.get("total_cost_usd")
             summary = f"result: {record.get('subtype', '?')} after {record.get('num_turns', '?')} turn(s)"
