@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import crossing
-from .readers import Turn, mapping, read_transcript
+from .readers import KIND_SOURCES, Turn, mapping, read_transcript
 
 #: The ATIF file the harness writes in every cell's run dir (Harbor's own is ``trajectory.json``: mini-swe-agent
 #: writes that name in the run dir already).
@@ -47,6 +47,9 @@ ATIF_FILE = "trajectory.atif.json"
 SCHEMA_VERSION = "ATIF-v1.4"
 #: Most bytes of one run-dir file read for the trajectory; a longer file is cut there, and the notes say so.
 READ_CAP = 32 << 20
+#: The sources each kind's trajectory is read from first: the viewer's, but Codex's rollout before its stream
+#: (the rollout counts tokens per model call, the stream per turn of many calls).
+PREFERRED_SOURCES = {**KIND_SOURCES, "codex": ("codex-rollout", "codex")}
 #: Most run-dir names listed (a cell can leave millions of files).
 MAX_NAMES = 20_000
 
@@ -296,18 +299,22 @@ def trajectory(conversation: Mapping[str, Any], agent: AgentIdentity, session_id
 
 
 def write_trajectory(run_dir: Path, kind: str | None, agent: AgentIdentity, session_id: str,
-                     usage: Mapping[str, Any] | None) -> dict[str, Any]:
+                     usage: Mapping[str, Any] | None, task: str | None = None) -> dict[str, Any]:
     """Write ``run_dir/trajectory.atif.json`` from the agent's record there; the row's details that say so:
     ``{"atif": FILE}`` (with ``atif_notes`` when a file was refused or cut), or ``{"atif_missing": why}``.
-    Never raises: whatever the record holds, the cell's outcome stands."""
+    ``task`` is the first user step when the run dir has no prompt.txt (the supervisor's task is in its
+    params.json). Never raises: whatever the record holds, the cell's outcome stands."""
     files = RunDirFiles(run_dir)
     try:
-        conversation = read_transcript(run_dir, files.read, kind, files.names())
+        conversation = read_transcript(run_dir, files.read, kind, files.names(), PREFERRED_SOURCES)
         if conversation is None or conversation.get("format") == "prompt":
             refused = f" (refused: {'; '.join(files.refused)})" if files.refused else ""
             return {"atif_missing": f"the run dir holds no record of the agent{refused}"}
         notes = [*(f"refused, not read: {name}" for name in files.refused),
                  *(f"read up to {READ_CAP:,} bytes: {name}" for name in files.cut)]
+        turns = list(conversation.get("turns") or [])
+        if task and not (turns and mapping(turns[0]).get("role") == "user"):
+            conversation = {**conversation, "turns": [{"role": "user", "kind": "text", "text": task}, *turns]}
         document = trajectory(conversation, agent, session_id, usage, notes)
         found = problems(document)
         if found:

@@ -591,9 +591,9 @@ FALLBACK_OUTPUTS = ("stdout.log", "driver.log")
 PROMPT_FILE = "prompt.txt"
 
 
-def sources_for(kind: str | None) -> list[TranscriptSource]:
-    """The sources tried for a row of arm kind ``kind``: the kind's own, then every other."""
-    first = KIND_SOURCES.get(kind or "", ())
+def sources_for(kind: str | None, preferred: Mapping[str, tuple[str, ...]] = KIND_SOURCES) -> list[TranscriptSource]:
+    """The sources tried for a row of arm kind ``kind``: the kind's own (``preferred``'s), then every other."""
+    first = preferred.get(kind or "", ())
     return [SOURCES[name] for name in first] + [source for name, source in SOURCES.items() if name not in first]
 
 
@@ -604,12 +604,13 @@ def looked_for() -> list[str]:
 
 
 def read_transcript(run_dir: Path | None, read_text: Callable[[Path], str | None], kind: str | None = None,
-                    names: Sequence[str] = ()) -> dict[str, Any] | None:
+                    names: Sequence[str] = (),
+                    preferred: Mapping[str, tuple[str, ...]] = KIND_SOURCES) -> dict[str, Any] | None:
     """The cell's conversation: ``{"format", "file", "files", "turns", "omitted"}``; None when the run dir has none.
 
     ``read_text`` reads a run-dir file (bounded, inside the out dir) or gives None; ``kind`` is the
     row's arm kind; ``names`` are the run dir's files (relative, ``/``-separated), where the
-    sources' globs look.
+    sources' globs look; ``preferred`` the sources each kind tries first.
     """
     if run_dir is None:
         return None
@@ -622,7 +623,7 @@ def read_transcript(run_dir: Path | None, read_text: Callable[[Path], str | None
             texts[name] = read_text(run_dir / name)
         return texts[name]
 
-    for source in sources_for(kind):
+    for source in sources_for(kind, preferred):
         for name in (name for pattern in source.patterns for name in names if matches(name, pattern)):
             text = text_of(name)
             if text is None or not text.strip() or not source.claims(text):

@@ -334,7 +334,8 @@ def cell_trajectory(case: Case, run_dir: Path, result: ArmResult, usage: Usage) 
     agent = AgentIdentity(name=case.arm.spec.kind, version=str(version),
                           model_name=result.served_model or result.asked_model, arm=case.arm.spec.name)
     session = CellName(case.instance.instance_id, case.arm.spec.name, case.trial).label
-    return write_trajectory(run_dir, case.arm.spec.kind, agent, session, usage.to_json())
+    return write_trajectory(run_dir, case.arm.spec.kind, agent, session, usage.to_json(),
+                            case.instance.problem_statement)
 
 
 def integrity_record(logs: Mapping[str, str], patch: bytes | None, details: Mapping[str, object], git_dir: Path,

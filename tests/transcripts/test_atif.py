@@ -72,8 +72,11 @@ def test_steps_are_model_calls_with_their_tool_calls_and_metrics(tmp_path):
     codex = documents["codex"]
     assert calls(codex) == ["file_change", "shell"]
     metrics = [step["metrics"] for step in codex["steps"] if "metrics" in step]
-    # Codex's input includes its cached tokens (OpenAI's usage): ATIF's prompt_tokens is it as it is.
-    assert [(m["prompt_tokens"], m["completion_tokens"], m["cached_tokens"]) for m in metrics] == [(3400, 100, 2600)]
+    # From the rollout (a token count per model call); Codex's input includes its cached tokens, its output its
+    # reasoning (OpenAI's usage): ATIF's prompt and completion tokens are them as they are.
+    assert [(m["prompt_tokens"], m["completion_tokens"], m["cached_tokens"]) for m in metrics] == [
+        (1000, 50, 600), (1100, 30, 900), (1300, 20, 1100)]
+    assert codex["extra"]["source_format"] == "codex-rollout"
     assert calls(documents["gemini-cli"]) == ["invoke_agent", "write_file", "complete_task"]
     mini = documents["mini-swe-agent"]
     agent_steps = [step for step in mini["steps"] if step["source"] == "agent"]
