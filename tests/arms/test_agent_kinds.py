@@ -44,9 +44,9 @@ from helpers.agent_clis import (
     pinned_version,
     usage,
 )
-from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.agents import DOTENVX, REPO_ROOT, arm_table, default_sandbox, toml_value
 from helpers.arena import marked_processes, start_sweep
+from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.faults import wait_for
 from helpers.figures import record_figures
 from helpers.scripted_apis import Tokens

@@ -10,7 +10,6 @@ import sys
 import uuid
 
 import pytest
-from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.agents import (
     ASKED,
     DOTENVX,
@@ -25,6 +24,7 @@ from helpers.agents import (
     summed,
 )
 from helpers.arena import XDIST, ledger_validator, processes_with
+from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.atif import checked_atif
 from helpers.agents import (
     ASKED,
     OPENCODE,
@@ -19,6 +18,7 @@ from helpers.agents import (
     summed,
 )
 from helpers.arena import XDIST, ledger_validator
+from helpers.atif import checked_atif
 from helpers.gitrepos import commit, git
 from helpers.scripted_model import ScriptedModel
 

@@ -24,7 +24,8 @@ LAID_OUT = {
 
 
 def lay_out(run_dir: Path, files: dict[str, str | None]) -> None:
-    """Write ``files`` into ``run_dir`` with a prompt.txt and a stderr.log: a sample's name; None, a line; "", nothing."""
+    """Write ``files`` into ``run_dir``, with a prompt.txt and a stderr.log: a sample's name; None, a line;
+    "", nothing."""
     for name, sample in {"prompt.txt": None, "stderr.log": None, **files}.items():
         (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
         (run_dir / name).write_text((AGENTS / sample).read_text() if sample else "" if sample == "" else

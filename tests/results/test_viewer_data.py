@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers.agent_samples import LAID_OUT, lay_out
 
 from pytest_swe_arena.ledger.reader import cell_records, read_sweep_record
