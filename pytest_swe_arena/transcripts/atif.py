@@ -156,7 +156,8 @@ def step_metrics(tokens: Mapping[str, Any], cost: Any, source_format: str) -> di
 
     ATIF's ``prompt_tokens`` includes the cached ones, its ``completion_tokens`` the reasoning:
     opencode counts input, cache and reasoning apart (``input``, ``cache.read/write``, ``reasoning``);
-    Codex's input includes its cached tokens and its output its reasoning (OpenAI's usage); Gemini CLI's
+    Codex's and mini-swe-agent's input include their cached tokens and their output the reasoning (OpenAI's
+    usage); Gemini CLI's
     ``input`` includes ``cached`` and its ``thoughts`` are apart from ``output``. The native counts are
     kept in ``extra.tokens``.
     """
@@ -165,8 +166,8 @@ def step_metrics(tokens: Mapping[str, Any], cost: Any, source_format: str) -> di
         cached = _count(cache_counts.get("read"))
         prompt = _count(tokens.get("input")) + cached + _count(cache_counts.get("write"))
         completion = _count(tokens.get("output")) + _count(tokens.get("reasoning"))
-    elif source_format.startswith("codex"):
-        cached = _count(tokens.get("cache_read"))
+    elif source_format.startswith("codex") or source_format == "mini-swe-agent":
+        cached = _count(tokens.get("cache_read", tokens.get("cached")))
         prompt, completion = _count(tokens.get("input")), _count(tokens.get("output"))
     else:  # Gemini CLI
         cached = _count(tokens.get("cached"))

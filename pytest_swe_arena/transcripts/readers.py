@@ -169,15 +169,15 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
     """mini-swe-agent's trajectory (``--output``: one JSON document, ``messages`` in the chat format).
 
     The system message and the first user message (the task, as prompt.txt shows it) are skipped;
-    assistant messages give their text and ``tool_calls``, tool messages their output, and the
-    final ``exit`` message the exit status.
+    assistant messages give their text and ``tool_calls`` and, from their ``extra.response.usage``, a
+    step; tool messages their output, and the final ``exit`` message the exit status.
     """
     try:
         document = mapping(json.loads("\n".join(lines)))
     except ValueError:
         return [{"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
     turns: list[Turn] = []
-    users = 0
+    users = steps = 0
     messages = document.get("messages")
     for index, message in enumerate(messages if isinstance(messages, list) else []):
         message = mapping(message)
@@ -195,6 +195,15 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
                 function = mapping(call.get("function"))
                 turns.append(_tool_turn(str(function.get("name") or ""), function.get("arguments"), call.get("id")))
             _called(turns, start, f"message-{index}")
+            extra = mapping(message.get("extra"))
+            usage = mapping(mapping(extra.get("response")).get("usage"))
+            if usage:  # OpenAI chat usage: cached tokens inside the prompt's, reasoning inside the completion's
+                steps += 1
+                turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "model call", "tokens": {
+                    "input": usage.get("prompt_tokens"), "output": usage.get("completion_tokens"),
+                    "cached": mapping(usage.get("prompt_tokens_details")).get("cached_tokens"),
+                    "reasoning": mapping(usage.get("completion_tokens_details")).get("reasoning_tokens")},
+                    "cost_usd": extra.get("cost")})
         elif role == "tool":
             _answer(turns, message.get("tool_call_id"), content)
         elif role == "exit":

@@ -308,8 +308,10 @@ def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
 
     mini = read_mini_trajectory((DATA / "agents/mini/trajectory.json").read_text().splitlines())
     assert [(turn["kind"], turn.get("tool")) for turn in mini] == [
-        ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"),
-        ("event", None)]
+        ("text", None), ("tool", "bash"), ("step", None), ("text", None), ("tool", "bash"), ("step", None),
+        ("text", None), ("tool", "bash"), ("step", None), ("event", None)]
+    steps = [turn for turn in mini if turn["kind"] == "step"]
+    assert all(step["tokens"]["input"] > 0 and step["cost_usd"] > 0 for step in steps)
     assert json.loads(mini[1]["input"]) == {"command": "sed -i s/hello/bye/ a.txt"}
     assert json.loads(mini[1]["output"]) == {"returncode": 0, "output": ""}
     assert mini[-1]["text"] == "exit: Submitted"

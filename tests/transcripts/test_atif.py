@@ -83,6 +83,7 @@ def test_steps_are_model_calls_with_their_tool_calls_and_metrics(tmp_path):
     agent_steps = [step for step in mini["steps"] if step["source"] == "agent"]
     assert [calls({"steps": [step]}) for step in agent_steps] == [["bash"]] * 3, "one step per model call"
     assert all(step["observation"]["results"] for step in agent_steps)
+    assert all(step["metrics"]["prompt_tokens"] > 0 and step["metrics"]["cost_usd"] > 0 for step in agent_steps)
     opencode = documents["opencode"]
     assert all("cost_usd" in step["metrics"] for step in opencode["steps"] if "metrics" in step)
     supervisor = documents["supervisor"]  # no transcript format: its driver's output, as the agent's message
