@@ -16,7 +16,7 @@ Drawn from the bottom up (docs/architecture.md draws the same floors)::
     ledger     state                        the ledger's format | what a cell is handed
     spend      suite   cell                 usage and budgets | arms' tables | a cell's isolation
     outcome    instances                    statuses and outcomes | instance rows
-    files  naming  crossing  interrupts  settings  hookspecs  mockmodel  forkserver
+    files  naming  crossing  interrupts  settings  hookspecs  mockmodel  forkserver  transcripts
 
 The controller side (``controller``, ``results``, ``cli``) reads only the JSON the worker side
 (``worker``, ``grading``, ``arms``, ``cell``) sends: no arrow of the table runs from the first to the
@@ -51,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     "hookspecs": set(),
     "mockmodel": set(),
     "forkserver": set(),
+    "transcripts": {"crossing"},  # agents' own records, read as conversations and written as ATIF
     "instances": FOUNDATION,
     "outcome": FOUNDATION,
     "spend": FOUNDATION | {"outcome"},
@@ -60,10 +61,11 @@ ALLOWED: dict[str, set[str]] = {
     "ledger": FOUNDATION | {"outcome", "spend"},
     "grading": FOUNDATION | {"instances", "outcome", "cell"},
     "arms": FOUNDATION | {"instances", "outcome", "spend", "suite", "cell"},
-    "worker": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "cell", "grading", "arms", "ledger"},
-    "results": FOUNDATION | {"instances", "outcome", "spend", "ledger"},
+    "worker": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "cell", "grading", "arms", "ledger",
+                           "transcripts"},
+    "results": FOUNDATION | {"instances", "outcome", "spend", "ledger", "transcripts"},
     "controller": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "forkserver", "ledger", "results"},
-    "cli": FOUNDATION | {"instances", "mockmodel", "ledger", "results"},
+    "cli": FOUNDATION | {"instances", "mockmodel", "ledger", "results", "transcripts"},
     "plugin": FOUNDATION | {"hookspecs", "state", "arms", "worker", "controller"},
 }
 

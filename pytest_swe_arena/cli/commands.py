@@ -19,7 +19,7 @@ from ..ledger.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
 from ..ledger.reader import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
 from ..ledger.writer import read_ledger
 from ..naming import LEDGER_NAME, VIEWER_DIR
-from ..results.outputs import previous_arm_order, recorded_budget, write_predictions, write_reports
+from ..results.outputs import previous_arm_order, recorded_budget, write_export, write_predictions, write_reports
 from ..results.text import format_summary, written_lines
 
 #: Exit status of a command refused or misused (as argparse's own usage errors).
@@ -132,6 +132,10 @@ def command_export(args: argparse.Namespace) -> int:
     for row in rows:  # a forged arm of "../../x" or a patch_file outside the out dir is refused, not followed
         if "arm" in row and "instance_id" in row:  # a row without them is skipped with a warning below
             checked_names(row, args.out, f"{args.out / LEDGER_NAME}: the row of {row.get('instance_id')!r}")
+    if args.to is not None:
+        for path in write_export(rows, args.out, args.to):
+            print(path)
+        return 0
     written = write_predictions(rows, args.out)
     if not written:
         raise SystemExit(f"swe-arena: no graded patch to export in {args.out / LEDGER_NAME}")

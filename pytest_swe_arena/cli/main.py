@@ -95,10 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show it again every SECONDS until the sweep ends")
     status.set_defaults(run=command_status)
 
-    export = commands.add_parser("export", help="write SWE-bench predictions (predictions/<ARM>.jsonl)")
+    export = commands.add_parser("export", help="write SWE-bench predictions (predictions/<ARM>.jsonl), or with "
+                                                 "--to a bundle: predictions, ledger rows, ATIF trajectories")
     export.add_argument("out", type=Path, help=out_help)
     export.add_argument("--arm", action="append", metavar="NAME",
                         help="the arm to export (repeatable; default: every arm)")
+    export.add_argument("--to", type=Path, metavar="DIR",
+                        help="write DIR/predictions.jsonl (every arm), DIR/ledger.jsonl (the rows) and "
+                             "DIR/trajectories/<instance>/<ARM>/<trial>.atif.json (each cell's ATIF trajectory)")
     export.set_defaults(run=command_export)
 
     mirror = commands.add_parser(

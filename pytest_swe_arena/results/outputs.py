@@ -11,9 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import crossing
 from ..files import finite_json, read_json_object, write_atomic
 from ..ledger.reader import CellRecord, read_sweep_record
 from ..naming import BUDGET_NAME, LEDGER_NAME, REPORT_NAME, SUMMARY_NAME, CellName, predictions_name
+from ..transcripts.atif import ATIF_FILE
 from .html import render_report
 from .summary import summarize
 
@@ -115,6 +117,41 @@ def write_predictions(rows: Iterable[Mapping[str, Any]], out: Path) -> list[Path
         entries.sort(key=lambda entry: entry["instance_id"])
         write_atomic(path, "".join(finite_json(entry, path, ensure_ascii=False) + "\n" for entry in entries))
         written.append(path)
+    return written
+
+
+#: The most bytes of one cell's ATIF file an export copies (the run dir is the cell's: a file is never trusted).
+EXPORT_ATIF_CAP = 256 << 20
+
+
+def write_export(rows: Sequence[Mapping[str, Any]], out: Path, to: Path) -> list[Path]:
+    """Write the export bundle into ``to``; return what was written, in order.
+
+    ``predictions.jsonl``: SWE-bench predictions of every graded cell (``model_name_or_path`` is the arm,
+    ``ARM.r2`` for a later trial of a repeated sweep); ``ledger.jsonl``: ``rows`` as they are, one a line;
+    ``trajectories/<instance>/<ARM>/<trial>.atif.json``: each cell's ATIF trajectory, copied from its run
+    dir through the crossing (a link or a special file there is skipped with a warning, never followed).
+    ``rows`` have been checked to name no path outside the out dir (``ledger.chain.checked_names``).
+    """
+    entries = [{**entry, "model_name_or_path": Path(name).stem}
+               for name, per_file in sorted(predictions(rows, out).items()) for entry in per_file]
+    entries.sort(key=lambda entry: (entry["model_name_or_path"], entry["instance_id"]))
+    written = [to / "predictions.jsonl", to / "ledger.jsonl"]
+    write_atomic(written[0], "".join(finite_json(entry, written[0], ensure_ascii=False) + "\n" for entry in entries))
+    write_atomic(written[1], "".join(finite_json(dict(row), written[1], ensure_ascii=False) + "\n" for row in rows))
+    for row in rows:
+        details = row.get("details")
+        if not isinstance(details, Mapping) or details.get("atif") != ATIF_FILE or not row.get("run_dir"):
+            continue
+        cell = CellName.of_row(row)
+        name = f"trajectories/{cell.instance_id}/{cell.arm}/{cell.trial}.atif.json"
+        try:
+            crossing.copy(out, f"{row['run_dir']}/{ATIF_FILE}", to, name, cap=EXPORT_ATIF_CAP)
+        except OSError as error:  # absent, or refused: a link or a special file where the cell's ATIF file was
+            warnings.warn(f"{out / LEDGER_NAME}: {cell.shown}: its ATIF file is not exported: "
+                          f"{crossing.shown(str(error))}", stacklevel=2)
+            continue
+        written.append(to / name)
     return written
 
 

@@ -49,11 +49,12 @@ from ..grading.verify import (
     run_verify,
 )
 from ..naming import CellName
-from ..outcome import ArmStatus, CellOutcome, CellStatus, finished, started
+from ..outcome import ArmStatus, CellOutcome, CellStatus, CostSource, finished, started
 from ..spend.plausible import checked_costs
 from ..spend.prices import price_for_served, same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
+from ..transcripts.atif import ATIF_FILE, AgentIdentity, write_trajectory
 from .health import check_health, unreachable_server
 from .swebench_envs import shipped_env_spec
 
@@ -178,7 +179,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     # The harness writes its own files in the run dir next: whatever the arm left at their names (a link to a
     # host file, say) is removed, never written through, and flagged.
     cleared = tuple(IntegrityFlag("crossing", name, why)
-                    for name, why in crossing.clear(cell.run_dir, (*HARNESS_LOGS, CALLS_FILE)))
+                    for name, why in crossing.clear(cell.run_dir, (*HARNESS_LOGS, CALLS_FILE, ATIF_FILE)))
     # Compared as the price table compares them: mini's served "gpt-4o" is the asked "openai/gpt-4o".
     mismatch = bool(result.asked_model and result.served_model
                     and not same_model(result.asked_model, result.served_model))
@@ -211,6 +212,8 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         details = {**details, **implausible}
     if cell_flags:
         details = {**details, "integrity": integrity_details((), cell_flags)}
+    if usage.cost_source != CostSource.NONE.value:  # an arm that calls no model has no trajectory
+        details = {**details, **cell_trajectory(case, cell.run_dir, result, usage)}
     outcome = outcome.replace(
         usage=usage.to_json(),
         models={model: model_usage.to_json() for model, model_usage in models.items()},
@@ -324,6 +327,18 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
 
 #: Most object names of a transcript looked up in base's objects (each is one ``git cat-file``).
 MAX_OBJECTS_LOOKED_UP = 20
+
+
+def cell_trajectory(case: Case, run_dir: Path, result: ArmResult, usage: Usage) -> dict[str, object]:
+    """Write the cell's ``trajectory.atif.json`` from the agent's record in its run dir; the row's details
+    that say so (``atif``, or ``atif_missing`` and why). Never raises."""
+    provenance = result.provenance
+    version = provenance.get("agent_version") or provenance.get("loops_commit") or "unknown"
+    agent = AgentIdentity(name=case.arm.spec.kind, version=str(version),
+                          model_name=result.served_model or result.asked_model, arm=case.arm.spec.name)
+    session = CellName(case.instance.instance_id, case.arm.spec.name, case.trial).label
+    return write_trajectory(run_dir, case.arm.spec.kind, agent, session, usage.to_json(),
+                            case.instance.problem_statement)
 
 
 def integrity_record(logs: Mapping[str, str], patch: bytes | None, details: Mapping[str, object], git_dir: Path,

@@ -46,6 +46,7 @@ from helpers.agent_clis import (
 )
 from helpers.agents import DOTENVX, REPO_ROOT, arm_table, default_sandbox, toml_value
 from helpers.arena import marked_processes, start_sweep
+from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.faults import wait_for
 from helpers.figures import record_figures
 from helpers.scripted_apis import Tokens
@@ -288,6 +289,18 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
         assert turns["format"] == kind.name, turns["file"]
         commands = [turn["input"] for turn in turns["turns"] if turn["kind"] == "tool"]
         assert any("base64.b64decode" in command for command in commands), commands
+        # Its ATIF trajectory: valid against the vendored schema, a step per model call, the shell call among its
+        # tool calls, its totals what the endpoint served (the row's, checked above).
+        trajectory = checked_atif(run_dir, row)
+        assert len(agent_steps(trajectory)) == 2, trajectory["steps"]
+        assert any("base64.b64decode" in json.dumps(call["arguments"]) for call in tool_calls(trajectory))
+        tokens = served(model, marker)
+        metrics = [step["metrics"] for step in agent_steps(trajectory) if "metrics" in step]
+        assert trajectory["final_metrics"]["total_prompt_tokens"] == \
+            tokens.input_tokens + tokens.cache_read_tokens + tokens.cache_write_tokens
+        if metrics:  # the kinds whose record counts tokens per call
+            assert sum(m["prompt_tokens"] for m in metrics) == trajectory["final_metrics"]["total_prompt_tokens"]
+            assert sum(m["completion_tokens"] for m in metrics) == tokens.output_tokens + tokens.reasoning_tokens
 
 
 #: Prices for the kinds whose documented example has none (the live dollar cap needs one); Claude's dated

@@ -24,6 +24,7 @@ from helpers.agents import (
     summed,
 )
 from helpers.arena import XDIST, ledger_validator, processes_with
+from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.scripted_model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(OPENCODE is None, reason="opencode CLI not found (npm install)")
@@ -113,6 +114,14 @@ def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
         prompt = (out / "prompt.txt").read_text()
         assert prompt.startswith(markers[iid]) and "Work only inside your current working directory" in prompt
         assert '"type":"step_finish"' in (out / "events.jsonl").read_text()
+        # Its ATIF trajectory: a step per model call, with the tokens the endpoint served it and the edit calls.
+        trajectory = checked_atif(out, row)
+        assert [(step["metrics"]["prompt_tokens"], step["metrics"]["completion_tokens"],
+                 step["metrics"].get("cached_tokens"))
+                for step in agent_steps(trajectory)] == [
+            (turn["prompt_tokens"], turn["completion_tokens"], turn.get("cached_tokens", 0)) for turn in turns]
+        assert [call["function_name"] for call in tool_calls(trajectory)] == ["edit"] * len(fixes[iid])
+        assert agent_steps(trajectory)[-1]["message"] == "Fixed."
     if xdist:
         assert {row["worker"] for row in rows} <= {"gw0", "gw1"}
 

@@ -18,6 +18,7 @@ from helpers.agents import (
     summed,
 )
 from helpers.arena import XDIST, ledger_validator
+from helpers.atif import checked_atif
 from helpers.gitrepos import commit, git
 from helpers.scripted_model import ScriptedModel
 
@@ -111,6 +112,15 @@ def test_supervisor_cell_reports_workers_subtasks_and_recovered_spend(suite, cal
     start = json.loads((out / "brain.jsonl").read_text().splitlines()[0])
     assert start["cwd"] == str(loops[0]) and start["knobs"] == row["provenance"]["env_knobs"]
     assert "status=completed" in (out / "driver.log").read_text()
+    # Its ATIF trajectory: valid, the driver's output as the agent's turn, its totals the workers' served tokens.
+    trajectory = checked_atif(out, row)
+    assert [step["source"] for step in trajectory["steps"]] == ["user", "agent"]
+    assert trajectory["steps"][0]["message"] == calc.row()["problem_statement"]  # its task (no prompt.txt)
+    assert "status=completed" in trajectory["steps"][1]["message"]
+    assert trajectory["extra"]["source_format"] == "output"
+    served = usages["SUBTASK-1"] + usages["SUBTASK-2"]
+    assert trajectory["final_metrics"]["total_prompt_tokens"] == sum(turn["prompt_tokens"] for turn in served)
+    assert trajectory["final_metrics"]["total_completion_tokens"] == sum(turn["completion_tokens"] for turn in served)
 
 
 def test_supervisor_failures_are_arm_errors_and_unknown_spend_is_null(suite, calc, loops):

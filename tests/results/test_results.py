@@ -184,6 +184,19 @@ def test_swe_arena_report_rebuilds_the_same_summary_and_export_writes_prediction
         (f"demo__calc-{n}", "SUP4") for n in (1, 2, 3)]
     assert predictions[0]["model_patch"] == (out / "patches/demo__calc-1.sup4.patch").read_text()
 
+    # --to DIR: the bundle, every arm's predictions in one file, the rows, the ATIF files (a priced arm leaves no
+    # record of an agent: none, and its rows say why).
+    bundle = swe_arena("export", out, "--to", priced.path / "bundle")
+    assert bundle.returncode == 0, bundle.stderr
+    assert bundle.stdout.split() == [str(priced.path / "bundle" / name)
+                                     for name in ("predictions.jsonl", "ledger.jsonl")]
+    rows = [json.loads(line) for line in (priced.path / "bundle/ledger.jsonl").read_text().splitlines()]
+    assert len(rows) == 6
+    assert all(row["details"]["atif_missing"].startswith("the run dir holds no record") for row in rows)
+    every = [json.loads(line) for line in (priced.path / "bundle/predictions.jsonl").read_text().splitlines()]
+    assert [(p["model_name_or_path"], p["instance_id"]) for p in every] == [
+        ("SOLO", f"demo__calc-{n}") for n in (1, 2, 3)] + [("SUP4", f"demo__calc-{n}") for n in (1, 2, 3)]
+
     unknown = swe_arena("export", out, "--arm", "SUP8")
     assert unknown.returncode == 1
     assert f"no rows for arm 'SUP8' in {out / 'ledger.jsonl'}; arms there: SOLO, SUP4" in unknown.stderr

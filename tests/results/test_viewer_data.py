@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.agent_samples import LAID_OUT, lay_out
 
 from pytest_swe_arena.ledger.reader import cell_records, read_sweep_record
 from pytest_swe_arena.ledger.writer import append_sweep_record
@@ -17,7 +18,7 @@ from pytest_swe_arena.results.viewer.build import MANIFEST, PagesWhileRunning, w
 from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card
 from pytest_swe_arena.results.viewer.overview import overview_data
 from pytest_swe_arena.results.viewer.rows import read_run
-from pytest_swe_arena.results.viewer.transcripts import read_opencode_events
+from pytest_swe_arena.transcripts.readers import read_opencode_events
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -293,12 +294,13 @@ def test_status_colours_come_from_the_status_table(tmp_path):
 
 def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
     """The real transcripts captured from Claude Code 2.1.332 and mini-swe-agent 2.4.6 (tests/data/agents)."""
-    from pytest_swe_arena.results.viewer.transcripts import read_claude_transcript, read_mini_trajectory
+    from pytest_swe_arena.transcripts.readers import read_claude_transcript, read_mini_trajectory
 
     claude = read_claude_transcript((DATA / "agents/claude/transcript.jsonl").read_text().splitlines() + ["{torn"])
     assert [(turn["kind"], turn.get("tool")) for turn in claude] == [
         ("text", None), ("tool", "Read"), ("tool", "Edit"), ("tool", "Bash"), ("reasoning", None), ("text", None)]
-    assert claude[0] == {"role": "assistant", "kind": "text", "text": "Reading the file."}
+    assert claude[0] == {"role": "assistant", "kind": "text", "text": "Reading the file.",
+                         "call": "msg_5473c86be524444394f1be75"}
     read = claude[1]
     assert json.loads(read["input"]) == {"file_path": "/CELL/repo/a.txt"}
     assert read["output"] == "1\thello\n2\t" and read["status"] == "completed"
@@ -306,8 +308,10 @@ def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
 
     mini = read_mini_trajectory((DATA / "agents/mini/trajectory.json").read_text().splitlines())
     assert [(turn["kind"], turn.get("tool")) for turn in mini] == [
-        ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"), ("text", None), ("tool", "bash"),
-        ("event", None)]
+        ("text", None), ("tool", "bash"), ("step", None), ("text", None), ("tool", "bash"), ("step", None),
+        ("text", None), ("tool", "bash"), ("step", None), ("event", None)]
+    steps = [turn for turn in mini if turn["kind"] == "step"]
+    assert all(step["tokens"]["input"] > 0 and step["cost_usd"] > 0 for step in steps)
     assert json.loads(mini[1]["input"]) == {"command": "sed -i s/hello/bye/ a.txt"}
     assert json.loads(mini[1]["output"]) == {"returncode": 0, "output": ""}
     assert mini[-1]["text"] == "exit: Submitted"
@@ -315,32 +319,11 @@ def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
         {"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
 
 
-AGENTS = DATA / "agents"
-#: Run dirs as each kind lays them out (arms/<kind>.py): its stdout where the kind sends it, its own
-#: transcripts copied under transcript/ by the names CliAgentArm.transcripts gives them.
-LAID_OUT = {
-    "claude-code": {"events.jsonl": "claude/subagent-stream.jsonl",
-                    "transcript/-CELL-repo/d16f4c4c.jsonl": "claude/subagent-transcript-main.jsonl",
-                    "transcript/-CELL-repo/d16f4c4c/subagents/agent-a58e.jsonl":
-                        "claude/subagent-transcript-agent.jsonl",
-                    "transcript/-CELL-repo/d16f4c4c/subagents/agent-a58e.meta.json": "claude/subagent-meta.json"},
-    "codex": {"events.jsonl": "codex/events.jsonl",
-              "transcript/2026/12/01/rollout-2026-12-01T21-27-11-01a23381.jsonl": "codex/rollout.jsonl"},
-    "gemini-cli": {"result.json": "gemini/subagent-result.json",
-                   "transcript/repo/chats/session-2026-12-01T21-48-f3e04296.jsonl": "gemini/subagent-chat-main.jsonl",
-                   "transcript/repo/chats/f3e04296/34d45afb.jsonl": "gemini/subagent-chat-agent.jsonl"},
-    "mini-swe-agent": {"trajectory.json": "mini/trajectory.json", "stdout.log": None},
-}
-
-
 def agent_cell(tmp_path: Path, kind: str, files: dict[str, str | None]) -> dict[str, Any]:
     """The cell page of a ``kind`` cell whose run dir holds ``files``: a sample's name; None, a line; "", nothing."""
     out = tmp_path / kind
     run_dir = out / f"runs/a/{kind.upper()}"
-    for name, sample in {"prompt.txt": None, "stderr.log": None, **files}.items():
-        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (run_dir / name).write_text((AGENTS / sample).read_text() if sample else "" if sample == "" else
-                                    f"{name} of the cell\n")
+    lay_out(run_dir, files)
     return cell_page(OutDir(out), row("a", kind.upper(), "resolved", kind=kind, run_dir=f"runs/a/{kind.upper()}"),
                      f"cells/a/{kind.upper()}/1", [], None, None)
 

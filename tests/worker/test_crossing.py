@@ -73,12 +73,12 @@ def flags(row: dict, kind: str = "crossing") -> dict[str, str]:
 @pytest.mark.parametrize("verify_on", ["patch", "workspace"])
 def test_links_an_arm_plants_at_the_harness_run_logs_are_removed_not_written_through(suite, calc, tmp_path,
                                                                                      workers, verify_on):
-    """``verify.log``, ``verify-junit.xml``, ``env.log`` and ``meter-calls.jsonl`` pre-made as links to a stand-in
-    ``authorized_keys`` (issue 27: the harness wrote, appended or copied through them as its user): the
-    links are removed after the arm, flagged in the row, and the stand-ins are untouched."""
+    """``verify.log``, ``verify-junit.xml``, ``env.log``, ``meter-calls.jsonl`` and ``trajectory.atif.json`` pre-made
+    as links to a stand-in ``authorized_keys`` (issue 27: the harness wrote, appended or copied through them as
+    its user): the links are removed after the arm, flagged in the row, and the stand-ins are untouched."""
     target = tmp_path / "ssh"
     target.mkdir()
-    for name in ("verify.log", "verify-junit.xml", "env.log", "meter-calls.jsonl"):
+    for name in ("verify.log", "verify-junit.xml", "env.log", "meter-calls.jsonl", "trajectory.atif.json"):
         (target / name).write_text("ssh-ed25519 AAAA the user's key\n")
     before = files_of(target)
     suite.instances([graded_row(calc)])
@@ -89,7 +89,7 @@ def test_links_an_arm_plants_at_the_harness_run_logs_are_removed_not_written_thr
     [row] = suite.ledger()
     assert row["status"] == "unresolved", row["error"]
     planted = flags(row)
-    assert {"verify.log", "verify-junit.xml"} <= set(planted), row["details"]
+    assert {"verify.log", "verify-junit.xml", "trajectory.atif.json"} <= set(planted), row["details"]
     assert all("symlink" in detail and "not followed" in detail for detail in planted.values())
     run_dir = suite.path / "arena-out" / row["run_dir"]
     assert (run_dir / "verify.log").is_file() and not (run_dir / "verify.log").is_symlink()

@@ -18,7 +18,7 @@ from urllib.parse import quote
 from ...crossing import shown
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
-from .transcripts import PROMPT_FILE, looked_for, mapping, read_transcript
+from ...transcripts.readers import PROMPT_FILE, looked_for, mapping, read_transcript
 
 #: A log is shown whole up to this size; above it, its first and last halves of it.
 MAX_LOG_BYTES = 256 * 1024

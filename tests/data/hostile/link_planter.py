@@ -3,8 +3,8 @@
 Every mode also appends a line to README.md (a patch that resolves nothing), and prints what it did.
 
 - ``plant TARGET_DIR``: the files the harness writes in the run dir after the arm (``verify.log``,
-  ``verify-junit.xml``, ``env.log``, ``meter-calls.jsonl``) made symlinks to ``TARGET_DIR/<name>`` (a
-  stand-in ``authorized_keys``): a harness that follows them writes there, outside the sandbox.
+  ``verify-junit.xml``, ``env.log``, ``meter-calls.jsonl``, ``trajectory.atif.json``) made symlinks to
+  ``TARGET_DIR/<name>`` (a stand-in ``authorized_keys``): a harness that follows them writes there, outside the sandbox.
 - ``swap SECRET``: the patch makes the package, imported by the graded tests, swap the grading run's
   ``verify.log`` and ``verify-junit.xml`` for links to ``SECRET`` at exit (its stdout is ``verify.log``):
   a harness that follows them copies ``SECRET`` into the out dir.
@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-HARNESS_FILES = ("verify.log", "verify-junit.xml", "env.log", "meter-calls.jsonl")
+HARNESS_FILES = ("verify.log", "verify-junit.xml", "env.log", "meter-calls.jsonl", "trajectory.atif.json")
 #: Title, clear screen, cursor home: what a raw terminal would act on.
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[H"
 

@@ -10,7 +10,9 @@ one under the other:
 - ``{"role": "error", "kind": "error", "text"}``;
 - ``{"role": "meta", "kind": "event", "text"}``: anything else the stream held, shown as it is.
 
-A turn a sub-agent took carries ``"agent"`` (who: ``"sub-agent"`` or the sub-agent's name).
+A turn a sub-agent took carries ``"agent"`` (who: ``"sub-agent"`` or the sub-agent's name). Where the
+format has no ``step`` turns but says which model call a turn came from (Claude Code's message ids,
+mini-swe-agent's assistant messages), the turn carries ``"call"``: ATIF's steps are cut there (``atif``).
 
 The files are those the arms write (``arms/``): the agent's stdout stream, ``events.jsonl``
 (opencode's ``--format json``, Claude Code's ``stream-json``, Codex's ``exec --json``),
@@ -138,11 +140,14 @@ def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
         if record.get("type") not in ("user", "assistant"):
             continue
         content = mapping(record.get("message")).get("content")
+        start = len(turns)
         if isinstance(content, str):
             if record["type"] == "user" and not prompt_seen:
                 prompt_seen = True
                 continue
             turns.append({"role": record["type"], "kind": "text", "text": clip(content)})
+            if record["type"] == "assistant":
+                _called(turns, start, mapping(record.get("message")).get("id"))
             continue
         for block in content if isinstance(content, list) else []:
             block = mapping(block)
@@ -155,6 +160,8 @@ def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
                 turns.append(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")))
             elif kind == "tool_result":
                 _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+        if record["type"] == "assistant":
+            _called(turns, start, mapping(record.get("message")).get("id"))
     return turns
 
 
@@ -162,17 +169,17 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
     """mini-swe-agent's trajectory (``--output``: one JSON document, ``messages`` in the chat format).
 
     The system message and the first user message (the task, as prompt.txt shows it) are skipped;
-    assistant messages give their text and ``tool_calls``, tool messages their output, and the
-    final ``exit`` message the exit status.
+    assistant messages give their text and ``tool_calls`` and, from their ``extra.response.usage``, a
+    step; tool messages their output, and the final ``exit`` message the exit status.
     """
     try:
         document = mapping(json.loads("\n".join(lines)))
     except ValueError:
         return [{"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
     turns: list[Turn] = []
-    users = 0
+    users = steps = 0
     messages = document.get("messages")
-    for message in messages if isinstance(messages, list) else []:
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
         message = mapping(message)
         role, content = message.get("role"), message.get("content")
         if role == "user":
@@ -180,12 +187,23 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
             if users > 1:
                 turns.append({"role": "user", "kind": "text", "text": clip(_json_text(content))})
         elif role == "assistant":
+            start = len(turns)
             if content:
                 turns.append({"role": "assistant", "kind": "text", "text": clip(_json_text(content))})
             for call in message.get("tool_calls") or []:
                 call = mapping(call)
                 function = mapping(call.get("function"))
                 turns.append(_tool_turn(str(function.get("name") or ""), function.get("arguments"), call.get("id")))
+            _called(turns, start, f"message-{index}")
+            extra = mapping(message.get("extra"))
+            usage = mapping(mapping(extra.get("response")).get("usage"))
+            if usage:  # OpenAI chat usage: cached tokens inside the prompt's, reasoning inside the completion's
+                steps += 1
+                turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "model call", "tokens": {
+                    "input": usage.get("prompt_tokens"), "output": usage.get("completion_tokens"),
+                    "cached": mapping(usage.get("prompt_tokens_details")).get("cached_tokens"),
+                    "reasoning": mapping(usage.get("completion_tokens_details")).get("reasoning_tokens")},
+                    "cost_usd": extra.get("cost")})
         elif role == "tool":
             _answer(turns, message.get("tool_call_id"), content)
         elif role == "exit":
@@ -216,6 +234,13 @@ def _unreadable(turns: list[Turn], count: int) -> list[Turn]:
     return turns
 
 
+def _called(turns: list[Turn], start: int, call: Any) -> None:
+    """Mark the turns from ``start`` on as the model call ``call``'s (a message id, an index)."""
+    if call is not None and not isinstance(call, (dict, list)):
+        for turn in turns[start:]:
+            turn.setdefault("call", str(call))
+
+
 def _of(turn: Turn, agent: str | None) -> Turn:
     return {**turn, "agent": agent} if agent else turn
 
@@ -236,8 +261,11 @@ def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
         agent = "sub-agent" if record.get("parent_tool_use_id") else None
         if kind in ("user", "assistant"):
             content = mapping(record.get("message")).get("content")
+            start = len(turns)
             if isinstance(content, str):
                 turns.append(_of({"role": kind, "kind": "text", "text": clip(content)}, agent))
+                if kind == "assistant":
+                    _called(turns, start, mapping(record.get("message")).get("id"))
                 continue
             for block in content if isinstance(content, list) else []:
                 block = mapping(block)
@@ -252,6 +280,8 @@ def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
                                      agent))
                 elif part == "tool_result":
                     _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+            if kind == "assistant":
+                _called(turns, start, mapping(record.get("message")).get("id"))
         elif kind == "result":
             cost = record.get("total_cost_usd")
             summary = f"result: {record.get('subtype', '?')} after {record.get('num_turns', '?')} turn(s)"
@@ -570,9 +600,9 @@ FALLBACK_OUTPUTS = ("stdout.log", "driver.log")
 PROMPT_FILE = "prompt.txt"
 
 
-def sources_for(kind: str | None) -> list[TranscriptSource]:
-    """The sources tried for a row of arm kind ``kind``: the kind's own, then every other."""
-    first = KIND_SOURCES.get(kind or "", ())
+def sources_for(kind: str | None, preferred: Mapping[str, tuple[str, ...]] = KIND_SOURCES) -> list[TranscriptSource]:
+    """The sources tried for a row of arm kind ``kind``: the kind's own (``preferred``'s), then every other."""
+    first = preferred.get(kind or "", ())
     return [SOURCES[name] for name in first] + [source for name, source in SOURCES.items() if name not in first]
 
 
@@ -583,12 +613,13 @@ def looked_for() -> list[str]:
 
 
 def read_transcript(run_dir: Path | None, read_text: Callable[[Path], str | None], kind: str | None = None,
-                    names: Sequence[str] = ()) -> dict[str, Any] | None:
+                    names: Sequence[str] = (),
+                    preferred: Mapping[str, tuple[str, ...]] = KIND_SOURCES) -> dict[str, Any] | None:
     """The cell's conversation: ``{"format", "file", "files", "turns", "omitted"}``; None when the run dir has none.
 
     ``read_text`` reads a run-dir file (bounded, inside the out dir) or gives None; ``kind`` is the
     row's arm kind; ``names`` are the run dir's files (relative, ``/``-separated), where the
-    sources' globs look.
+    sources' globs look; ``preferred`` the sources each kind tries first.
     """
     if run_dir is None:
         return None
@@ -601,7 +632,7 @@ def read_transcript(run_dir: Path | None, read_text: Callable[[Path], str | None
             texts[name] = read_text(run_dir / name)
         return texts[name]
 
-    for source in sources_for(kind):
+    for source in sources_for(kind, preferred):
         for name in (name for pattern in source.patterns for name in names if matches(name, pattern)):
             text = text_of(name)
             if text is None or not text.strip() or not source.claims(text):
