@@ -20,7 +20,7 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -252,21 +252,19 @@ def run_verify(
     env: Mapping[str, str],
     log: Path,
     timeout: float,
-    after_reset: Callable[[], None] | None = None,
     host: ContainerHost | None = None,
+    sandbox: Sandbox | None = None,
     rules: GradingRules = SWEBENCH,
 ) -> VerifyResult:
     """Prepare the tree and run the instance's verify command (exit 0 = pass), or grade it test by test.
 
-    :param after_reset: called once the tree is laid out in patch mode, to redo what the reset
-        removed (an environment's install step).
     :param host: run inside the instance's image instead of on this machine.
+    :param sandbox: run in it (the code run is the arm's, on the arm's tree).
     :param rules: how a SWE-bench runner's results are graded (``rules``).
     """
     prepare_tree(workspace, instance, patch, verify_on)
-    if after_reset is not None and verify_on == "patch":
-        after_reset()
-    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host, rules=rules)
+    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox,
+                      rules=rules)
 
 
 def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path, timeout: float,
