@@ -171,8 +171,8 @@ class ContainerHost:
             return argv
         # The engine passes fds 3.. of its own: the pipe's end is moved there by a shell that then becomes the client
         # (bash: dash takes no descriptor above 9).
-        return [shutil.which("bash") or "/bin/bash", "-c", f'exec "$@" {IMAGE_WITNESS_FD}>&{witness_fd} {witness_fd}>&-',
-                "bash", *argv]
+        moved = f'exec "$@" {IMAGE_WITNESS_FD}>&{witness_fd} {witness_fd}>&-'
+        return [shutil.which("bash") or "/bin/bash", "-c", moved, "bash", *argv]
 
     def path(self, host_path: Path, run_dir: Path) -> str:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()

@@ -14,15 +14,16 @@ variables, loads the entry-point plugins installed outside the tree (what autolo
 
 Only the first ``Config`` of the process is witnessed: a test that runs pytest in-process (``pytester``) does
 not write into the channel. It imports only the standard library and pytest: it runs in the grading venv, and in
-an instance's image, whose Python may be as old as 3.6 and whose pytest as old as 3.x (so no annotation is
-evaluated, and entry points are read as every Python since 3.6 can: ``importlib.metadata`` or its backport).
+an instance's image, whose Python may be as old as 3.6 and whose pytest as old as 3.x (so every annotation is a
+string, never evaluated, and entry points are read as every Python since 3.6 can: ``importlib.metadata`` or its
+backport).
 """
 
 import importlib
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ RUNNER_FUNCTIONS = (("_pytest.runner", "call_and_report"), ("_pytest.runner", "r
                     ("pluggy._callers", "_multicall"), ("pluggy._hooks", "HookCaller.__call__"))
 
 
-def _take_channel() -> Optional[int]:
+def _take_channel() -> "int | None":
     named = os.environ.pop("ARENA_WITNESS_FD", None)
     if named is None or not named.isdigit():
         return None
@@ -54,11 +55,11 @@ _FD = _take_channel()
 _TREE = os.environ.pop("ARENA_WITNESS_TREE", os.getcwd())
 if _FD is not None and os.environ.get("PYTEST_ADDOPTS", "").strip() == "-p arena_witness":
     os.environ.pop("PYTEST_ADDOPTS")
-_OWNER: List[Any] = []
-_LOADED: List[bool] = []
+_OWNER: "list[Any]" = []
+_LOADED: "list[bool]" = []
 
 
-def _send(record: Dict[str, Any]) -> None:
+def _send(record: "dict[str, Any]") -> None:
     if _FD is None:
         return
     data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
@@ -90,7 +91,7 @@ def _in_tree(path: str) -> bool:
         return False
 
 
-def _pytest11_entry_points() -> List[Any]:
+def _pytest11_entry_points() -> "list[Any]":
     """(entry point, its distribution) of every ``pytest11`` entry point installed (``EntryPoint.dist`` and
     ``entry_points(group=...)`` are Python 3.10's: each distribution is asked instead)."""
     try:
@@ -157,7 +158,7 @@ class Witness:
         _send({"e": "finish", "exitstatus": int(exitstatus)})
 
 
-def _hook_sources(config: "pytest.Config") -> List[Dict[str, Any]]:
+def _hook_sources(config: "pytest.Config") -> "list[dict[str, Any]]":
     found = []
     for name in REPORT_HOOKS:
         for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
@@ -168,7 +169,7 @@ def _hook_sources(config: "pytest.Config") -> List[Dict[str, Any]]:
     return found
 
 
-def _mtime(path: str) -> Optional[float]:
+def _mtime(path: str) -> "float | None":
     """When the hook's file was last written, as this process sees it (inside an image, the harness cannot)."""
     try:
         return os.stat(path).st_mtime
