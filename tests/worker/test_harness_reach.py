@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,9 @@ def test_the_harness_places_are_out_of_reach_of_the_agent_and_of_the_graded_code
     [pack] = suite.cache.glob("snapshots/*/*.git/objects/pack/*.pack")
     [template] = suite.cache.glob("templates/*/template.json")
     package = Path(pytest_swe_arena.__file__)
+    # A new file in the package's folder, not a write into one of its files: where the package is reachable
+    # (before the graded run in workspace mode was sandboxed), the test must not damage the harness it runs.
+    package_probe = package.parent / f"written-by-a-cell-{uuid.uuid4().hex}"
     kept = {path: digest(path) for path in (instances, pack, template, package)}
     plan = [
         {"name": "read_instances", "op": "read", "arg": str(instances)},
@@ -111,13 +115,18 @@ def test_the_harness_places_are_out_of_reach_of_the_agent_and_of_the_graded_code
         {"name": "walk_mirrors", "op": "walk", "arg": str(suite.cache / "mirrors")},
         {"name": "write_template", "op": "write", "arg": str(template)},
         {"name": "write_snapshot_pack", "op": "write", "arg": str(pack)},
-        {"name": "write_package", "op": "write", "arg": str(package)},
+        {"name": "write_package", "op": "write", "arg": str(package_probe)},
         {"name": "walk_suite", "op": "walk", "arg": str(suite.path)},
         {"name": "walk_cache", "op": "walk", "arg": str(suite.cache)},
     ]
     plan_file.write_text(json.dumps(plan))
 
-    result = suite.run("--arena-arms=GOLD,REACH", "--arena-resume", f"--arena-verify-on={verify_on}", *workers)
+    try:
+        result = suite.run("--arena-arms=GOLD,REACH", "--arena-resume", f"--arena-verify-on={verify_on}", *workers)
+    finally:
+        reached_package = package_probe.exists()
+        package_probe.unlink(missing_ok=True)
+    assert not reached_package, "a cell wrote into the harness's package"
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     ledger = suite.ledger()
     assert ledger[:2] == gold_rows, "the first sweep's rows changed"
