@@ -317,14 +317,13 @@ class GradingNetwork:
         return {"grading": self.mode, **({"grading_reason": self.reason} if self.reason else {})}
 
 
-def grading_network(needs: Iterable[str], *, sandboxed: bool, fresh_tree: bool, container: bool) -> GradingNetwork:
+def grading_network(needs: Iterable[str], *, sandboxed: bool, container: bool) -> GradingNetwork:
     """The graded tests' network: in a container (an image's, ``--network none``) sealed; on this machine without
-    a sandbox (``--arena-sandbox=none``, or graded in the workspace) open; in a sandbox sealed, unless the row's
-    environment ``needs`` the network (``Instance.network_needs``)."""
+    a sandbox (``--arena-sandbox=none``) open; in a sandbox (a fresh tree's, or the workspace's with
+    ``--arena-verify-on=workspace``) sealed, unless the row's environment ``needs`` the network
+    (``Instance.network_needs``)."""
     if container:
         return GradingNetwork("sealed")
-    if not fresh_tree:
-        return GradingNetwork("open", "graded in the arm's workspace, without a sandbox (--arena-verify-on=workspace)")
     if not sandboxed:
         return GradingNetwork("open", "no sandbox (--arena-sandbox=none)")
     needs = tuple(needs)

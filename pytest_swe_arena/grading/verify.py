@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,12 +118,26 @@ ENGINE_FAILURES = {125: "the engine could not run the container", 126: "the comm
                    127: "the command was not found in the image"}
 
 
+#: Where the code under test can write inside an image, besides /testbed: a hook defined in a file there is its.
+#: Not the image's HOME (/root), which may hold its interpreter (pyenv); a file written anywhere during the run is
+#: refused by its time (``witnesses.judge``).
+IMAGE_WRITABLE = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"), Path("/run"), Path("/arena-run"))
+#: The descriptor the witness's pipe has inside the container (``podman run --preserve-fds 1`` passes fd 3).
+IMAGE_WITNESS_FD = 3
+
+
 @dataclass(frozen=True)
 class ContainerHost:
     """Runs verify inside the instance's image: workspace at /testbed (writable), no network."""
 
     engine: str
     image: str
+
+    @property
+    def carries_fds(self) -> bool:
+        """Whether the engine passes a descriptor of its client into the container (``podman run --preserve-fds``;
+        docker's client only talks to its daemon, which starts the container: it cannot)."""
+        return Path(self.engine).name == "podman"
 
     @staticmethod
     def started(nonce: str) -> str:
@@ -133,16 +148,31 @@ class ContainerHost:
         """
         return f"arena: verify command started {nonce}"
 
-    def argv(self, command: str, workspace: Path, run_dir: Path, name: str, nonce: str = "") -> list[str]:
+    def argv(self, command: str, workspace: Path, run_dir: Path, name: str, nonce: str = "",
+             witness_fd: int | None = None) -> list[str]:
+        """The engine's command line; with ``witness_fd`` (an engine that ``carries_fds``), the run gets the harness's
+        start-up rules and its witness (``witnesses.startup_env``), the plugin's folder shown read-only at its own
+        path and the pipe's write end, ``witness_fd`` in the client, as fd 3 in the container."""
+        witness: list[str] = []
+        if witness_fd is not None:
+            witness = ["--preserve-fds", "1", "--volume", f"{WITNESS_DIR}:{WITNESS_DIR}:ro"]
+            for variable, value in startup_env({}, Path("/testbed"), IMAGE_WITNESS_FD).items():
+                witness += ["--env", f"{variable}={value}"]
         # SWE-bench images keep their Python in the conda env "testbed"; activate it when it is there.
         activate = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi; "
         # Test suites write into the tree (matplotlib's result images...). Docker runs as the image's user,
         # root: run as ours so the workspace stays ours. Rootless podman maps its root to us already.
         user = ["--user", f"{os.getuid()}:{os.getgid()}"] if Path(self.engine).name == "docker" else []
-        return [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
-                "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run",
+        argv = [self.engine, "run", "--rm", "--pull", "never", "--name", name, "--network", "none", *user,
+                "--volume", f"{workspace}:/testbed", "--volume", f"{run_dir}:/arena-run", *witness,
                 "--workdir", "/testbed", "--env", "PYTHONDONTWRITEBYTECODE=1",
                 self.image, "bash", "-lc", f"echo '{self.started(nonce)}'; " + activate + command]
+        if witness_fd is None or witness_fd == IMAGE_WITNESS_FD:
+            return argv
+        # The engine passes fds 3.. of its own: the pipe's end is moved there by a shell that then becomes the client
+        # (bash: dash takes no descriptor above 9).
+        moved = f'exec "$@" {IMAGE_WITNESS_FD}>&{witness_fd} {witness_fd}>&-'
+        return [shutil.which("bash") or "/bin/bash", "-c", moved, "bash", *argv]
 
     def path(self, host_path: Path, run_dir: Path) -> str:
         return "/arena-run/" + host_path.relative_to(run_dir).as_posix()
@@ -186,8 +216,9 @@ def _run(host: ContainerHost | None, command: str, workspace: Path, log: Path, e
     exited = False
     try:
         # The engine client gets the harness's environment (its config and credentials), not the cell's.
-        result = processes.run(host.argv(command, workspace, log.parent, name, nonce), cwd=workspace,
-                               env=dict(os.environ), stdout=log, timeout=timeout)
+        witness_fd = pass_fds[0] if pass_fds else None
+        result = processes.run(host.argv(command, workspace, log.parent, name, nonce, witness_fd), cwd=workspace,
+                               env=dict(os.environ), stdout=log, timeout=timeout, pass_fds=pass_fds)
         exited = result.returncode is not None
     finally:
         if not exited:
@@ -213,12 +244,14 @@ class Witnessed:
     expected: bool
     tree: Path
     untrusted: tuple[Path, ...]
+    #: Run inside an image: its files are judged as the run saw them (``witnesses.judge``).
+    inside_image: bool = False
 
     def check(self, verdict: VerifyResult) -> VerifyResult:
         """The verdict, unresolved when the witnesses disagree with it, with their flags."""
         judgement = judge(self.data, expected=self.expected, returncode=verdict.returncode,
                           statuses=recorded_statuses(verdict.tests), tree=self.tree, untrusted=self.untrusted,
-                          started=self.started, overflow=self.overflow)
+                          started=self.started, overflow=self.overflow, inside_image=self.inside_image)
         if judgement.reason is None or verdict.timed_out:
             return dataclasses.replace(verdict, integrity=judgement.flags)
         detail = judgement.reason if verdict.passed else f"{verdict.detail}; {judgement.reason}"
@@ -229,18 +262,22 @@ def _run_witnessed(host: ContainerHost | None, command: str, workspace: Path, lo
                    timeout: float, sandbox: Sandbox | None) -> tuple[processes.ProcessResult, Witnessed | None]:
     """Run the graded command with the harness's start-up rules and its witness (``witnesses``).
 
-    Inside an image (``host``) the run has neither: the engine does not pass the pipe on.
+    Inside an image (``host``) the same, where the engine carries the pipe in (``ContainerHost.carries_fds``: podman);
+    with docker the run has neither.
     """
-    if host is not None:
+    if host is not None and not host.carries_fds:
         return _run(host, command, workspace, log, env, timeout, sandbox), None
     if sandbox is not None:
         sandbox = sandbox.showing(WITNESS_DIR)
-    untrusted = tuple(Path(env[name]) for name in ("HOME", "TMPDIR") if env.get(name))
+    untrusted = (IMAGE_WRITABLE if host is not None
+                 else tuple(Path(env[name]) for name in ("HOME", "TMPDIR") if env.get(name)))
     with channel() as pipe:
         started = time.time()
         result = _run(host, command, workspace, log, startup_env(env, workspace, pipe.write_fd), timeout, sandbox,
                       pass_fds=(pipe.write_fd,))
-    return result, Witnessed(pipe.data(), pipe.overflow, started, runs_pytest(command), workspace, untrusted)
+    tree = Path("/testbed") if host is not None else workspace
+    return result, Witnessed(pipe.data(), pipe.overflow, started, runs_pytest(command), tree, untrusted,
+                             inside_image=host is not None)
 
 
 def run_verify(
@@ -252,21 +289,19 @@ def run_verify(
     env: Mapping[str, str],
     log: Path,
     timeout: float,
-    after_reset: Callable[[], None] | None = None,
     host: ContainerHost | None = None,
+    sandbox: Sandbox | None = None,
     rules: GradingRules = SWEBENCH,
 ) -> VerifyResult:
     """Prepare the tree and run the instance's verify command (exit 0 = pass), or grade it test by test.
 
-    :param after_reset: called once the tree is laid out in patch mode, to redo what the reset
-        removed (an environment's install step).
     :param host: run inside the instance's image instead of on this machine.
+    :param sandbox: run in it (the code run is the arm's, on the arm's tree).
     :param rules: how a SWE-bench runner's results are graded (``rules``).
     """
     prepare_tree(workspace, instance, patch, verify_on)
-    if after_reset is not None and verify_on == "patch":
-        after_reset()
-    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host, rules=rules)
+    return run_checks(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox,
+                      rules=rules)
 
 
 def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path, timeout: float,

@@ -169,14 +169,22 @@ class Judgement:
     flags: tuple[IntegrityFlag, ...] = ()
 
 
-def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: float) -> bool:
+def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: float, inside_image: bool = False,
+                  mtime: object = None) -> bool:
     """A hook's file pytest or an installed plugin would have: a ``conftest.py`` of the tree (taken from base), or a
-    file outside the tree and the cell's writable folders that existed before the run."""
+    file outside the tree and the cell's writable folders that existed before the run.
+
+    Inside an image the file is not this machine's: where it is, and when it was written (``mtime``), are as the
+    run saw them.
+    """
     if not path or not os.path.isabs(path):
         return False
     where = Path(path)
     if where.is_relative_to(tree):
         return where.name == "conftest.py"
+    if inside_image:
+        return (not any(where.is_relative_to(root) for root in untrusted)
+                and isinstance(mtime, (int, float)) and mtime < started)
     # The harness's own interpreter (pytest, its plugins) may live under the user's HOME (pyenv's ~/.pyenv): the
     # HOME a cell can write is its own, which holds no interpreter.
     harness = {Path(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
@@ -190,7 +198,8 @@ def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: flo
 
 
 def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapping[str, str], tree: Path,
-          untrusted: Sequence[Path] = (), started: float = 0.0, overflow: bool = False) -> Judgement:
+          untrusted: Sequence[Path] = (), started: float = 0.0, overflow: bool = False,
+          inside_image: bool = False) -> Judgement:
     """Compare the witness's stream with the verdict's other witnesses.
 
     :param expected: the command runs pytest (``runs_pytest``): no stream at all is a disagreement.
@@ -198,6 +207,7 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
     :param statuses: each recorded test's status as the report or the log gave it.
     :param untrusted: folders the code under test could write (the cell's HOME, its temp dir).
     :param started: when the run started (``time.time()``): a hook file written since was written by the run.
+    :param inside_image: the run was in an image's container: ``tree`` and ``untrusted`` are its paths.
     """
     seen = read_testimony(data)
     flags = [IntegrityFlag("tree_entry_point", name, "a pytest11 entry point of a distribution in the tree: "
@@ -222,7 +232,8 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
     if returncode == 0 and seen.last_exit not in (0, None):
         return refuse("witness", f"the run exited 0 but its pytest session ended with exit status {seen.last_exit}")
     foreign = sorted({f"{hook['hook']} in {hook['file'] or '(no file)'}" for hook in seen.hooks
-                      if not _trusted_file(str(hook.get("file", "")), tree, untrusted, started)})
+                      if not _trusted_file(str(hook.get("file", "")), tree, untrusted, started, inside_image,
+                                           hook.get("mtime"))})
     if foreign:
         return refuse("runner_tampered", f"hooks that decide test reports were defined by the code under test: "
                       f"{'; '.join(foreign[:3])}")

@@ -23,10 +23,10 @@ from ..arms.misconfig import NO_FAILURES, tail_lines
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup
-from ..cell.network import CellGate, agent_network, grading_network, open_gate
+from ..cell.network import CellGate, GradingNetwork, agent_network, grading_network, open_gate
 from ..cell.patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from ..cell.rundir import collect_run_dir, patch_over_cap
-from ..cell.sandbox import CellSandbox
+from ..cell.sandbox import CellSandbox, Sandbox, cell_policy, program_mounts_outside
 from ..cell.templates import EnvironmentTemplate, instance_template
 from ..cell.venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment
 from ..cell.workspace import Workspace
@@ -135,7 +135,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
     network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
     fresh_tree = fresh_tree_grading(case.verify_on, workspace)
-    grading = grading_network(case.instance.network_needs, sandboxed=case.sandbox == "bwrap", fresh_tree=fresh_tree,
+    grading = grading_network(case.instance.network_needs, sandboxed=case.sandbox == "bwrap",
                               container=container_host(case) is not None)
     clock = time.monotonic()
     gate: CellGate | None = None
@@ -299,7 +299,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
             verdict = run_verify(
                 workspace, case.instance, patch, verify_on=case.verify_on,
                 env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
-                after_reset=reinstaller(case, cell, workspace, python_env, store), host=container_host(case),
+                host=container_host(case), sandbox=in_place_grading_sandbox(case, cell, workspace, python_env, grading),
                 rules=RULE_SETS[case.grading_rules],
             )
             if verdict.integrity or nested:
@@ -464,8 +464,8 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
                                      timeout=case.verify_timeout, check=check,
                                      failures=case.sweep_cache / "failed-templates" if case.sweep_cache else None,
                                      cell=CellName(case.instance.instance_id, case.arm.spec.name, case.trial).shown)
-        # Linked only where every process that may write it runs sandboxed: the arm, and a fresh tree's grading
-        # (in workspace mode, the tests the arm changed run unsandboxed in the cell's venv).
+        # Linked only where a fresh tree's grading shows the template's files read-only; grading in place keeps
+        # the seed's venv, a copy of the cell's own (its sandbox shows the cell's venv read-write).
         linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)
         python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=linked)
     # Remembered per environment: a second instance on the same template checks its own tests once.
@@ -473,14 +473,25 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
     return python_env, template, commit_environment_setup(workspace)
 
 
-def reinstaller(case: Case, cell: CellEnvironment, workspace: Workspace, python_env: PythonEnvironment | None,
-                store: EnvironmentStore) -> Callable[[], None] | None:
-    """The install step again, for verify: resetting to base removed what it built in the workspace."""
-    if python_env is None or not python_env.spec.install:
+def in_place_grading_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
+                             python_env: PythonEnvironment | None, network: GradingNetwork) -> Sandbox | None:
+    """The sandbox of a grading run on the workspace as the arm left it (``--arena-verify-on=workspace``): the
+    cell and its workspace read-write, the base snapshot's objects and the venv's interpreter read-only, as
+    the arm's own sandbox had them, and the graded tests' ``network``. None without bwrap, and for an image's
+    /testbed (graded in its container).
+
+    The code it runs is the arm's, on the arm's tree: unsandboxed, it would write wherever the harness's
+    user can (the out dir, the cache, the instance files).
+    """
+    if case.sandbox != "bwrap" or case.instance.source.kind == "image":
         return None
-    install = python_env.spec.install
-    return lambda: store.run_step(python_env, install, workspace.path, cell.env(), cell.run_dir / "env.log",
-                                  case.verify_timeout, "install (before verify)")
+    outside = () if cell.root in workspace.path.parents else (workspace.path,)
+    shown: list[Path] = [] if workspace.objects is None else [workspace.objects]
+    if python_env is not None:
+        shown += [*program_mounts_outside(python_env.venv / "bin" / "python", (cell.root, *outside)),
+                  *python_env.read_only]
+    return Sandbox(dataclasses.replace(cell_policy(cell, read_write=outside, read_only=shown),
+                                       share_network=not network.sealed))
 
 
 def container_host(case: Case) -> ContainerHost | None:

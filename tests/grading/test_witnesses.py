@@ -11,6 +11,7 @@ still resolves in every mode (the witnesses do not refuse an honest run).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,3 +143,43 @@ def test_the_grading_log_is_read_up_to_its_cap_and_never_through_a_link(tmp_path
     log.unlink()
     log.symlink_to(secret)
     assert "PRIVATE" not in read_log(log, 0) and "did not read this log" in read_log(log, 0)
+
+
+@pytest.mark.parametrize("version", ["3.6", "3.9"])
+def test_the_witness_runs_on_the_older_pythons_of_swe_bench_environments(tmp_path, version):
+    """SWE-bench's environments (and images) run Python 3.6 to 3.9 with the pytest of their day: the plugin must
+    load there and report (before, it raised at import on 3.6, for ``from __future__ import annotations``, and
+    at start-up on 3.8 and 3.9, for ``entry_points(group=...)``, which is Python 3.10's: every graded run in
+    such a venv failed)."""
+    import subprocess
+    import time
+
+    from pytest_swe_arena.cell.venvs import EnvBuildError, find_interpreter, find_uv
+    from pytest_swe_arena.grading.witnesses import channel, judge, startup_env
+
+    try:
+        interpreter, _ = find_interpreter(version)
+    except EnvBuildError:
+        pytest.skip(f"no Python {version} on this machine")
+    uv = find_uv()
+    if uv is None:
+        pytest.skip("uv is not on this machine")
+    venv = tmp_path / "venv"
+    for step in ([uv, "venv", "-q", "-p", str(interpreter), str(venv)],
+                 [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "pytest"]):
+        subprocess.run(step, check=True, capture_output=True, timeout=600)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "test_x.py").write_text("def test_a():\n    assert 1\n\n\ndef test_b():\n    assert 0\n")
+    started = time.time()
+    with channel() as pipe:
+        run = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                             cwd=tree, env=startup_env({"PATH": os.defpath}, tree, pipe.write_fd),
+                             pass_fds=(pipe.write_fd,), capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    judged = judge(pipe.data(), expected=True, returncode=1, tree=tree, started=started,
+                   statuses={"test_x.py::test_a": "passed", "test_x.py::test_b": "failed"})
+    assert judged.reason is None, (judged.reason, pipe.data()[:2000], run.stdout + run.stderr)
+    forged = judge(pipe.data(), expected=True, returncode=1, tree=tree, started=started,
+                   statuses={"test_x.py::test_b": "passed"})
+    assert forged.reason is not None and "the witness saw it failed" in forged.reason

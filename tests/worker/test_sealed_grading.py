@@ -198,14 +198,13 @@ def test_an_images_tests_run_without_a_network_and_the_row_says_sealed(suite, te
 
 
 def test_the_grading_policy_per_mode():
-    assert grading_network((), sandboxed=True, fresh_tree=True, container=False).to_json() == {"grading": "sealed"}
-    assert grading_network(("http://httpbin.org/",), sandboxed=True, fresh_tree=True, container=False).to_json() == {
+    assert grading_network((), sandboxed=True, container=False).to_json() == {"grading": "sealed"}
+    assert grading_network(("http://httpbin.org/",), sandboxed=True, container=False).to_json() == {
         "grading": "open", "grading_reason": "the environment's tests need the network (field 'network': "
                                              "http://httpbin.org/)"}
     # An image's container has no network whatever the row says (SWE-bench images have no shipped spec).
-    assert grading_network(("http://httpbin.org/",), sandboxed=True, fresh_tree=False, container=True).sealed
-    assert grading_network((), sandboxed=True, fresh_tree=False, container=False).reason == (
-        "graded in the arm's workspace, without a sandbox (--arena-verify-on=workspace)")
+    assert grading_network(("http://httpbin.org/",), sandboxed=True, container=True).sealed
+    assert grading_network((), sandboxed=False, container=False).reason == "no sandbox (--arena-sandbox=none)"
     argv = ContainerHost("podman", "img").argv("true", Path("/ws"), Path("/run"), "name")
     assert argv[argv.index("--network") + 1] == "none"
 

@@ -8,21 +8,21 @@ variables, loads the entry-point plugins installed outside the tree (what autolo
 
 - ``start``: the session began (its pid);
 - ``test``: one phase's report of a test as pytest logged it (``pytest_runtest_logreport``);
-- ``hooks``: at the end, every implementation of a hook that decides a test's report, with where it was defined,
-  and the runner's functions that were replaced since start-up;
+- ``hooks``: at the end, every implementation of a hook that decides a test's report, with where it was defined
+  (and when that file was written), and the runner's functions that were replaced since start-up;
 - ``finish``: the session's exit status.
 
 Only the first ``Config`` of the process is witnessed: a test that runs pytest in-process (``pytester``) does
-not write into the channel. It imports only the standard library and pytest: it runs in the grading venv.
+not write into the channel. It imports only the standard library and pytest: it runs in the grading venv, and in
+an instance's image, whose Python may be as old as 3.6 and whose pytest as old as 3.x (so every annotation is a
+string, never evaluated, and entry points are read as every Python since 3.6 can: ``importlib.metadata`` or its
+backport).
 """
-
-from __future__ import annotations
 
 import importlib
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +39,7 @@ RUNNER_FUNCTIONS = (("_pytest.runner", "call_and_report"), ("_pytest.runner", "r
                     ("pluggy._callers", "_multicall"), ("pluggy._hooks", "HookCaller.__call__"))
 
 
-def _take_channel() -> int | None:
+def _take_channel() -> "int | None":
     named = os.environ.pop("ARENA_WITNESS_FD", None)
     if named is None or not named.isdigit():
         return None
@@ -55,11 +55,11 @@ _FD = _take_channel()
 _TREE = os.environ.pop("ARENA_WITNESS_TREE", os.getcwd())
 if _FD is not None and os.environ.get("PYTEST_ADDOPTS", "").strip() == "-p arena_witness":
     os.environ.pop("PYTEST_ADDOPTS")
-_OWNER: list[Any] = []
-_LOADED: list[bool] = []
+_OWNER: "list[Any]" = []
+_LOADED: "list[bool]" = []
 
 
-def _send(record: dict[str, Any]) -> None:
+def _send(record: "dict[str, Any]") -> None:
     if _FD is None:
         return
     data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
@@ -70,7 +70,7 @@ def _send(record: dict[str, Any]) -> None:
         pass  # the harness stopped reading: nothing to tell
 
 
-def _resolve(dotted: tuple[str, str]) -> object:
+def _resolve(dotted: Any) -> object:
     try:
         value: object = importlib.import_module(dotted[0])
         for part in dotted[1].split("."):
@@ -85,20 +85,33 @@ _RUNNER_AT_START = {pair: id(_resolve(pair)) for pair in RUNNER_FUNCTIONS}
 
 def _in_tree(path: str) -> bool:
     try:
-        return Path(path).resolve().is_relative_to(Path(_TREE).resolve())
+        where, tree = os.path.realpath(path), os.path.realpath(_TREE)
+        return os.path.commonpath([where, tree]) == tree
     except (OSError, ValueError):
         return False
 
 
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+def _pytest11_entry_points() -> "list[Any]":
+    """(entry point, its distribution) of every ``pytest11`` entry point installed (``EntryPoint.dist`` and
+    ``entry_points(group=...)`` are Python 3.10's: each distribution is asked instead)."""
+    try:
+        from importlib import metadata
+    except ImportError:  # Python < 3.8: the backport pluggy itself needs there
+        try:
+            import importlib_metadata as metadata  # type: ignore[no-redef]
+        except ImportError:
+            return []
+    return [(entry, dist) for dist in metadata.distributions() for entry in dist.entry_points
+            if entry.group == "pytest11"]
+
+
+def pytest_addhooks(pluginmanager: "pytest.PytestPluginManager") -> None:
     """Load the entry-point plugins autoload would have, but those a distribution in the tree declares."""
     if _FD is None or _OWNER or _LOADED:
         return
     _LOADED.append(True)
-    from importlib.metadata import entry_points
-
-    for entry in entry_points(group="pytest11"):
-        where = str(entry.dist.locate_file("")) if entry.dist is not None else ""
+    for entry, dist in _pytest11_entry_points():
+        where = str(dist.locate_file(""))
         if where and _in_tree(where):
             _send({"e": "tree_entry_point", "name": entry.name, "value": entry.value})
             continue
@@ -112,14 +125,13 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
             try:  # pytest's header lists the plugins of installed distributions, as autoload would have
                 from pluggy._manager import DistFacade
 
-                if entry.dist is not None:
-                    pluginmanager._plugin_distinfo.append((plugin, DistFacade(entry.dist)))
+                pluginmanager._plugin_distinfo.append((plugin, DistFacade(dist)))
             except (ImportError, AttributeError):
                 pass
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_configure(config: pytest.Config) -> None:
+def pytest_configure(config: "pytest.Config") -> None:
     """Witness the process's first ``Config`` only: its own object, registered on that config alone."""
     if _FD is not None and not _OWNER:
         _OWNER.append(config)
@@ -130,15 +142,15 @@ def pytest_configure(config: pytest.Config) -> None:
 class Witness:
     """The hooks that report to the harness, on the witnessed config's plugin manager only."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: "pytest.Config") -> None:
         self.config = config
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def pytest_runtest_logreport(self, report: "pytest.TestReport") -> None:
         _send({"e": "test", "id": report.nodeid, "when": report.when, "outcome": report.outcome,
                "xfail": hasattr(report, "wasxfail")})
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: "pytest.Session", exitstatus: int) -> None:
         replaced = sorted(f"{module}.{name}" for (module, name), ident in _RUNNER_AT_START.items()
                           if id(_resolve((module, name))) != ident)
         _send({"e": "hooks", "impls": _hook_sources(self.config), "replaced": replaced, "tree": _TREE,
@@ -146,11 +158,20 @@ class Witness:
         _send({"e": "finish", "exitstatus": int(exitstatus)})
 
 
-def _hook_sources(config: pytest.Config) -> list[dict[str, str]]:
+def _hook_sources(config: "pytest.Config") -> "list[dict[str, Any]]":
     found = []
     for name in REPORT_HOOKS:
         for impl in getattr(config.pluginmanager.hook, name).get_hookimpls():
             code = getattr(impl.function, "__code__", None)
             found.append({"hook": name, "plugin": str(impl.plugin_name),
-                          "file": code.co_filename if code is not None else ""})
+                          "file": code.co_filename if code is not None else "",
+                          "mtime": _mtime(code.co_filename) if code is not None else None})
     return found
+
+
+def _mtime(path: str) -> "float | None":
+    """When the hook's file was last written, as this process sees it (inside an image, the harness cannot)."""
+    try:
+        return os.stat(path).st_mtime
+    except (OSError, ValueError):
+        return None
