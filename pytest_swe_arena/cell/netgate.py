@@ -6,7 +6,9 @@ the sandbox shows the harness's interpreter, and ``-S`` keeps its site-packages 
 sandbox has a network namespace of its own with only loopback (``bwrap --unshare-net``); for each ``PORT``
 this listens on the sandbox's ``127.0.0.1:PORT`` (and ``[::1]:PORT`` where the namespace has it), in a process
 of its own, and carries each connection to the Unix socket ``SOCKETS/PORT``, which the harness serves from
-outside (``network.CellGate``) by connecting to the endpoint. Then it becomes ``COMMAND`` (exec: the same pid,
+outside (``network.CellGate``) by connecting to the endpoint. A port without that socket (an endpoint that
+refused the harness when the cell started) is not listened on: the command's connection is refused there
+too, as it would be outside, instead of being accepted and then closed. Then it becomes ``COMMAND`` (exec: the same pid,
 bwrap's child, so the sandbox ends when it does, and the forwarder with it). The URLs the agent was given keep
 working unchanged; every other address, port and name it tries is refused by the kernel.
 
@@ -201,6 +203,8 @@ def main(argv: list[str]) -> None:
         watch = None
     listeners = []
     for port in ports:
+        if not os.path.exists(os.path.join(sockets, str(port))):
+            continue
         for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
             listener = _listen(family, host, port)
             if listener is not None:
