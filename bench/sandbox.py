@@ -33,7 +33,7 @@ from pytest_swe_arena.cell.environment import create_cell_environment
 from pytest_swe_arena.cell.patches import HarnessGit, apply_patch, extract, extract_patch
 from pytest_swe_arena.cell.sandbox import Sandbox, cell_policy, probe_bwrap
 from pytest_swe_arena.cell.workspace import RepoStore, materialize, reset_to_base
-from pytest_swe_arena.grading.tree import build_grading_tree, grade
+from pytest_swe_arena.grading.tree import build_grading_tree, grade_tree
 from pytest_swe_arena.grading.verify import run_verify
 from pytest_swe_arena.instances.loading import build_instance
 
@@ -104,7 +104,7 @@ def main() -> None:
                                       instance=instance)
             grading_cell = create_cell_environment(grading_root / "cell")
             sandbox = Sandbox(cell_policy(grading_cell, read_write=(tree.path,), read_only=(objects,)))
-            assert grade(tree, instance, cell=grading_cell, timeout=120, sandbox=sandbox).passed
+            assert grade_tree(tree, instance, cell=grading_cell, timeout=120, sandbox=sandbox).passed
             shutil.rmtree(grading_root)
 
         grading = interleaved(args.rounds, max(1, args.runs // 4), {"in_place": in_place, "fresh": fresh})

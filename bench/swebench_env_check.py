@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pytest_swe_arena.cell.venvs import find_interpreter, find_uv  # noqa: E402
-from pytest_swe_arena.grading.grades import grade  # noqa: E402
-from pytest_swe_arena.grading.parsers import parse_output  # noqa: E402
+from pytest_swe_arena.grading.parsers import TestResult, parse_output  # noqa: E402
+from pytest_swe_arena.grading.rules import SWEBENCH, verdict_on_run  # noqa: E402
 from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
     ShippedSpec,
     git_commit_date,
@@ -145,15 +145,15 @@ def build(spec: ShippedSpec, row: dict[str, Any], mirror: Path, workspace: Path,
     return step_env
 
 
-def sympy_statuses(text: str) -> dict[str, str]:
+def sympy_statuses(text: str) -> list[TestResult]:
     """``bin/test --verbose`` lines: ``test_name ok`` / ``F`` / ``E`` / ``f`` (expected failure) / ``s``."""
     codes = {"ok": "passed", "F": "failed", "E": "error", "f": "xfailed", "s": "skipped", "X": "xpassed"}
-    statuses: dict[str, str] = {}
+    results: list[TestResult] = []
     for line in text.splitlines():
         match = re.match(r"^(test_\w+)\s+(ok|F|E|f|s|X)\b", line.strip())
         if match:
-            statuses[match.group(1)] = codes[match.group(2)]
-    return statuses
+            results.append(TestResult(match.group(1), codes[match.group(2)]))
+    return results
 
 
 def gold(row: dict[str, Any], spec: ShippedSpec, workspace: Path, step_env: dict[str, str], log: Path,
@@ -177,13 +177,13 @@ def gold(row: dict[str, Any], spec: ShippedSpec, workspace: Path, step_env: dict
                                    check=False)
         out.write(completed.stdout + completed.stderr)
     result.test_seconds = round(time.monotonic() - clock, 1)
-    grades = grade(fail_to_pass, pass_to_pass, parse(completed.stdout), "output", 0)
+    grades = verdict_on_run(parse(completed.stdout), fail_to_pass, pass_to_pass, 0, report="output")
     passing = ("passed", "xfailed")
     result.fail_to_pass = f"{sum(s in passing for s in grades.fail_to_pass.values())}/{len(fail_to_pass)}"
     result.pass_to_pass = f"{sum(s in passing for s in grades.pass_to_pass.values())}/{len(pass_to_pass)}"
-    result.gold_resolved = all(s in passing for s in [*grades.fail_to_pass.values(), *grades.pass_to_pass.values()])
+    result.gold_resolved = grades.resolved
     if not result.gold_resolved:
-        result.reason = "; ".join(grades.failing()[:5])
+        result.reason = "; ".join(grades.failing(SWEBENCH)[:5])
 
 
 def check(row: dict[str, Any], mirrors: Path, scratch_root: Path, uv: str, today: bool = False) -> RowResult:

@@ -43,8 +43,8 @@ from pytest_swe_arena.cell.patches import (
 )
 from pytest_swe_arena.cell.venvs import shell_argv
 from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
-from pytest_swe_arena.grading.grades import grade
-from pytest_swe_arena.grading.parsers import parse_junitxml, parse_output
+from pytest_swe_arena.grading.parsers import TestResult, parse_junitxml, parse_output
+from pytest_swe_arena.grading.rules import SWEBENCH, reported_statuses, verdict_on_run
 from pytest_swe_arena.grading.runners import runner_command
 from pytest_swe_arena.grading.verify import VerifyInfrastructureError, VerifyResult, prepare_tree, run_verify
 from pytest_swe_arena.instances.loading import build_instance, load_instances, read_rows
@@ -229,8 +229,13 @@ def as_instance(project: Project, row: Mapping[str, Any], suite_dir: Path) -> In
 class TestRun:
     """The status of every test in ``tests/``, and the runner's exit status."""
 
-    statuses: dict[str, str]
+    #: As pytest's JUnit XML reports them, in order.
+    results: list[TestResult]
     returncode: int
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        return reported_statuses(self.results)
 
 
 def run_all_tests(workspace: Workspace, instance: Instance, patch: str, log: Path) -> TestRun:
@@ -240,14 +245,15 @@ def run_all_tests(workspace: Workspace, instance: Instance, patch: str, log: Pat
     result = run_shell(runner_command(None, ["tests"], str(junit), workspace.path), workspace.path, log)
     if result.returncode not in (0, 1):
         raise BuildError(f"pytest could not run the tests (exit {result.returncode}):\n{tail(log)}")
-    statuses = parse_output(log.read_text(encoding="utf-8", errors="replace"))
+    statuses = reported_statuses(parse_output(log.read_text(encoding="utf-8", errors="replace")))
     not_tests = sorted(test for test, status in statuses.items() if status == "error" or "::" not in test)
     if not_tests:
         raise BuildError(f"pytest reports errors, not test results: {not_tests}\n{tail(log)}")
-    from_junit = parse_junitxml(junit, sorted({test.split("::")[0] for test in statuses}))
-    if from_junit != statuses:
+    results = parse_junitxml(junit, sorted({test.split("::")[0] for test in statuses}))
+    from_junit = None if results is None else reported_statuses(results)
+    if results is None or from_junit != statuses:
         raise BuildError(f"the -rA summary and the JUnit XML disagree: {statuses} != {from_junit}")
-    return TestRun(statuses, result.returncode)
+    return TestRun(results, result.returncode)
 
 
 def run_before_and_after(workspace: Workspace, instance: Instance, logs: Path) -> tuple[TestRun, TestRun]:
@@ -390,18 +396,18 @@ def check_row(instance: Instance, store: RepoStore, work: Path, max_verify_secon
 
     # The recorded tests, graded as the harness grades them, then derived again as the build derives them.
     tests_before, tests_after = run_before_and_after(workspace, instance, work)
-    graded = grade(instance.fail_to_pass, instance.pass_to_pass, tests_before.statuses, "junitxml",
-                           tests_before.returncode)
+    graded = verdict_on_run(tests_before.results, instance.fail_to_pass, instance.pass_to_pass,
+                            tests_before.returncode, report="junitxml")
     passing = [test for test, status in graded.fail_to_pass.items() if counts_as_pass(status)]
     if passing:
         problems.append(f"FAIL_TO_PASS tests already pass at {before_state}: {passing}")
     failing = [test for test, status in graded.pass_to_pass.items() if not counts_as_pass(status)]
     if failing:
         problems.append(f"PASS_TO_PASS tests do not pass at {before_state}: {failing}")
-    graded = grade(instance.fail_to_pass, instance.pass_to_pass, tests_after.statuses, "junitxml",
-                           tests_after.returncode)
-    if not graded.passed:
-        problems.append(f"the recorded tests do not all pass at {after_state}: {graded.failing()}")
+    graded = verdict_on_run(tests_after.results, instance.fail_to_pass, instance.pass_to_pass,
+                            tests_after.returncode, report="junitxml")
+    if not graded.resolved:
+        problems.append(f"the recorded tests do not all pass at {after_state}: {graded.failing(SWEBENCH)}")
     fail_to_pass, pass_to_pass = fail_and_pass_lists(tests_before, tests_after)
     for key, listed, found in (("FAIL_TO_PASS", instance.fail_to_pass, fail_to_pass),
                                ("PASS_TO_PASS", instance.pass_to_pass, pass_to_pass)):

@@ -218,7 +218,7 @@ class TestStatus(StrEnum):
 
     @property
     def severity(self) -> int:
-        """When one id is reported more than once and the worst status wins: higher is worse."""
+        """When one id is reported more than once and the worst status stands (``rules.STRICT``): higher is worse."""
         return _TEST_SEVERITY[self]
 
 

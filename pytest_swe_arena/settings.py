@@ -257,7 +257,8 @@ OPTIONS: tuple[ArenaOption, ...] = (
     ),
     ArenaOption(
         "grading-rules",
-        "how FAIL_TO_PASS / PASS_TO_PASS results from a SWE-bench runner's log are graded: 'swebench' "
+        "how FAIL_TO_PASS / PASS_TO_PASS results are graded, on every path (SWE-bench's runners, the "
+        "harness's pytest runner, the witness): 'swebench' "
         "(SWE-bench 5.0.2's rules), 'strict' (XPASS and dropped results read, a skipped PASS_TO_PASS "
         "fails, the worst of duplicated ids stands, exit 0 needed) or 'portable' (SWE-bench's rules, and "
         "an id naming the tree SWE-bench recorded it in matches the same path in the grading tree)",

@@ -44,28 +44,27 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..outcome import TestStatus
-from .grades import keep_worst
 
 _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS) (\S.*)$")
 _SUMMARY_STATUS = {"PASSED": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
                    "XFAIL": TestStatus.XFAILED, "XPASS": TestStatus.XPASSED}
 
 
-def parse_output(text: str) -> dict[str, str]:
-    """Statuses from pytest's ``-rA`` short test summary (``PASSED id``, ``FAILED id - message``)."""
-    statuses: dict[str, str] = {}
+def parse_output(text: str) -> list[TestResult]:
+    """Results from pytest's ``-rA`` short test summary (``PASSED id``, ``FAILED id - message``), in order."""
+    results: list[TestResult] = []
     for line in text.splitlines():
         match = _SUMMARY_LINE.match(line.rstrip())
         if match:
             test_id = match.group(2)
             if match.group(1) in ("FAILED", "ERROR", "XFAIL", "XPASS"):
                 test_id = test_id.split(" - ", 1)[0]
-            keep_worst(statuses, test_id.strip(), _SUMMARY_STATUS[match.group(1)])
-    return statuses
+            results.append(TestResult(test_id.strip(), _SUMMARY_STATUS[match.group(1)]))
+    return results
 
 
-def parse_junitxml(path: Path | BinaryIO, files: Iterable[str] = ()) -> dict[str, str] | None:
-    """Statuses from pytest's JUnit XML (a file, or one opened through the crossing), keyed by node id; None if
+def parse_junitxml(path: Path | BinaryIO, files: Iterable[str] = ()) -> list[TestResult] | None:
+    """Results from pytest's JUnit XML (a file, or one opened through the crossing), by node id, in order; None if
     unreadable.
 
     A case's ``classname`` is its node id's module path, dotted, then its classes.
@@ -79,13 +78,13 @@ def parse_junitxml(path: Path | BinaryIO, files: Iterable[str] = ()) -> dict[str
     except (OSError, ElementTree.ParseError):
         return None
     modules = sorted(((_module_of(file), file) for file in files), key=lambda item: -len(item[0]))
-    statuses: dict[str, str] = {}
+    results: list[TestResult] = []
     for case in root.iter("testcase"):
         classname = case.get("classname") or ""
         file = next((file for module, file in modules
                      if classname == module or classname.startswith(module + ".")), case.get("file") or "")
-        keep_worst(statuses, _junit_node_id(file, classname, case.get("name") or ""), _junit_status(case))
-    return statuses
+        results.append(TestResult(_junit_node_id(file, classname, case.get("name") or ""), _junit_status(case)))
+    return results
 
 
 def _module_of(file: str) -> str:

@@ -244,7 +244,7 @@ def run_step(environment: PythonEnvironment, command: str, tree: Path, cell: Cel
         raise EnvBuildError(f"grading environment: {what} step `{command}` {why} (see {log.name})")
 
 
-def grade(tree: GradingTree, instance: Instance, *, cell: CellEnvironment, timeout: float,
+def grade_tree(tree: GradingTree, instance: Instance, *, cell: CellEnvironment, timeout: float,
           sandbox: Sandbox | None, extra_env: Mapping[str, str] | None = None,
           rules: GradingRules = SWEBENCH) -> VerifyResult:
     """Run the instance's verify command or tests on the tree, in ``sandbox``, with ``cell``'s fresh HOME.
@@ -340,7 +340,7 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
                 except EnvBuildError as error:
                     raise PatchRejected(f"the environment's install step fails on the patched tree: {error}") from None
             extra = environment.variables(cell.variables.get("PATH", ""))
-        verdict = grade(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra,
+        verdict = grade_tree(tree, instance, cell=cell, timeout=timeout, sandbox=grading_sandbox, extra_env=extra,
                         rules=rules)
     finally:
         passed = group.close() if group is not None else None

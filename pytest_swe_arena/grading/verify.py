@@ -10,7 +10,8 @@ workspace mode keeps the tree as the arm left it. Both then restore the files
 one: for a repository SWE-bench knows (or a row with ``eval_script`` / ``log_parser``) with
 SWE-bench's runner, its log parser and ``rules`` (``run_repo_runner``); otherwise with the
 harness's pytest runner and its JUnit XML (``runners`` runs them, ``parsers`` reads their
-statuses, ``grades`` grades them). ``graded_status`` turns the verdict into the cell's status.
+statuses). Either way ``rules`` decides the verdict, under the run's rule set (``--arena-grading-rules``),
+and the witnesses check it under the same rules. ``graded_status`` turns the verdict into the cell's status.
 """
 
 from __future__ import annotations
@@ -33,11 +34,9 @@ from ..cell.venvs import shell_argv
 from ..cell.workspace import Workspace, reset_to_base
 from ..instances.model import Instance
 from ..outcome import CellStatus
-from .grades import grade
 from .integrity import IntegrityFlag
 from .parsers import parse_junitxml, parse_output, read_results
-from .rules import FAIL_TO_PASS, PASS_TO_PASS, SWEBENCH, GradingRules
-from .rules import grade as grade_by_rules
+from .rules import SWEBENCH, GradingRules, Report, Verdict, verdict_on_run
 from .runners import (
     Runner,
     RunnerChoiceError,
@@ -247,11 +246,11 @@ class Witnessed:
     #: Run inside an image: its files are judged as the run saw them (``witnesses.judge``).
     inside_image: bool = False
 
-    def check(self, verdict: VerifyResult) -> VerifyResult:
-        """The verdict, unresolved when the witnesses disagree with it, with their flags."""
+    def check(self, verdict: VerifyResult, rules: GradingRules) -> VerifyResult:
+        """The verdict, unresolved when the witnesses disagree with it (read under ``rules``), with their flags."""
         judgement = judge(self.data, expected=self.expected, returncode=verdict.returncode,
                           statuses=recorded_statuses(verdict.tests), tree=self.tree, untrusted=self.untrusted,
-                          started=self.started, overflow=self.overflow, inside_image=self.inside_image)
+                          started=self.started, overflow=self.overflow, inside_image=self.inside_image, rules=rules)
         if judgement.reason is None or verdict.timed_out:
             return dataclasses.replace(verdict, integrity=judgement.flags)
         detail = judgement.reason if verdict.passed else f"{verdict.detail}; {judgement.reason}"
@@ -313,7 +312,7 @@ def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, st
         if runner is not None:
             return run_repo_runner(workspace, instance, runner, rules, env=env, log=log, timeout=timeout, host=host,
                                    sandbox=sandbox)
-        return run_tests(workspace, instance, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox)
+        return run_tests(workspace, instance, rules, env=env, log=log, timeout=timeout, host=host, sandbox=sandbox)
     # A verify command that runs pytest is witnessed; any other is graded on its exit status alone.
     result, witnessed = _run_witnessed(host, instance.verify, workspace.path, log, env, timeout, sandbox)
     detail = f"verify timed out after {timeout:g}s" if result.timed_out else f"verify exited {result.returncode}"
@@ -324,12 +323,12 @@ def run_checks(workspace: Workspace, instance: Instance, *, env: Mapping[str, st
         seconds=result.seconds,
         detail=detail,
     )
-    return witnessed.check(verdict) if witnessed is not None else verdict
+    return witnessed.check(verdict, rules) if witnessed is not None else verdict
 
 
-def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str], log: Path,
+def run_tests(workspace: Workspace, instance: Instance, rules: GradingRules, *, env: Mapping[str, str], log: Path,
               timeout: float, host: ContainerHost | None = None, sandbox: Sandbox | None = None) -> VerifyResult:
-    """Run the test files of FAIL_TO_PASS / PASS_TO_PASS and grade each recorded test."""
+    """Run the test files of FAIL_TO_PASS / PASS_TO_PASS and grade each recorded test under ``rules``."""
     recorded = [*instance.fail_to_pass, *instance.pass_to_pass]
     files = test_files(recorded, instance.test_patch, workspace.path)
     if not files:
@@ -337,42 +336,52 @@ def run_tests(workspace: Workspace, instance: Instance, *, env: Mapping[str, str
             f"{instance.instance_id}: no test files to run: FAIL_TO_PASS/PASS_TO_PASS ids name none that exist "
             "and test_patch touches no .py file; give a 'verify' command or a 'test_cmd'"
         )
-    report = log.parent / "verify-junit.xml"
-    report.unlink(missing_ok=True)
-    report_path = host.path(report, log.parent) if host is not None else str(report)
+    report_file = log.parent / "verify-junit.xml"
+    report_file.unlink(missing_ok=True)
+    report_path = host.path(report_file, log.parent) if host is not None else str(report_file)
     command = runner_command(instance.test_cmd, files, report_path, workspace.path)
     log.parent.mkdir(parents=True, exist_ok=True)
     result, witnessed = _run_witnessed(host, command, workspace.path, log, env, timeout, sandbox)
+    report: Report
     if uses_junitxml(instance.test_cmd):
         # A missing report (the runner died, or was made to exit early) leaves every test missing.
         try:
-            with crossing.reading(report.parent, report.name) as handle:
+            with crossing.reading(report_file.parent, report_file.name) as handle:
                 parsed = parse_junitxml(handle, files)
         except OSError:  # not written, or swapped for a link by the code under test: not read
             parsed = None
-        reported, source = parsed or {}, "junitxml"
+        results, report = parsed or [], "junitxml"
     else:
-        reported, source = parse_output(read_log(log, 0)), "output"
-    grades = grade(instance.fail_to_pass, instance.pass_to_pass, reported, source, result.returncode)
-    passed = grades.passed and not result.timed_out
+        results, report = parse_output(read_log(log, 0)), "output"
+    verdict = verdict_on_run(results, instance.fail_to_pass, instance.pass_to_pass, result.returncode, rules,
+                             _tree_as_run(workspace, host), report)
+    tests = verdict.to_json(rules) | ({} if rules == SWEBENCH else {"rules": rules.name})
+    return _graded(verdict, rules, result, tests, timeout, len(recorded), witnessed)
+
+
+def _tree_as_run(workspace: Workspace, host: ContainerHost | None) -> str:
+    """The tree's path as the tests saw it (``rules.GradingRules.tree_paths``): the sandbox binds the workspace at
+    its own path, an image has it at /testbed."""
+    return "/testbed" if host is not None else str(workspace.path)
+
+
+def _graded(verdict: Verdict, rules: GradingRules, result: processes.ProcessResult, tests: dict[str, object],
+            timeout: float, recorded: int, witnessed: Witnessed | None, passing: str = "") -> VerifyResult:
+    """The run's result from its verdict, checked by its witnesses when it had them."""
+    passed = verdict.resolved and not result.timed_out
+    failing = verdict.failing(rules)
     if result.timed_out:
         detail = f"tests timed out after {timeout:g}s"
     elif passed:
-        detail = f"all {len(recorded)} recorded tests passed"
+        detail = f"all {recorded} recorded tests passed{passing}"
+    elif failing:
+        detail = (f"{len(failing)} of {recorded} recorded tests not passing: {', '.join(failing[:5])}"
+                  + (" ..." if len(failing) > 5 else ""))
     else:
-        failing = grades.failing()
-        detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
-                  + (" ..." if len(failing) > 5 else "") if failing
-                  else f"every recorded test passed but the runner exited {result.returncode}")
-    verdict = VerifyResult(
-        passed=passed,
-        returncode=result.returncode,
-        timed_out=result.timed_out,
-        seconds=result.seconds,
-        tests=grades.to_json(),
-        detail=detail,
-    )
-    return witnessed.check(verdict) if witnessed is not None else verdict
+        detail = f"log not believed: {verdict.rejected}"
+    graded = VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
+                          seconds=result.seconds, tests=tests, detail=detail)
+    return witnessed.check(graded, rules) if witnessed is not None else graded
 
 
 def repo_runner(instance: Instance) -> Runner | None:
@@ -401,28 +410,8 @@ def run_repo_runner(workspace: Workspace, instance: Instance, runner: Runner, ru
     start = log.stat().st_size if log.is_file() else 0
     result, witnessed = _run_witnessed(host, command, workspace.path, log, env, timeout, sandbox)
     text = read_log(log, start)
-    # The tree's path as the tests saw it: the sandbox binds the workspace at its own path.
-    tree = "/testbed" if host is not None else str(workspace.path)
-    verdict = grade_by_rules(read_results(runner.log_parser, text), instance.fail_to_pass, instance.pass_to_pass,
-                             result.returncode, rules, tree)
-    passed = verdict.resolved and not result.timed_out
-    if result.timed_out:
-        detail = f"tests timed out after {timeout:g}s"
-    elif passed:
-        detail = f"all {len(recorded)} recorded tests passed ({runner.log_parser}, rules {rules.name!r})"
-    elif verdict.rejected is not None:
-        detail = f"log not believed: {verdict.rejected}"
-    else:
-        failing = verdict.failing(rules)
-        detail = (f"{len(failing)} of {len(recorded)} recorded tests not passing: {', '.join(failing[:5])}"
-                  + (" ..." if len(failing) > 5 else ""))
-    # Plain strings: the statuses travel to the controller on the report (execnet sends no enums).
-    tests = {"FAIL_TO_PASS": {test_id: str(status) for test_id, status in verdict.fail_to_pass.items()},
-             "PASS_TO_PASS": {test_id: str(status) for test_id, status in verdict.pass_to_pass.items()},
-             "report": "log", "log_parser": runner.log_parser, "rules": rules.name,
-             "failing": sorted({test_id for kind, statuses in ((FAIL_TO_PASS, verdict.fail_to_pass),
-                                                               (PASS_TO_PASS, verdict.pass_to_pass))
-                                for test_id, status in statuses.items() if not rules.passes(status, kind)})}
-    graded = VerifyResult(passed=passed, returncode=result.returncode, timed_out=result.timed_out,
-                          seconds=result.seconds, tests=tests, detail=detail)
-    return witnessed.check(graded) if witnessed is not None else graded
+    verdict = verdict_on_run(read_results(runner.log_parser, text), instance.fail_to_pass, instance.pass_to_pass,
+                             result.returncode, rules, _tree_as_run(workspace, host))
+    tests = verdict.to_json(rules) | {"log_parser": runner.log_parser, "rules": rules.name}
+    return _graded(verdict, rules, result, tests, timeout, len(recorded), witnessed,
+                   passing=f" ({runner.log_parser}, rules {rules.name!r})")

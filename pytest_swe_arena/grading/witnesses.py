@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..outcome import TestStatus
-from .grades import status_index
 from .integrity import IntegrityFlag
+from .parsers import TestResult
+from .rules import SWEBENCH, GradingRules, reported_statuses
 
 #: The folder put on ``PYTHONPATH`` so that ``-p arena_witness`` finds the witness (it holds nothing else).
 WITNESS_DIR = Path(__file__).parent / "witness"
@@ -103,23 +104,37 @@ def channel() -> Iterator[Channel]:
 
 
 @dataclass
+class _TestRun:
+    """One run of a test as the witness saw it: its node id and its outcome so far (None: not decided)."""
+
+    test_id: str
+    status: str | None = None
+
+
+@dataclass
 class Testimony:
     """What the witness saw: each pytest session by pid (its exit status, None if it never finished), each
     test's outcome, the hook implementations and the replaced runner functions at the end."""
 
     sessions: dict[int, int | None] = field(default_factory=dict)
-    outcomes: dict[str, str] = field(default_factory=dict)
+    #: Each run of a test, in order (pytest may run one node id more than once).
+    runs: list[_TestRun] = field(default_factory=list)
     hooks: list[dict[str, str]] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     tree_entry_points: list[str] = field(default_factory=list)
     malformed: int = 0
     last_exit: int | None = None
 
+    def outcomes(self) -> list[TestResult]:
+        """Each decided run of a test, in order, as a result the grading rules read (``rules.reported_statuses``)."""
+        return [TestResult(run.test_id, run.status) for run in self.runs if run.status is not None]
+
 
 def read_testimony(data: bytes) -> Testimony:
     """The records of a stream; a line that is not one of the witness's records is counted as malformed."""
     seen = Testimony()
     pid = 0
+    current: dict[str, _TestRun] = {}  # each test's run under way
     for line in data.splitlines():
         try:
             record = json.loads(line)
@@ -131,7 +146,7 @@ def read_testimony(data: bytes) -> Testimony:
             pid = int(record["pid"])
             seen.sessions[pid] = None
         elif kind == "test":
-            _note_phase(seen.outcomes, str(record["id"]), str(record["when"]), str(record["outcome"]),
+            _note_phase(seen.runs, current, str(record["id"]), str(record["when"]), str(record["outcome"]),
                         bool(record.get("xfail")))
         elif kind == "hooks":
             seen.hooks.extend(record.get("impls", ()))
@@ -147,18 +162,23 @@ def read_testimony(data: bytes) -> Testimony:
     return seen
 
 
-def _note_phase(outcomes: dict[str, str], test_id: str, when: str, outcome: str, xfail: bool) -> None:
+def _note_phase(runs: list[_TestRun], current: dict[str, _TestRun], test_id: str, when: str, outcome: str,
+                xfail: bool) -> None:
     """A test's outcome as pytest counts it: a failed phase fails it; its call phase (or a skipped setup)
-    decides it otherwise; an expected failure is ``xfailed``."""
-    if outcomes.get(test_id) in (TestStatus.FAILED, TestStatus.ERROR):
+    decides it otherwise; an expected failure is ``xfailed``. A setup phase starts another run of the test."""
+    if when == "setup" or test_id not in current:
+        current[test_id] = run = _TestRun(test_id)
+        runs.append(run)
+    run = current[test_id]
+    if run.status in (TestStatus.FAILED, TestStatus.ERROR):
         return
     if outcome == "failed":
-        outcomes[test_id] = TestStatus.FAILED if when == "call" else TestStatus.ERROR
+        run.status = TestStatus.FAILED if when == "call" else TestStatus.ERROR
     elif when == "call" or (when == "setup" and outcome == "skipped"):
         if outcome == "passed":
-            outcomes[test_id] = TestStatus.XPASSED if xfail else TestStatus.PASSED
+            run.status = TestStatus.XPASSED if xfail else TestStatus.PASSED
         else:
-            outcomes[test_id] = TestStatus.XFAILED if xfail else TestStatus.SKIPPED
+            run.status = TestStatus.XFAILED if xfail else TestStatus.SKIPPED
 
 
 @dataclass(frozen=True)
@@ -199,7 +219,7 @@ def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: flo
 
 def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapping[str, str], tree: Path,
           untrusted: Sequence[Path] = (), started: float = 0.0, overflow: bool = False,
-          inside_image: bool = False) -> Judgement:
+          inside_image: bool = False, rules: GradingRules = SWEBENCH) -> Judgement:
     """Compare the witness's stream with the verdict's other witnesses.
 
     :param expected: the command runs pytest (``runs_pytest``): no stream at all is a disagreement.
@@ -208,6 +228,7 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
     :param untrusted: folders the code under test could write (the cell's HOME, its temp dir).
     :param started: when the run started (``time.time()``): a hook file written since was written by the run.
     :param inside_image: the run was in an image's container: ``tree`` and ``untrusted`` are its paths.
+    :param rules: the verdict's rules: they decide which of a node id's runs stands, as for the report.
     """
     seen = read_testimony(data)
     flags = [IntegrityFlag("tree_entry_point", name, "a pytest11 entry point of a distribution in the tree: "
@@ -240,7 +261,7 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
     if seen.replaced:
         return refuse("runner_tampered", f"pytest's own functions were replaced during the run: "
                       f"{', '.join(seen.replaced[:5])}")
-    index = status_index(seen.outcomes)
+    index = reported_statuses(seen.outcomes(), rules, cut_ids=True)
     for test_id, status in statuses.items():
         witnessed = index.get(test_id)
         if TestStatus(status).passes and witnessed is not None and not TestStatus(witnessed).passes:

@@ -7,8 +7,15 @@ import sys
 
 import pytest
 
-from pytest_swe_arena.grading.grades import grade, status_of
-from pytest_swe_arena.grading.parsers import parse_junitxml, parse_output
+from pytest_swe_arena.grading.parsers import TestResult, parse_junitxml, parse_output
+from pytest_swe_arena.grading.rules import (
+    STRICT,
+    SWEBENCH,
+    GradingRules,
+    recorded_status,
+    reported_statuses,
+    verdict_on_run,
+)
 from pytest_swe_arena.grading.runners import DEFAULT_TEST_CMD, has_pytest_config, runner_command
 
 OUTPUT = """\
@@ -25,7 +32,7 @@ SKIPPED [1] tests/test_a.py:12: no network
 
 
 def test_rA_summary_lines_give_each_test_its_status():
-    assert parse_output(OUTPUT) == {
+    assert statuses(parse_output(OUTPUT)) == {
         "tests/test_a.py::test_one": "passed",
         "tests/test_a.py::TestThing::test_param[a b-c]": "passed",
         "tests/test_a.py::test_known": "xfailed",
@@ -47,7 +54,7 @@ def test_junitxml_cases_become_node_ids(tmp_path):
         '<testcase classname="pkg.tests.test_a" name="test_e" file="pkg/tests/test_a.py"><error/></testcase>'
         '</testsuite></testsuites>'
     )
-    assert parse_junitxml(report) == {
+    assert statuses(parse_junitxml(report)) == {
         "pkg/tests/test_a.py::TestThing::test_param[a b-c]": "passed",
         "pkg/tests/test_a.py::test_two": "failed",
         "pkg/tests/test_a.py::test_x": "xfailed",
@@ -57,31 +64,66 @@ def test_junitxml_cases_become_node_ids(tmp_path):
     assert parse_junitxml(tmp_path / "absent.xml") is None
     # Other junit families have no file attribute: the file is found among those the runner ran.
     report.write_text('<testsuite><testcase classname="pkg.tests.test_a.TestThing" name="test_p"/></testsuite>')
-    assert parse_junitxml(report, ["pkg/tests/test_b.py", "pkg/tests/test_a.py"]) == {
+    assert statuses(parse_junitxml(report, ["pkg/tests/test_b.py", "pkg/tests/test_a.py"])) == {
         "pkg/tests/test_a.py::TestThing::test_p": "passed"}
 
 
-def test_ids_cut_at_their_first_space_match_and_the_worst_status_wins():
+def statuses(results: list[TestResult] | None) -> dict[str, str]:
+    assert results is not None
+    return {result.test_id: result.status for result in results}
+
+
+def status_of_pytest_id(test_id: str, reported: dict[str, str], rules: GradingRules = SWEBENCH) -> str:
+    """A recorded id's status among pytest's node ids, reported in this order (as the JUnit path grades)."""
+    results = [TestResult(node_id, status) for node_id, status in reported.items()]
+    return recorded_status(test_id, reported_statuses(results, rules, cut_ids=True), rules)
+
+
+def test_ids_cut_at_their_first_space_match_and_of_several_the_last_stands():
     reported = {"t.py::test_p[a b]": "passed", "t.py::test_p[a c]": "failed", "t.py::test_q[x y]": "passed",
                 "t.py::test_q[x": "passed"}
-    assert status_of("t.py::test_p[a", reported) == "failed"
-    assert status_of("t.py::test_q[x", reported) == "passed"
-    assert status_of("t.py::test_p[a b]", reported) == "passed"
-    assert status_of("t.py::test_gone", reported) == "missing"
-    # A forged line for the cut id cannot hide the real test's failure.
-    assert status_of("t.py::test_r[a", {"t.py::test_r[a": "passed", "t.py::test_r[a b]": "failed"}) == "failed"
+    assert status_of_pytest_id("t.py::test_p[a", reported) == "failed"
+    assert status_of_pytest_id("t.py::test_q[x", reported) == "passed"
+    assert status_of_pytest_id("t.py::test_p[a b]", reported) == "passed"
+    assert status_of_pytest_id("t.py::test_gone", reported) == "missing"
+    earlier_pass = {"t.py::test_r[a": "passed", "t.py::test_r[a b]": "failed"}
+    assert status_of_pytest_id("t.py::test_r[a", earlier_pass) == "failed"
+    # SWE-bench's rule: the last one reported stands, as its harness reads pytest's summary. The strict rules
+    # take the worst, whatever the order.
+    later_pass = {"t.py::test_r[a b]": "failed", "t.py::test_r[a": "passed"}
+    assert status_of_pytest_id("t.py::test_r[a", later_pass) == "passed"
+    assert status_of_pytest_id("t.py::test_r[a", later_pass, STRICT) == "failed"
+
+
+def resolves(fail_to_pass: list[str], pass_to_pass: list[str], reported: dict[str, str], report: str,
+             returncode: int | None) -> bool:
+    results = [TestResult(test_id, status) for test_id, status in reported.items()]
+    return verdict_on_run(results, fail_to_pass, pass_to_pass, returncode, report=report).resolved  # type: ignore[arg-type]
 
 
 def test_exit_status_rule_depends_on_where_statuses_came_from():
     passing = {"t.py::a": "passed"}
-    assert grade(["t.py::a"], [], passing, "output", 0).passed
+    assert resolves(["t.py::a"], [], passing, "output", 0)
     # Text that claims passes while the runner exits 1 is never trusted.
-    assert not grade(["t.py::a"], [], passing, "output", 1).passed
+    assert not resolves(["t.py::a"], [], passing, "output", 1)
     # pytest's own report: exit 1 means a test outside the lists failed.
-    assert grade(["t.py::a"], [], passing, "junitxml", 1).passed
+    assert resolves(["t.py::a"], [], passing, "junitxml", 1)
     for returncode in (2, 3, 4, 5, None):
-        assert not grade(["t.py::a"], [], passing, "junitxml", returncode).passed
-    assert not grade(["t.py::a"], ["t.py::b"], passing, "junitxml", 0).passed
+        assert not resolves(["t.py::a"], [], passing, "junitxml", returncode)
+    assert not resolves(["t.py::a"], ["t.py::b"], passing, "junitxml", 0)
+
+
+
+def test_the_junit_report_is_graded_under_the_rule_set_as_a_swebench_log_is():
+    # A skipped PASS_TO_PASS test is kept under SWE-bench's rules (not a regression), fails under strict; an
+    # xpassed test passes under neither; strict needs exit 0 where pytest's report is otherwise believed with 1.
+    results = [TestResult("t.py::a", "passed"), TestResult("t.py::s", "skipped"), TestResult("t.py::x", "xpassed")]
+    for rules, skipped_kept in ((SWEBENCH, True), (STRICT, False)):
+        assert verdict_on_run(results, ["t.py::a"], ["t.py::s"], 0, rules, report="junitxml").resolved is skipped_kept
+        assert not verdict_on_run(results, ["t.py::a"], ["t.py::x"], 0, rules, report="junitxml").resolved
+    assert verdict_on_run(results, ["t.py::a"], [], 1, SWEBENCH, report="junitxml").resolved
+    assert verdict_on_run(results, ["t.py::a"], [], 1, STRICT, report="junitxml").rejected == (
+        "the runner exited 1 (the rules 'strict' need 0)")
 
 
 def test_runner_command_fills_placeholders_or_appends_files(tmp_path):
@@ -108,7 +150,7 @@ def test_inherited_and_imported_tests_keep_the_id_of_the_file_that_ran_them(tmp_
     subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, check=False)
     xml = (tmp_path / "junit.xml").read_text()
     assert 'file="tests/base.py"' in xml  # the case the rebuild must not follow
-    assert parse_junitxml(tmp_path / "junit.xml", files) == {
+    assert statuses(parse_junitxml(tmp_path / "junit.xml", files)) == {
         "tests/test_a.py::TestA::test_own": "passed",
         "tests/test_a.py::TestA::test_inherited": "passed",
         "tests/test_a.py::test_shared": "failed",
@@ -118,15 +160,15 @@ def test_inherited_and_imported_tests_keep_the_id_of_the_file_that_ran_them(tmp_
     report = tmp_path / "nested.xml"
     report.write_text('<testsuite><testcase classname="pkg.test_a.TestB" name="t" file="other.py"/>'
                       '<testcase classname="elsewhere" name="u" file="conf/elsewhere.py"/></testsuite>')
-    assert parse_junitxml(report, ["pkg.py", "pkg/test_a.py"]) == {
+    assert statuses(parse_junitxml(report, ["pkg.py", "pkg/test_a.py"])) == {
         "pkg/test_a.py::TestB::t": "passed", "conf/elsewhere.py::u": "passed"}
 
 
 def test_thousands_of_ids_grade_against_thousands_of_reported_tests():
-    reported = {f"t.py::test_p[{n} x]": "passed" for n in range(5000)}
-    reported["t.py::test_p[17 y]"] = "failed"
+    reported = [TestResult(f"t.py::test_p[{n} x]", "passed") for n in range(5000)]
+    reported.append(TestResult("t.py::test_p[17 y]", "failed"))
     ids = [f"t.py::test_p[{n}" for n in range(5000)]
-    grades = grade(ids, ["t.py::test_gone"], reported, "junitxml", 0)
+    grades = verdict_on_run(reported, ids, ["t.py::test_gone"], 0, report="junitxml")
     assert [test_id for test_id, status in grades.fail_to_pass.items() if status != "passed"] == ["t.py::test_p[17"]
     assert grades.fail_to_pass["t.py::test_p[17"] == "failed"
     assert grades.pass_to_pass == {"t.py::test_gone": "missing"}

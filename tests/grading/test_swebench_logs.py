@@ -31,9 +31,9 @@ from pytest_swe_arena.grading.rules import (
     SWEBENCH,
     GradingRules,
     as_named_in,
-    grade,
+    recorded_status,
     reported_statuses,
-    status_of,
+    verdict_on_run,
 )
 from pytest_swe_arena.grading.runners import (
     Runner,
@@ -74,7 +74,7 @@ def verdict(entry: dict[str, Any], case: dict[str, Any], rules: GradingRules = S
     results = read_results(case["log_parser"], entry["text"])
     # The grading tree's path where the log names it; the other logs name none (graded as in SWE-bench's images).
     tree = entry.get("tree", "/testbed")
-    return grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], entry["returncode"], rules, tree)
+    return verdict_on_run(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], entry["returncode"], rules, tree)
 
 
 def test_the_corpus_has_every_runner_and_each_result_swebench_reads():
@@ -153,7 +153,7 @@ def test_read_every_result_counts_what_swebench_drops():
     # Only tests SWE-bench left missing change, and they now have the status their line states.
     for case, test_id, status in changed_tests(rules):
         entry, spec = next((e, c) for e, c in CASES if case_id(e, c) == case)
-        assert status_of(test_id, reported_statuses(read_results(spec["log_parser"], entry["text"]))) == "missing"
+        assert recorded_status(test_id, reported_statuses(read_results(spec["log_parser"], entry["text"]))) == "missing"
         assert status != "missing"
 
 
@@ -191,11 +191,12 @@ def test_the_worst_of_duplicated_ids_stands_when_asked():
                                      "failed")}
     # An id cut inside its brackets: SWE-bench wants its matches to agree (a mix is missing), worst takes the worst.
     statuses = {"t.py::test_p[a c]": "skipped", "t.py::test_p[a d]": "failed"}
-    assert status_of("t.py::test_p[a", statuses) == "skipped"  # skipped and failed agree (neither passes): the first
-    assert status_of("t.py::test_p[a", statuses, rules) == "failed"
+    # skipped and failed agree (neither passes): the first
+    assert recorded_status("t.py::test_p[a", statuses) == "skipped"
+    assert recorded_status("t.py::test_p[a", statuses, rules) == "failed"
     mixed = {"t.py::test_p[a b]": "passed", **statuses}
-    assert status_of("t.py::test_p[a", mixed) == "missing"
-    assert status_of("t.py::test_p[a", mixed, rules) == "failed"
+    assert recorded_status("t.py::test_p[a", mixed) == "missing"
+    assert recorded_status("t.py::test_p[a", mixed, rules) == "failed"
 
 
 def test_require_exit_zero_when_asked():
@@ -249,10 +250,10 @@ def test_portable_rules_match_it_to_the_same_path_in_the_grading_tree():
     # Only the tree the tests ran in: graded as if they had run elsewhere, the id is missing again.
     entry, case = pylint_7080()
     results = read_results(case["log_parser"], entry["text"])
-    elsewhere = grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], 0, PORTABLE, "/tmp/another/tree")
+    elsewhere = verdict_on_run(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], 0, PORTABLE, "/tmp/another/tree")
     assert elsewhere.failing(PORTABLE) == [f"{BUILDER_ID} (missing)"]
     with pytest.raises(ValueError, match="'portable': tree_paths needs the path of the tree the tests ran in"):
-        grade(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], 0, PORTABLE)
+        verdict_on_run(results, case["FAIL_TO_PASS"], case["PASS_TO_PASS"], 0, PORTABLE)
 
 
 def test_portable_rules_match_the_same_relative_path_exactly():
@@ -263,7 +264,7 @@ def test_portable_rules_match_the_same_relative_path_exactly():
     builder = "/n/fs/p-swe-bench/temp/shapes/tmpab12cd/acme__shapes__1.0"
 
     def status(recorded: str, parser: str = "parse_log_pytest") -> str:
-        return grade(read_results(parser, log), [], [recorded], 0, PORTABLE, tree).pass_to_pass[recorded]
+        return verdict_on_run(read_results(parser, log), [], [recorded], 0, PORTABLE, tree).pass_to_pass[recorded]
 
     for root in (builder, "/testbed"):
         assert status(f"tests/t.py::test_read[{root}/tests/data/a.txt]") == "passed"
@@ -279,13 +280,14 @@ def test_portable_rules_match_the_same_relative_path_exactly():
     assert as_named_in("t.py::test[/n/fs/p-swe-bench/temp/shapes/tmpab12cd/a.txt]", tree) \
         == "t.py::test[/n/fs/p-swe-bench/temp/shapes/tmpab12cd/a.txt]"
     # SWE-bench's own rules leave every such id missing.
-    assert grade(read_results("parse_log_pytest", log), [], ["tests/t.py::test_read[/testbed/tests/data/a.txt]"],
-                 0, SWEBENCH, tree).pass_to_pass == {"tests/t.py::test_read[/testbed/tests/data/a.txt]": "missing"}
+    recorded = "tests/t.py::test_read[/testbed/tests/data/a.txt]"
+    assert verdict_on_run(read_results("parse_log_pytest", log), [], [recorded],
+                          0, SWEBENCH, tree).pass_to_pass == {recorded: "missing"}
 
 
 def test_a_log_that_names_no_test_never_resolves():
-    assert grade([], [], [], 0).rejected == "the log names no test"
-    assert not grade([], [], [], 0).resolved
+    assert verdict_on_run([], [], [], 0).rejected == "the log names no test"
+    assert not verdict_on_run([], [], [], 0).resolved
 
 
 # --- parsers on small inputs: what the corpus shows, line by line -----------------------------

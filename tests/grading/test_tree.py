@@ -21,12 +21,13 @@ from pytest_swe_arena.cell.templates import instance_template
 from pytest_swe_arena.cell.venvs import EnvironmentStore, EnvSpec
 from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
 from pytest_swe_arena.grading.integrity import internals_flags
+from pytest_swe_arena.grading.rules import STRICT, SWEBENCH
 from pytest_swe_arena.grading.tree import (
     GradingTree,
     PatchRejected,
     TestPatchRejected,
     build_grading_tree,
-    grade,
+    grade_tree,
     grading_environment,
     integrity_details,
     run_config_reason,
@@ -100,7 +101,7 @@ def test_the_gold_patch_resolves_on_a_fresh_tree_and_an_empty_patch_does_not(gra
     for name, patch, passed in (("gold", grading.calc.patch.encode(), True), ("empty", b"", False)):
         tree = grading.tree(patch, name)
         cell = grading.grading_cell(name)
-        verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+        verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
         assert verdict.passed is passed, (cell.run_dir / "verify.log").read_text()
         assert tree.integrity == ()
         assert verdict.tests is not None and verdict.tests["FAIL_TO_PASS"]["tests/test_ops.py::test_mul"] == (
@@ -126,7 +127,7 @@ def test_what_the_environment_setup_generates_is_base_for_the_patch_on_both_side
 
     tree = grading.tree(patch, setup=setup)
     cell = grading.grading_cell()
-    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+    verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
     assert verdict.passed, (cell.run_dir / "verify.log").read_text()
     assert (tree.path / "calc" / "_version.py").read_text() == "version = '1.1'\n"
     assert tree.base_commit != calc.base
@@ -188,7 +189,7 @@ def test_files_that_configure_the_run_come_from_base_and_are_flagged(grading, ca
     tree = grading.tree(patch)
     cell = grading.grading_cell()
 
-    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+    verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
 
     assert not verdict.passed
     assert verdict.tests is not None and verdict.tests["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "failed"}
@@ -211,7 +212,7 @@ def test_a_nested_pytest_repository_neither_shadows_the_runner_nor_is_dropped_si
     extraction = extract(grading.workspace.path, grading.calc.base, grading.objects, grading.root / "x.git")
     tree = grading.tree(extraction.patch)
     cell = grading.grading_cell()
-    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+    verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
     # The agent fixed mul too: the patch resolves on its merits, with the shadowing package left out and said so.
     assert verdict.passed, (cell.run_dir / "verify.log").read_text()
     assert extraction.nested_repositories == ("pytest",)
@@ -242,7 +243,7 @@ def test_a_pth_in_the_cells_venv_does_not_reach_the_grading_venv(grading, calc, 
     cell = create_cell_environment(tmp_path / "g" / "cell")
     venv = grading_environment(template, tree.path, cell, cell.run_dir / "env.log")
     sandbox = grading.sandbox(cell, tree, venv.venv)
-    verdict = grade(tree, instance, cell=cell, timeout=120, sandbox=sandbox,
+    verdict = grade_tree(tree, instance, cell=cell, timeout=120, sandbox=sandbox,
                     extra_env=venv.variables(cell.variables["PATH"]))
     assert not verdict.passed
     assert "AssertionError" in (cell.run_dir / "verify.log").read_text()
@@ -256,7 +257,7 @@ def test_a_daemon_the_arm_left_cannot_rewrite_the_grading_report(grading):
     assert processes_with(marker) == []
     tree = grading.tree(grading.extract())
     cell = grading.grading_cell()
-    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+    verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
     assert not verdict.passed
     report = (cell.run_dir / "verify-junit.xml").read_text()
     assert "forged" not in report and 'failures="1"' in report
@@ -270,7 +271,7 @@ def test_every_process_the_code_under_test_starts_is_gone_when_the_report_is_rea
     patch = diff_of(calc.repo, {**CALC_FIX, "calc/__init__.py": daemon + "from .ops import add, mul\n"}).encode()
     tree = grading.tree(patch)
     cell = grading.grading_cell()
-    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
+    verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=grading.sandbox(cell, tree))
     assert verdict.passed, (cell.run_dir / "verify.log").read_text()
     assert processes_with(marker) == []
 
@@ -294,7 +295,7 @@ def test_the_fix_smuggled_in_as_a_replaced_base_is_not_in_the_grading_tree(gradi
 
     tree = grading.tree(patch)
     cell = grading.grading_cell()
-    verdict = grade(tree, grading.instance, cell=cell, timeout=120, sandbox=None)
+    verdict = grade_tree(tree, grading.instance, cell=cell, timeout=120, sandbox=None)
     assert not verdict.passed
     assert (tree.path / "calc" / "ops.py").read_text().endswith("return a + b\n")
 
@@ -337,3 +338,36 @@ def processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+#: A test that fails the first time it runs in a session and passes the second.
+TWICE = "_runs = []\n\n\ndef test_flaky():\n    _runs.append(1)\n    assert len(_runs) > 1\n"
+
+
+@needs_bwrap
+def test_the_grading_rules_decide_a_node_id_pytest_reported_twice_on_the_junit_path(grading, calc, tmp_path):
+    """pytest runs tests/test_twice.py::test_flaky twice (the file given twice, ``--keep-duplicates``): it fails,
+    then passes. SWE-bench's rules (the default) let the last result stand, as its harness does; the strict
+    rules, the worst. ``--arena-grading-rules`` reaches the harness's JUnit runner and its witness."""
+    flaky = "tests/test_twice.py::test_flaky"
+    row = {**graded_row(calc), "FAIL_TO_PASS": [flaky],
+                     "test_patch": calc.test_patch + diff_of(calc.repo, {"tests/test_twice.py": TWICE}),
+                     "test_cmd": "python -m pytest -p no:cacheprovider --keep-duplicates -o junit_family=xunit1 "
+                                 "--junitxml={junitxml} {tests} tests/test_twice.py"}
+    instance = build_instance(tmp_path / "twice.jsonl", 1, row, None)
+    verdicts = {}
+    for rules in (SWEBENCH, STRICT):
+        tree = build_grading_tree(tmp_path / rules.name / "tree", objects=grading.objects,
+                                  base_commit=calc.base, patch=calc.patch.encode(), instance=instance)
+        cell = grading.grading_cell(rules.name)
+        verdicts[rules.name] = grade_tree(tree, instance, cell=cell, timeout=120,
+                                          sandbox=grading.sandbox(cell, tree), rules=rules)
+        junit = (cell.run_dir / "verify-junit.xml").read_text()
+        assert junit.count('name="test_flaky"') == 2 and junit.count("<failure") == 1, junit
+    default, strict = verdicts["swebench"], verdicts["strict"]
+    assert default.returncode == strict.returncode == 1  # one of the two runs failed
+    assert default.tests is not None and default.tests["FAIL_TO_PASS"] == {flaky: "passed"}
+    assert default.passed and default.integrity == (), default.detail  # the witness reads the runs the same way
+    assert strict.tests is not None and strict.tests["FAIL_TO_PASS"] == {flaky: "failed"}
+    assert strict.tests["rules"] == "strict"
+    assert not strict.passed and f"{flaky} (failed)" in strict.detail

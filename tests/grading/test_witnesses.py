@@ -183,3 +183,34 @@ def test_the_witness_runs_on_the_older_pythons_of_swe_bench_environments(tmp_pat
     forged = judge(pipe.data(), expected=True, returncode=1, tree=tree, started=started,
                    statuses={"test_x.py::test_b": "passed"})
     assert forged.reason is not None and "the witness saw it failed" in forged.reason
+
+
+def test_the_witness_reads_a_node_id_run_twice_under_the_verdicts_rules(tmp_path):
+    """pytest can run one node id twice (a file given twice with ``--keep-duplicates``): the witness keeps each
+    run, and the verdict's rules pick the one that stands, as for the report: SWE-bench's the last, strict the
+    worst. A phase that fails still fails its own run (a teardown error after a passed call)."""
+    import json
+    import time
+
+    from pytest_swe_arena.grading.rules import STRICT, SWEBENCH, GradingRules
+    from pytest_swe_arena.grading.witnesses import judge
+
+    def stream(*runs: tuple[str, str, str]) -> bytes:
+        records: list[dict[str, object]] = [{"e": "start", "pid": 1}]
+        for setup, call, teardown in runs:
+            records += [{"e": "test", "id": "t.py::test[a b]", "when": when, "outcome": outcome}
+                        for when, outcome in (("setup", setup), ("call", call), ("teardown", teardown))]
+        records.append({"e": "finish", "exitstatus": 1})
+        return "".join(json.dumps(record) + "\n" for record in records).encode()
+
+    def reason(data: bytes, rules: GradingRules) -> str | None:
+        return judge(data, expected=True, returncode=1, statuses={"t.py::test[a": "passed"}, tree=tmp_path,
+                     started=time.time(), rules=rules).reason
+
+    failed_then_passed = stream(("passed", "failed", "passed"), ("passed", "passed", "passed"))
+    assert reason(failed_then_passed, SWEBENCH) is None
+    assert "the witness saw it failed" in (reason(failed_then_passed, STRICT) or "")
+    passed_then_failed = stream(("passed", "passed", "passed"), ("passed", "failed", "passed"))
+    assert "the witness saw it failed" in (reason(passed_then_failed, SWEBENCH) or "")
+    torn_down = stream(("passed", "failed", "passed"), ("passed", "passed", "failed"))
+    assert "the witness saw it error" in (reason(torn_down, SWEBENCH) or "")

@@ -168,8 +168,16 @@ def test_forged_passed_lines_with_a_failing_exit_are_unresolved(suite, shapes, t
     assert ledger_row["status"] == "unresolved" and ledger_row["verify"]["returncode"] == 1
     tests = ledger_row["verify"]["tests"]
     assert tests["report"] == ("output" if test_cmd else "junitxml")
-    assert tests["FAIL_TO_PASS"] == {test_id: "failed" for test_id in F2P}
-    assert "2 of 6 recorded tests not passing" in ledger_row["error"]
+    if test_cmd:
+        # Printed lines are read as SWE-bench's harness reads them (its rules: the last line under an id stands),
+        # so the forged lines, printed last, give the statuses; but printed statuses are believed only with exit 0,
+        # and the witness saw the tests fail.
+        assert tests["FAIL_TO_PASS"] == {test_id: "passed" for test_id in F2P}
+        assert "log not believed: the runner exited 1 (printed statuses need 0)" in ledger_row["error"]
+        assert "witnesses disagree" in ledger_row["error"] and "the witness saw it failed" in ledger_row["error"]
+    else:
+        assert tests["FAIL_TO_PASS"] == {test_id: "failed" for test_id in F2P}
+        assert "2 of 6 recorded tests not passing" in ledger_row["error"]
 
 
 def test_tests_missing_from_the_report_do_not_resolve(suite, shapes):
