@@ -536,7 +536,8 @@ def test_significance_groups_flake_rates_and_non_plain_applies_in_chromium(tmp_p
             decides: document.querySelector('#discrimination summary').textContent,
             flaky: document.getElementById('calibration-flaky').textContent,
             broken: document.getElementById('calibration-broken').textContent,
-            rates: [...document.querySelectorAll('#flake-rates tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+            rates: [...document.querySelectorAll('#flake-rates tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent)),
             marks: Object.fromEntries([...document.querySelectorAll('#matrix .row:not([hidden])')]
                 .map(r => [r.children[0].firstChild.textContent,
                            (r.children[0].querySelector('.unstable') || {}).title || null])),
