@@ -498,7 +498,7 @@ def test_the_instance_by_arm_matrix_narrows_by_repository_status_flags_and_creat
         browser.wait_until("document.body.dataset.ready === '1'")
         everything = matrix_filter(browser)
         assert len(everything) == 10 and everything[0] == {
-            "instance": "demo__calc-1", "arms": [["resolved"], ["resolved"], ["resolved"]]}
+            "instance": "demo__calc-1", "arms": [["resolved"], ["resolved"], ["resolved"]], "stability": None}
         assert browser.evaluate("document.getElementById('matrix-count').textContent") == "10 of 10 instances"
         other = matrix_filter(browser, repo=option_value(browser, "matrix-repo", "other/lib"))
         assert [entry["instance"] for entry in other] == ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
