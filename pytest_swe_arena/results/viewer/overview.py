@@ -2,7 +2,8 @@
 
 Cells go out as columns (one list per field, instances and errors as indexes into tables)
 so the page of a 100,000-cell run loads in a few megabytes and is filtered and sorted in
-typed arrays. Numbers come from the same summary as ``summary.json``; what the summary does
+typed arrays. Numbers come from the same summary as ``summary.json`` (its pairs, groups and
+discrimination as they are), flake rates from ``calibration.json``; what the summary does
 not hold (the comparisons against every baseline, the cost intervals) is computed here from
 the same cells, with the statistics module.
 """
