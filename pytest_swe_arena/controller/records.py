@@ -259,6 +259,16 @@ class SweepRecords:
                              "stay in the ledger, under their run ids)")
         except OSError as error:
             self.file_not_written(error)
+        # Before the viewer, which shows the calibration's flake rates.
+        if calibrate:
+            self.calibration = calibration.verdicts(self.rows)
+            try:
+                path, problem = calibration.write_calibration(self.out, self.calibration, self.run_id)
+            except OSError as error:
+                self.file_not_written(error)
+            else:
+                self.written.append(path)
+                notes += [problem] if problem else []
         try:
             from ..results.viewer import write_viewer
 
@@ -273,15 +283,6 @@ class SweepRecords:
                                              built=self.pages.finish() if self.pages is not None else None))
         except OSError as error:
             self.file_not_written(error)
-        if calibrate:
-            self.calibration = calibration.verdicts(self.rows)
-            try:
-                path, problem = calibration.write_calibration(self.out, self.calibration, self.run_id)
-            except OSError as error:
-                self.file_not_written(error)
-            else:
-                self.written.append(path)
-                notes += [problem] if problem else []
         return notes
 
     # -- what could not be written ----------------------------------------------------------

@@ -61,6 +61,38 @@ NO_USAGE = UsageRecord()
 _TOKEN_PARTS = attrgetter(*TOKEN_PARTS)
 
 
+#: The ``apply_method`` of a recorded patch applied as it came: nothing to flag.
+PLAIN_APPLY = "git apply"
+
+
+class ProvenanceRecord(msgspec.Struct, frozen=True, gc=False):
+    """The part of a row's ``provenance`` a summary or the viewer reads: how a recorded patch was applied
+    (``arms.replay``: ``apply_method``, with ``patch``'s fuzz lines) and the versions that made the cell."""
+
+    apply_method: Any = None
+    apply_fuzz: Any = None
+    agent_version: Any = None
+    plugin_version: Any = None
+
+    @property
+    def non_plain_apply(self) -> str | None:
+        """How a recorded patch was applied when not by plain ``git apply`` (``fuzz: Hunk #1 succeeded at 3
+        with fuzz 1.``); None when it was (or when the cell applied no recorded patch)."""
+        method = self.apply_method
+        if method is None or method == PLAIN_APPLY:
+            return None
+        fuzz = self.fuzz_lines
+        return str(method) + (f": {'; '.join(fuzz)}" if fuzz else "")
+
+    @property
+    def fuzz_lines(self) -> list[str]:
+        """``patch``'s "succeeded at N with fuzz F" lines, when the chain applied the patch with fuzz."""
+        return [str(line) for line in self.apply_fuzz] if isinstance(self.apply_fuzz, list) else []
+
+
+NO_PROVENANCE = ProvenanceRecord()
+
+
 class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
     """The part of a row's ``details`` a summary reads: the meter's reconciliation (``spend.meter.reconcile``)
     and the grading's integrity flags (``grading.tree.integrity_details``).
@@ -129,6 +161,7 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
     reused_from: str | None = None
     error: str | None = None
     details: DetailsRecord | None = None
+    provenance: ProvenanceRecord = NO_PROVENANCE
 
     @property
     def ran(self) -> bool:

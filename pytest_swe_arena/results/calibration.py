@@ -214,6 +214,27 @@ def failed_instances(out: Path) -> list[str]:
 
 
 
+def flake_rates(out: Path, instance_ids: Iterable[str]) -> dict[str, Any] | None:
+    """The calibration's verdicts on ``instance_ids`` (``calibration.json``, as ``write_calibration`` wrote it),
+    for the viewer: each instance's stability and gold / empty resolved k/N, the flaky and broken ones listed.
+
+    None when the out dir has no readable calibration, or it holds none of these instances.
+    """
+    try:
+        found = _read(out / CALIBRATION_NAME).get("instances")
+    except pytest.UsageError:
+        return None
+    if not isinstance(found, dict):
+        return None
+    rates = {iid: {key: verdict.get(key) for key in ("stability", "ok", "gold_resolved", "empty_resolved")}
+             for iid in sorted(set(instance_ids)) if isinstance(verdict := found.get(iid), dict)}
+    if not rates:
+        return None
+    return {"instances": rates,
+            "flaky": [iid for iid, verdict in rates.items() if verdict["stability"] == "flaky"],
+            "broken": [iid for iid, verdict in rates.items() if verdict["stability"] == "broken"]}
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))

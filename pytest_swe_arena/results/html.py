@@ -50,6 +50,7 @@ padding:2px 6px;white-space:nowrap}table.matrix thead th{background:#f6f8fa;posi
 table.matrix tbody th{text-align:left;font-weight:normal;font-family:ui-monospace,monospace}
 .st{display:inline-block;min-width:18px;text-align:center;border-radius:3px;margin-right:2px;
 text-decoration:none;font-weight:600}.log{font-size:11px;color:#59636e;margin-right:6px}
+.apply{font-size:11px;color:#9a6700;font-weight:600;margin-right:4px}
 .legend span.st{margin-left:10px}#only-differ:checked~table tr.agree{display:none}
 """ + status_css()
 
@@ -214,6 +215,9 @@ def _mark(cell: CellRecord) -> str:
         tip += f" · {escape(error[:200], quote=True)}"
     mark = (f'<a class="st st-{status}" href="{_href(cell.patch_file)}" title="{tip}">{glyph}</a>'
             if cell.patch_file else f'<span class="st st-{status}" title="{tip}">{glyph}</span>')
+    applied = cell.provenance.non_plain_apply
+    if applied is not None:
+        mark += f'<span class="apply" title="patch applied by {escape(applied, quote=True)}">≈</span>'
     if cell.run_dir:
         mark += f'<a class="log" href="{_href(cell.run_dir)}/">log</a>'
     return mark
@@ -240,6 +244,7 @@ def instance_matrix(arm_names: Sequence[str], cells: Sequence[CellRecord]) -> It
     head = "".join(f"<th>{escape(name)}</th>" for name in arm_names)
     legend = "".join(f'<span class="st st-{status}">{meaning.glyph}</span> {escape(meaning.label)}'
                      for status, meaning in STATUS_TABLE.items())
+    legend += ' <span class="apply">≈</span> recorded patch applied other than by plain git apply (3way, reject, fuzz)'
     yield (f'<p class="legend">{legend}</p><input type="checkbox" id="only-differ"> '
            '<label for="only-differ">only instances where the verdicts differ</label>'
            f'<table class="matrix" id="matrix"><thead><tr><th>instance</th>{head}</tr></thead><tbody>')

@@ -104,6 +104,8 @@ class ArmCells:
     #: Cells whose row carries integrity flags (``details.integrity``), and how many cells per flag kind.
     flagged: list[CellRecord] = field(default_factory=list)
     flag_kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: Cells whose recorded patch was applied other than by plain ``git apply`` (3way, reject, fuzz, ...).
+    non_plain: list[CellRecord] = field(default_factory=list)
     reused: int = 0
     trials: int = 0
     #: (instance, trial) of the counted cells, and of those resolved: what pairing compares.
@@ -159,6 +161,8 @@ class ArmCells:
                     arm.flagged.append(cell)
                     for kind in kinds:
                         arm.flag_kinds[kind] += 1
+            if cell.provenance.non_plain_apply is not None:
+                arm.non_plain.append(cell)
             if cell.reused_from is not None:
                 arm.reused += 1
         arm.trials = trials
@@ -200,6 +204,7 @@ def arm_summary(name: str, arm: ArmCells, verdicts: Mapping[tuple[str, int], boo
         "integrity_flags": dict(sorted(arm.flag_kinds.items())),
         "unguarded": len(arm.unsandboxed),
         "unsealed": len(arm.unsealed),
+        "non_plain_applies": len(arm.non_plain),
         "cost_usd": cost_total,
         "cost_usd_known": round(known_cost, 6),
         "unknown_cost_cells": len(arm.unknown_cost),
@@ -299,6 +304,14 @@ def arm_warnings(name: str, arm: ArmCells) -> list[dict[str, Any]]:
              f"{name}: {len(arm.flagged)} cell(s) with integrity flags ({kinds}), {resolved_flagged} of them "
              "resolved: the grading took part of their patch from base or found it reaching into the runner "
              "(details.integrity of their rows)")
+    if arm.non_plain:
+        methods: dict[str, int] = defaultdict(int)
+        for cell in arm.non_plain:
+            methods[str(cell.provenance.apply_method)] += 1
+        warn("non_plain_apply", arm.non_plain,
+             f"{name}: {len(arm.non_plain)} recorded patch(es) applied other than by plain git apply ("
+             + ", ".join(f"{method} {cells}" for method, cells in sorted(methods.items()))
+             + "): the tree graded may differ from the recorded patch (provenance.apply_method of their rows)")
     if arm.misreported:
         first = arm.misreported[0]
         note = first.details.misreported if first.details is not None else None

@@ -27,6 +27,8 @@ SWEBENCH_CHAIN = (
 OPS_BUG = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n"
 OPS_FIX = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = "from calc import add, mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+#: What ``patch`` says of the drifted patch's hunk.
+FUZZ_LINE = "Hunk #1 succeeded at 3 with fuzz 1."
 
 
 def swebench_method(repo: Path, base: str, patch: str, scratch: Path) -> str | None:
@@ -101,12 +103,12 @@ def test_recorded_patches_apply_as_swebench_applies_them(suite, setup_project, t
     (suite.path / "preds.json").write_text(json.dumps(preds))
     suite.arms_toml = ('[tool.swe_arena.arms.CHAIN]\nkind = "replay"\npredictions = "preds.json"\n'
                        '[tool.swe_arena.arms.STRICT]\nkind = "replay"\npredictions = "preds.json"\napply = "strict"\n')
-    suite.run("--arena-arms", "CHAIN,STRICT")
+    result = suite.run("--arena-arms", "CHAIN,STRICT")
     ledger = {(row["instance_id"].removeprefix("demo__apply-"), row["arm"]): row for row in suite.ledger()}
     for name, (method, status) in EXPECTED.items():
         row = ledger[name, "CHAIN"]
         assert (row["provenance"].get("apply_method"), row["status"]) == (method, status), name
-    assert ledger["drifted", "CHAIN"]["provenance"]["apply_fuzz"] == ["Hunk #1 succeeded at 3 with fuzz 1."]
+    assert ledger["drifted", "CHAIN"]["provenance"]["apply_fuzz"] == [FUZZ_LINE]
     attempts = ledger["conflicting", "CHAIN"]["details"]["apply_attempts"]
     assert [attempt["method"] for attempt in attempts] == ["git apply", "3way", "reject", "fuzz"]
     assert "conflict" in attempts[1]["output"].lower()
@@ -115,6 +117,20 @@ def test_recorded_patches_apply_as_swebench_applies_them(suite, setup_project, t
     strict = {name: ledger[name, "STRICT"]["status"] for name in EXPECTED}
     assert strict == {"plain": "resolved", "carried-setup": "arm_error", "drifted": "arm_error",
                       "conflicting": "arm_error", "already": "arm_error"}
+    # Every apply that was not plain is counted per arm, warned of, and flagged in report.html and the viewer.
+    arms = {arm["arm"]: arm for arm in suite.summary()["arms"]}
+    assert (arms["CHAIN"]["non_plain_applies"], arms["STRICT"]["non_plain_applies"]) == (3, 0)
+    result.stdout.fnmatch_lines(["  ! CHAIN: 3 recorded patch(es) applied other than by plain git apply (3way 1,"
+                                 " already applied 1,",
+                                 "    fuzz 1)*"])
+    report = (suite.path / "arena-out/report.html").read_text()
+    assert report.count('<span class="apply" title="patch applied by') == 3
+    assert f'title="patch applied by fuzz: {FUZZ_LINE}"' in report
+    viewer = (suite.path / "arena-out/viewer/data/overview.js").read_text()
+    cells = json.loads(viewer[viewer.index("{"):viewer.rindex("}") + 1])["cells"]
+    assert sorted(cells["applies"].values()) == ["3way", "already applied", f"fuzz: {FUZZ_LINE}"]
+    page = (suite.path / "arena-out/viewer/data/cells/demo__apply-drifted/CHAIN/1.js").read_text()
+    assert json.loads(page[page.index("{"):page.rindex("}") + 1])["apply"]["fuzz"] == [FUZZ_LINE]
 
 
 def drift_first_context_line(patch: str) -> str:

@@ -168,6 +168,13 @@ def test_controls_flake_rates_groups_and_an_excluded_subset(suite):
     assert against_gold["HALF"]["delta"] == pytest.approx(sign * gold_half["delta"])
     assert against_gold["HALF"]["mcnemar_p_holm"] == gold_half["mcnemar_p_holm"]
     assert data["groups"] == groups
+    assert data["pairs"] == summary["pairs"] and data["discrimination"] == decided
+    # ... and the calibration's flake rates of this very sweep (calibration.json is written before the viewer).
+    assert data["calibration"]["broken"] == [BROKEN] and data["calibration"]["flaky"] == []
+    shown = data["calibration"]["instances"]
+    assert shown == {iid: {key: found[key] for key in shown[iid]} for iid, found in calibration["instances"].items()}
+    assert shown[BROKEN] == {"stability": "broken", "ok": False, "gold_resolved": [0, TRIALS],
+                             "empty_resolved": [0, TRIALS]}
 
     # A second sweep over the declared subset: the excluded instance is not run, and the summary says so.
     result = suite.run(f"--arena-exclude={exclude}", "--arena-arms=GOLD", "--arena-out=second", "-n", "2")

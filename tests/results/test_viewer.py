@@ -166,7 +166,7 @@ def filtered(browser: Browser, **filters: str) -> list[dict[str, Any]]:
     shown = browser.evaluate("[...document.querySelectorAll('#cells .row:not([hidden])')]"
                              ".map(r => [...r.children].map(c => c.textContent))")
     assert len(shown) == len(matching), "every matching cell of a short list is in the DOM"
-    assert [row[0].rstrip("⚑") for row in shown] == [cell["instance"] for cell in matching]
+    assert [row[0].rstrip("⚑≈") for row in shown] == [cell["instance"] for cell in matching]
     return matching
 
 
@@ -473,7 +473,7 @@ def matrix_filter(browser: Browser, **filters: str | bool) -> list[dict[str, Any
                          " : 'input')); })()")
     matching: list[dict[str, Any]] = browser.evaluate(MATRIX)
     shown = browser.evaluate("[...document.querySelectorAll('#matrix .row:not([hidden])')]"
-                             ".map(r => r.children[0].textContent.replace('⚑', ''))")
+                             ".map(r => r.children[0].textContent.replace(/[⚑≋✗]/g, ''))")
     assert shown == [entry["instance"] for entry in matching], "every matching instance of a short list is drawn"
     return matching
 
@@ -498,7 +498,7 @@ def test_the_instance_by_arm_matrix_narrows_by_repository_status_flags_and_creat
         browser.wait_until("document.body.dataset.ready === '1'")
         everything = matrix_filter(browser)
         assert len(everything) == 10 and everything[0] == {
-            "instance": "demo__calc-1", "arms": [["resolved"], ["resolved"], ["resolved"]]}
+            "instance": "demo__calc-1", "arms": [["resolved"], ["resolved"], ["resolved"]], "stability": None}
         assert browser.evaluate("document.getElementById('matrix-count').textContent") == "10 of 10 instances"
         other = matrix_filter(browser, repo=option_value(browser, "matrix-repo", "other/lib"))
         assert [entry["instance"] for entry in other] == ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
@@ -515,4 +515,72 @@ def test_the_instance_by_arm_matrix_narrows_by_repository_status_flags_and_creat
         assert [entry["instance"] for entry in both] == ["demo__calc-4", "demo__calc-5"]
         href = browser.evaluate("document.querySelector('#matrix .row:not([hidden]) .trials a').href")
         assert href.endswith("/viewer/cell.html#cells/demo__calc-4/SOLO/1")
+        assert browser.errors == []
+
+
+def test_significance_groups_flake_rates_and_non_plain_applies_in_chromium(tmp_path):
+    """The summary's pairs (p exact, p Holm, the interval), its group and discrimination; calibration's flake
+    rates with the flaky and broken instances marked in the matrix; each non-plain apply flagged with its method."""
+    from test_viewer_data import FUZZ_LINE, calibrated_out_dir
+
+    from pytest_swe_arena.results.viewer.build import write_viewer
+
+    out, summary = calibrated_out_dir(tmp_path)
+    write_viewer(out, summary)
+    with Browser(tmp_path / "chromium-profile") as browser:
+        browser.open(out / "viewer" / "index.html")
+        browser.wait_until("document.body.dataset.ready === '1'")
+        page = browser.evaluate("""({
+            pairs: [...document.querySelectorAll('#pairs tbody tr')].map(r => [...r.cells].map(c => c.textContent)),
+            groups: document.getElementById('groups').textContent,
+            decides: document.querySelector('#discrimination summary').textContent,
+            flaky: document.getElementById('calibration-flaky').textContent,
+            broken: document.getElementById('calibration-broken').textContent,
+            rates: [...document.querySelectorAll('#flake-rates tbody tr')]
+                .map(r => [...r.cells].map(c => c.textContent)),
+            marks: Object.fromEntries([...document.querySelectorAll('#matrix .row:not([hidden])')]
+                .map(r => [r.children[0].firstChild.textContent,
+                           (r.children[0].querySelector('.unstable') || {}).title || null])),
+            applied: [...document.querySelectorAll('#matrix .apply')].map(e => e.title),
+        })""")
+        [pair] = [entry for entry in summary["pairs"] if entry["arms"] == ["SOLO", "SUP4"]]
+        # The page's own formatting of the summary's numbers (JavaScript rounds as Python's format does not).
+        low, high = (browser.evaluate(f"arena.points({bound})") for bound in pair["delta_ci95"])
+        assert page["pairs"][0] == ["SOLO vs SUP4", "10", "1", "5", "−40.0pp", f"{low} to {high}",
+                                    f"{pair['mcnemar_p']:.4f}", f"{pair['mcnemar_p_holm']:.4f}", "tied"]
+        assert len(page["pairs"]) == len(summary["pairs"]) == 10
+        groups = summary["groups"]
+        assert page["groups"].startswith(f"Tied with the best ({groups['best']}; exact McNemar, Holm-adjusted p ≥ 0.05"
+                                         f"): {', '.join(groups['tied_with_best'])}")
+        decided = summary["discrimination"]
+        assert page["decides"] == (f"{decided['separating']} of {decided['instances']} instances decide the "
+                                   f"comparison ({len(decided['all_resolve'])} resolved by every arm, "
+                                   f"{len(decided['none_resolve'])} by none)")
+        assert (page["flaky"], page["broken"]) == ("flaky (1): demo__calc-2", "broken (1): demo__calc-3")
+        assert page["rates"] == [["demo__calc-3", "broken", "0/2", "0/2"], ["demo__calc-2", "flaky", "1/2", "0/2"],
+                                 ["demo__calc-1", "stable", "2/2", "0/2"]]
+        assert page["marks"]["demo__calc-2"] == "calibration: flaky: gold resolved 1/2, empty resolved 0/2"
+        assert page["marks"]["demo__calc-1"] is None and page["marks"]["demo__calc-4"] is None
+        assert page["applied"] == [f"fuzz: {FUZZ_LINE}", "3way"]
+        unstable = matrix_filter(browser, unstable=True)
+        assert [(entry["instance"], entry["stability"]) for entry in unstable] == [
+            ("demo__calc-2", "flaky"), ("demo__calc-3", "broken")]
+        # The cell list marks the same cells; the cell page says how the patch went in.
+        pred = filtered(browser, arm=option_value(browser, "filter-arm", "PRED"))
+        assert len(pred) == 10
+        marked = browser.evaluate("[...document.querySelectorAll('#cells .row:not([hidden])')]"
+                                  ".filter(r => r.querySelector('.apply')).map(r => [r.children[0].textContent,"
+                                  " r.querySelector('.apply').title])")
+        assert marked == [["demo__calc-1≈", f"recorded patch applied by fuzz: {FUZZ_LINE}"],
+                          ["demo__calc-3≈", "recorded patch applied by 3way"]]
+        browser.open(out / "viewer" / "cell.html", "cells/demo__calc-1/PRED/1")
+        browser.wait_until("document.body.dataset.ready === '1'")
+        cell = browser.evaluate("({ title: document.querySelector('#apply h2').textContent,"
+                                " text: document.getElementById('apply-flag').textContent,"
+                                " mark: document.querySelector('#cell-header .apply').title })")
+        assert cell["title"] == "Patch applied by fuzz" and FUZZ_LINE in cell["text"]
+        assert 'took "fuzz"' in cell["text"] and cell["mark"] == f"patch applied by fuzz: {FUZZ_LINE}"
+        browser.open(out / "viewer" / "cell.html", "cells/demo__calc-5/PRED/1")
+        browser.wait_until("document.body.dataset.ready === '1'")
+        assert browser.evaluate("document.getElementById('apply')") is None, "git apply: nothing to flag"
         assert browser.errors == []

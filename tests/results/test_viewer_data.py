@@ -13,6 +13,8 @@ from helpers.agent_samples import LAID_OUT, lay_out
 
 from pytest_swe_arena.ledger.reader import cell_records, read_sweep_record
 from pytest_swe_arena.ledger.writer import append_sweep_record
+from pytest_swe_arena.results.calibration import flake_rates, write_calibration
+from pytest_swe_arena.results.calibration import verdicts as calibration_verdicts
 from pytest_swe_arena.results.summary import summarize
 from pytest_swe_arena.results.viewer.build import MANIFEST, PagesWhileRunning, write_viewer
 from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card
@@ -60,6 +62,93 @@ def out_dir(tmp_path: Path, rows: list[dict[str, Any]], cards: bool = True) -> t
     summary = summarize(cell_records([entry for entry in rows if entry["run_id"] == last]), ["SOLO", "SUP4", "PRED"],
                         last)
     return out, summary
+
+
+FUZZ_LINE = "Hunk #1 succeeded at 3 with fuzz 1."
+
+
+def calibrated_sweep() -> list[dict[str, Any]]:
+    """``ten_instance_sweep`` with two PRED patches the replay chain applied other than by plain git apply
+    (calc-1 by fuzz, calc-3 by 3way; calc-5's by git apply), and GOLD / EMPTY run twice on calc-1..3:
+    calc-1 stable, calc-2 flaky (GOLD resolves one trial of two), calc-3 broken (GOLD never resolves)."""
+    rows = ten_instance_sweep()
+    methods = {"demo__calc-1": {"apply_method": "fuzz", "apply_fuzz": [FUZZ_LINE]},
+               "demo__calc-3": {"apply_method": "3way", "apply_fuzz": []},
+               "demo__calc-5": {"apply_method": "git apply", "apply_fuzz": []}}
+    for entry in rows:
+        if entry["arm"] == "PRED" and entry["instance_id"] in methods:
+            entry["provenance"] = {"replay_source": "preds.json", **methods[entry["instance_id"]]}
+    gold = {"demo__calc-1": ["resolved", "resolved"], "demo__calc-2": ["resolved", "unresolved"],
+            "demo__calc-3": ["unresolved", "unresolved"]}
+    for iid, statuses in gold.items():
+        for trial, status in enumerate(statuses, start=1):
+            rows.append(row(iid, "GOLD", status, trial=trial, kind="gold", run_dir=f"runs/{iid}/GOLD.{trial}",
+                            verify={"passed": status == "resolved", "tests": {}}))
+            rows.append(row(iid, "EMPTY", "unresolved", trial=trial, kind="empty", run_dir=f"runs/{iid}/EMPTY.{trial}",
+                            verify={"passed": False, "tests": {}}))
+    return rows
+
+
+def calibrated_out_dir(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """``calibrated_sweep``'s out dir, with the ``calibration.json`` that ``--arena-calibrate`` writes of its rows."""
+    rows = calibrated_sweep()
+    out, summary = out_dir(tmp_path, rows)
+    write_calibration(out, calibration_verdicts(rows), "r1")
+    return out, summary
+
+
+def overview_js(out: Path) -> dict[str, Any]:
+    text = (out / "viewer/data/overview.js").read_text()
+    data: dict[str, Any] = json.loads(text[text.index("{"):text.rindex("}") + 1])
+    return data
+
+
+def test_groups_flake_rates_and_non_plain_applies_reach_the_viewer_as_computed_once(tmp_path):
+    out, summary = calibrated_out_dir(tmp_path)
+    arms = {arm["arm"]: arm for arm in summary["arms"]}
+    assert {name: arm["non_plain_applies"] for name, arm in arms.items()} == {
+        "SOLO": 0, "SUP4": 0, "PRED": 2, "EMPTY": 0, "GOLD": 0}
+    [warning] = [warning for warning in summary["warnings"] if warning["kind"] == "non_plain_apply"]
+    assert warning["arm"] == "PRED" and warning["count"] == 2
+    assert "2 recorded patch(es) applied other than by plain git apply (3way 1, fuzz 1)" in warning["message"]
+    assert sorted(warning["examples"]) == ["demo__calc-1[PRED]", "demo__calc-3[PRED]"]
+    write_viewer(out, summary)
+    data = overview_js(out)
+    # The summary's statistics as they are: pairs with p exact / p Holm / the bootstrap, the group, discrimination.
+    assert data["pairs"] == summary["pairs"] and all("mcnemar_p_holm" in pair for pair in data["pairs"])
+    assert data["groups"] == summary["groups"] and data["discrimination"] == summary["discrimination"]
+    # The calibration's verdicts on the run's instances, as calibration.json has them.
+    calibration = data["calibration"]
+    assert calibration["flaky"] == ["demo__calc-2"] and calibration["broken"] == ["demo__calc-3"]
+    assert calibration["instances"]["demo__calc-2"] == {
+        "stability": "flaky", "ok": False, "gold_resolved": [1, 2], "empty_resolved": [0, 2]}
+    assert sorted(calibration["instances"]) == ["demo__calc-1", "demo__calc-2", "demo__calc-3"]
+    # Each non-plain apply: flag 8 on its cell, and its method with the fuzz lines.
+    cells, names = data["cells"], [arm["arm"] for arm in data["arms"]]
+    columns = cells["columns"]
+    flagged = {(cells["instances"][columns["instance"][int(i)]], names[columns["arm"][int(i)]]): text
+               for i, text in cells["applies"].items()}
+    assert flagged == {("demo__calc-1", "PRED"): f"fuzz: {FUZZ_LINE}", ("demo__calc-3", "PRED"): "3way"}
+    assert [i for i, flags in enumerate(columns["flags"]) if flags & 8] == sorted(map(int, cells["applies"]))
+    page = (out / "viewer/data/cells/demo__calc-1/PRED/1.js").read_text()
+    cell = json.loads(page[page.index("{"):page.rindex("}") + 1])
+    assert cell["apply"] == {"method": "fuzz", "fuzz": [FUZZ_LINE], "text": f"fuzz: {FUZZ_LINE}"}
+    plain = (out / "viewer/data/cells/demo__calc-5/PRED/1.js").read_text()
+    assert '"apply":null' in plain, "git apply is plain: nothing to flag"
+    # A later calibration (calibration.json rewritten) rebuilds the viewer though the ledger is the same.
+    write_calibration(out, {"demo__calc-2": calibration_verdicts(calibrated_sweep())["demo__calc-1"]}, "r2")
+    write_viewer(out, summary)
+    assert overview_js(out)["calibration"]["flaky"] == []
+
+
+def test_a_run_without_calibration_has_no_flake_rates(tmp_path):
+    out, summary = out_dir(tmp_path, ten_instance_sweep())
+    write_viewer(out, summary)
+    data = overview_js(out)
+    assert data["calibration"] is None and data["cells"]["applies"] == {}
+    assert all(arm["non_plain_applies"] == 0 for arm in summary["arms"])
+    (out / "calibration.json").write_text("{not json")
+    assert flake_rates(out, ["demo__calc-1"]) is None, "an unreadable calibration is no calibration"
 
 
 def test_comparisons_against_each_baseline_read_both_ways(tmp_path):

@@ -29,7 +29,8 @@ import msgspec
 
 from ... import __version__
 from ...files import write_atomic
-from ...naming import INSTANCE_CARD_NAME, LEDGER_NAME, VIEWER_DIR
+from ...naming import CALIBRATION_NAME, INSTANCE_CARD_NAME, LEDGER_NAME, VIEWER_DIR
+from ..calibration import flake_rates
 from ..html import status_css
 from .cells import OutDir, cell_page, instance_card
 from .overview import overview_data
@@ -39,7 +40,7 @@ INDEX_PAGE = "index.html"
 #: The pages of a run's viewer; ``runs.html`` (the runs browser, ``runs.py``) is written elsewhere.
 VIEWER_PAGES = (INDEX_PAGE, "cell.html")
 #: Changes whenever the cell data's shape changes, so every cell page is built again.
-CELL_FORMAT = 2
+CELL_FORMAT = 3
 MANIFEST = "data/cells.manifest.json"
 #: The statuses' colours, written from ``outcome.STATUS_TABLE`` (as report.html's are).
 STATUS_CSS = "statuses.css"
@@ -138,14 +139,21 @@ class Manifest:
 
 
 def build_source(out: Path, summary: Mapping[str, Any]) -> str:
-    """What the whole viewer is built from: the ledger as it is on disk, the summary, the viewer's version.
+    """What the whole viewer is built from: the ledger and ``calibration.json`` as they are on disk, the summary,
+    the viewer's version.
 
     The controller writes run dirs and instance cards before the rows that name them, so an
     unchanged ledger means unchanged inputs.
     """
     info = (out / LEDGER_NAME).stat()
-    material = json.dumps([CELL_FORMAT, __version__, info.st_size, info.st_mtime_ns, summary], sort_keys=True,
-                          default=str)
+    try:
+        calibrated = out.joinpath(CALIBRATION_NAME).stat()
+    except OSError:
+        calibration = None
+    else:
+        calibration = [calibrated.st_size, calibrated.st_mtime_ns]
+    material = json.dumps([CELL_FORMAT, __version__, info.st_size, info.st_mtime_ns, calibration, summary],
+                          sort_keys=True, default=str)
     return sha256(material.encode()).hexdigest()[:24]
 
 
@@ -297,8 +305,9 @@ def write_viewer(out: Path, summary: Mapping[str, Any], rebuild: bool = False, b
     rows = read_run(out, summary["run_id"])
     reader = OutDir(out)
     repos, cards, created = instance_repos(reader, sorted({row.instance_id for row in rows}), previous.cards)
+    calibrated = flake_rates(out, repos)
     write_derived(viewer / "data" / "overview.js",
-                  script_text("overview", overview_data(summary, rows, repos, created)))
+                  script_text("overview", overview_data(summary, rows, repos, created, calibrated)))
     pages = write_cell_pages(reader, viewer, rows, summary["arm_order"], previous.pages)
     Manifest(source, pages, cards).write(viewer / MANIFEST)
     return viewer / INDEX_PAGE

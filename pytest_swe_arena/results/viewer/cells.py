@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ...crossing import shown
+from ...ledger.reader import ProvenanceRecord
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
 from ...transcripts.readers import PROMPT_FILE, looked_for, mapping, read_transcript
@@ -164,7 +165,9 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
     paths = run_files(out, run_dir)
     # A cell chose these names: shown escaped (one that is not UTF-8 would stop the JSON and the page).
     names = [shown(path.relative_to(run_dir).as_posix()) for path in paths] if run_dir is not None else []
-    kind = mapping(row.get("arm_identity")).get("kind") or mapping(row.get("provenance")).get("agent")
+    provenance = mapping(row.get("provenance"))
+    kind = mapping(row.get("arm_identity")).get("kind") or provenance.get("agent")
+    applied = ProvenanceRecord(apply_method=provenance.get("apply_method"), apply_fuzz=provenance.get("apply_fuzz"))
     transcript = read_transcript(run_dir, lambda path: out.text(path, 4 * MAX_LOG_BYTES),
                                  str(kind) if kind else None, names)
     # Files the page shows elsewhere (the prompt, the transcript) rather than as logs; still linked raw.
@@ -201,7 +204,10 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
         "network": details.get("network") if isinstance(details.get("network"), dict) else None,
         "model": {"asked": row.get("asked_model"), "served": row.get("served_model"),
                   "mismatch": bool(row.get("model_mismatch"))},
-        "arm_identity": row.get("arm_identity") or {}, "provenance": row.get("provenance") or {},
+        # A recorded patch applied other than by plain ``git apply``: the method (and fuzz lines), else None.
+        "apply": None if applied.non_plain_apply is None else {
+            "method": str(applied.apply_method), "fuzz": applied.fuzz_lines, "text": applied.non_plain_apply},
+        "arm_identity": row.get("arm_identity") or {}, "provenance": provenance,
         "details": details,
         "siblings": list(siblings),
     }

@@ -2,7 +2,8 @@
 
 Cells go out as columns (one list per field, instances and errors as indexes into tables)
 so the page of a 100,000-cell run loads in a few megabytes and is filtered and sorted in
-typed arrays. Numbers come from the same summary as ``summary.json``; what the summary does
+typed arrays. Numbers come from the same summary as ``summary.json`` (its pairs, groups and
+discrimination as they are), flake rates from ``calibration.json``; what the summary does
 not hold (the comparisons against every baseline, the cost intervals) is computed here from
 the same cells, with the statistics module.
 """
@@ -51,8 +52,7 @@ def arm_entries(summary: Mapping[str, Any], by_arm: Mapping[str, Sequence[Viewer
                 sources[row.usage.cost_source] += 1
         known = arm["cost_usd"] is not None
         identity = next((row.arm_identity for row in rows if row.arm_identity), {})
-        versions = sorted({str(row.provenance["agent_version"]) for row in rows
-                           if row.provenance.get("agent_version")})
+        versions = sorted({str(row.provenance.agent_version) for row in rows if row.provenance.agent_version})
         entries.append({
             **{key: arm[key] for key in ("arm", "cells", "resolved", "resolve_rate", "resolve_rate_ci95", "instances",
                                          "trials", "statuses", "cost_usd", "cost_per_cell_usd", "cost_per_resolved_usd",
@@ -115,8 +115,8 @@ def run_metadata(summary: Mapping[str, Any], rows: Sequence[ViewerRow]) -> dict[
         "sweep": summary.get("sweep"), "run_id": summary["run_id"], "first_cell_started": started,
         "last_cell_ended": ended, "hosts": sorted({row.host for row in rows if row.host}),
         "workers": len({(row.host, row.worker) for row in rows if row.worker}),
-        "plugin_versions": sorted({str(row.provenance["plugin_version"]) for row in rows
-                                   if row.provenance.get("plugin_version")}),
+        "plugin_versions": sorted({str(row.provenance.plugin_version) for row in rows
+                                   if row.provenance.plugin_version}),
         "sandboxes": sandboxes, "sandbox_option": options.get("sandbox"), "meter_option": options.get("meter"),
         "options": options,
         "metered_cells": sum(1 for row in rows if row.usage and row.usage.cost_source == "metered"),
@@ -144,6 +144,8 @@ def cell_columns(rows: Sequence[ViewerRow], names: Sequence[str], repos: Mapping
     columns: dict[str, list[Any]] = {key: [] for key in
                                      ("instance", "arm", "trial", "status", "cost", "tokens", "wall", "error", "flags")}
     pages: dict[int, str] = {}
+    #: How each cell whose recorded patch was not applied by plain ``git apply`` was (flag 8).
+    applies: dict[int, str] = {}
     for number, row in enumerate(rows):
         ran, cost, tokens = row.spend()
         wall = row.wall_seconds
@@ -156,7 +158,11 @@ def cell_columns(rows: Sequence[ViewerRow], names: Sequence[str], repos: Mapping
         columns["tokens"].append(tokens)
         columns["wall"].append(None if wall is None else round(wall, 2))
         columns["error"].append(-1 if line is None else errors.setdefault(line[:MAX_ERROR_CHARS], len(errors)))
-        columns["flags"].append(int(row.flagged) | (2 if row.reused_from else 0) | (4 if not ran else 0))
+        applied = row.provenance.non_plain_apply
+        columns["flags"].append(int(row.flagged) | (2 if row.reused_from else 0) | (4 if not ran else 0)
+                                | (8 if applied is not None else 0))
+        if applied is not None:
+            applies[number] = applied
         expected = f"cells/{row.instance_id}/{row.arm}/{row.trial}"
         if row.page != expected:
             pages[number] = row.page
@@ -165,12 +171,17 @@ def cell_columns(rows: Sequence[ViewerRow], names: Sequence[str], repos: Mapping
         "instance_repo": [repo_index[repos.get(iid) or ""] for iid in instances],
         "instance_created": [(created or {}).get(iid) for iid in instances],
         "errors": list(errors), "columns": columns, "pages": {str(k): v for k, v in pages.items()},
+        "applies": {str(k): v for k, v in applies.items()},
     }
 
 
 def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: Mapping[str, str | None],
-                  created: Mapping[str, str | None] | None = None) -> dict[str, Any]:
-    """The overview page's data (``viewer/data/overview.js``)."""
+                  created: Mapping[str, str | None] | None = None,
+                  calibrated: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The overview page's data (``viewer/data/overview.js``).
+
+    ``calibrated``: the calibration's flake rates on the run's instances (``calibration.flake_rates``), if any.
+    """
     names = [arm["arm"] for arm in summary["arms"]]
     by_arm: dict[str, list[ViewerRow]] = defaultdict(list)
     for row in rows:
@@ -189,7 +200,9 @@ def overview_data(summary: Mapping[str, Any], rows: Sequence[ViewerRow], repos: 
         "arms": arms,
         "baseline": (contenders or names or [None])[0],
         "comparisons": comparisons(names, summary["pairs"], arm_by_name),
+        "pairs": summary["pairs"],
         "groups": summary.get("groups"),
+        "calibration": calibrated,
         "discrimination": summary.get("discrimination"),
         "subset": summary.get("subset"),
         # An arm that spent $0 (GOLD, EMPTY: no model call) is not a point of the cost charts, nor of their frontier.

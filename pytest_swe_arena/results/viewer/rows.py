@@ -39,7 +39,6 @@ class ViewerRow(CellRecord, frozen=True, gc=False):
     worker: str = ""
     patch_lines: int = 0
     arm_identity: dict[str, Any] = {}
-    provenance: dict[str, Any] = {}
     details: Details = Details()
     sandbox: Any = None
     #: The ledger chain's hash, in a ledger that has one (``ledger.chain``).

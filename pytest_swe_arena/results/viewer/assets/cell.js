@@ -29,7 +29,8 @@
 
   window.arenaHandlers.cell = function (cell) {
     document.title = `${cell.instance_id} [${cell.arm}] · swe-arena`;
-    document.getElementById("app").replaceChildren(back(), header(cell), errorSection(cell), siblings(cell),
+    document.getElementById("app").replaceChildren(back(), header(cell), applySection(cell), errorSection(cell),
+      siblings(cell),
       problem(cell), patch(cell), tests(cell), transcript(cell), usage(cell), phases(cell), network(cell),
       integrity(cell), files(cell), identity(cell));
     window.scrollTo(0, 0);
@@ -50,9 +51,19 @@
     if (cell.host) facts.push(`host ${cell.host}` + (cell.worker ? ` (${cell.worker})` : ""));
     if (cell.reused_from) facts.push(`reused from run ${cell.reused_from}`);
     return h("header", { id: "cell-header" },
-      h("h1", null, cell.instance_id, " · ", cell.arm, trial, " ", statusBadge(cell.status, cell.status_label)),
+      h("h1", null, cell.instance_id, " · ", cell.arm, trial, " ", statusBadge(cell.status, cell.status_label),
+        cell.apply ? h("span", { class: "apply", title: "patch applied by " + cell.apply.text }, " ≈") : null),
       h("p", { class: "meta" }, facts.join(" · "),
         cell.run_dir ? [" · ", h("a", { href: cell.run_dir.href }, "run dir")] : null));
+  }
+
+  // A recorded patch the replay chain applied other than by plain git apply (provenance.apply_method).
+  function applySection(cell) {
+    if (!cell.apply) return h("div");
+    return section("apply", "Patch applied by " + cell.apply.method, h("div", { class: "error-box", id: "apply-flag" },
+      `The recorded patch was not applied by plain git apply: SWE-bench's chain took "${cell.apply.method}" ` +
+      "(provenance.apply_method), so the tree that was graded may not hold the recorded patch byte for byte.",
+      cell.apply.fuzz.length ? h("pre", null, cell.apply.fuzz.join("\n")) : null));
   }
 
   function errorSection(cell) {

@@ -9,7 +9,9 @@
   const VIEWPORT_HEIGHT = 560;
   const ARM_COLOURS = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#bf3989", "#6e7781",
     "#4d2d00", "#0a3069"];
-  const FLAG_WARNING = 1, FLAG_REUSED = 2;
+  const FLAG_WARNING = 1, FLAG_REUSED = 2, FLAG_APPLY = 8;
+  // Calibration verdicts the matrix marks on an instance (calibration.json's stability).
+  const UNSTABLE = { flaky: "≋", broken: "✗" };
 
   let data = null;
   const state = { sortKey: null, descending: false };
@@ -24,7 +26,7 @@
     matrix = buildMatrix();
     // The run's metadata is folded (its facts are in the header): the first screen is the results.
     app.replaceChildren(header(), runSection(), warningsSection(), armsSection(), comparisonSection(),
-      frontierSection(), matrixSection(), cellsSection());
+      significanceSection(), calibrationSection(), frontierSection(), matrixSection(), cellsSection());
     applyMatrixFilters();
     applyFilters();
     const tableShown = performance.now();
@@ -152,7 +154,7 @@
       h("p", { class: "note" }, "Each arm against the baseline over the (instance, trial) cells both have in their " +
         "rates. Δ: the arm's rate minus the baseline's. 95% CI: paired bootstrap of that difference, resampling " +
         "instances (all their trials together), 2,000 replicates. McNemar p: exact two-sided test of the " +
-        "only-arm / only-baseline split."));
+        "only-arm / only-baseline split; p Holm: adjusted over every pair of the run (see Significance)."));
     renderComparison(data.baseline, holder);
     return section;
   }
@@ -163,15 +165,66 @@
     const rows = entries.map((entry) => [entry.arm, String(entry.cells), percent(entry.rate_arm),
       percent(entry.rate_baseline), points(entry.delta),
       entry.delta_ci95 ? `${points(entry.delta_ci95[0])} to ${points(entry.delta_ci95[1])}` : "n/a",
-      pValue(entry.mcnemar_p), String(entry.only_arm), String(entry.only_baseline), String(entry.both),
+      pValue(entry.mcnemar_p), pValue(entry.mcnemar_p_holm), String(entry.only_arm), String(entry.only_baseline), String(entry.both),
       String(entry.neither), entry.cost_per_cell_delta === null ? "n/a" :
         (entry.cost_per_cell_delta >= 0 ? "+" : "−") + usd(Math.abs(entry.cost_per_cell_delta))]);
     const content = rows.length
       ? table("comparison", ["arm", "common cells", "rate", "baseline rate", "Δ rate", "95% CI of Δ", "McNemar p",
-        "only arm", "only baseline", "both", "neither", "Δ USD / cell"], rows)
+        "p Holm", "only arm", "only baseline", "both", "neither", "Δ USD / cell"], rows)
       : h("p", { class: "note", id: "comparison" }, `No other arm has counted cells in common with ${baseline}.`);
     holder.replaceChildren(content);
     holder.dataset.baseline = baseline;
+  }
+
+  // summary.json's pairs, groups and discrimination as they are: the page computes no statistic of its own.
+  function significanceSection() {
+    const groups = data.groups, decided = data.discrimination;
+    if (!data.pairs.length && !groups && !decided) return h("div");
+    const alpha = groups ? groups.alpha : null;
+    const rows = data.pairs.map((pair) => [`${pair.arms[0]} vs ${pair.arms[1]}`, String(pair.cells),
+      String(pair.only_first), String(pair.only_second), points(pair.delta),
+      pair.delta_ci95 ? `${points(pair.delta_ci95[0])} to ${points(pair.delta_ci95[1])}` : "n/a",
+      pValue(pair.mcnemar_p), pValue(pair.mcnemar_p_holm),
+      alpha === null || pair.mcnemar_p_holm === null || pair.mcnemar_p_holm === undefined ? "n/a"
+        : pair.mcnemar_p_holm < alpha ? "differ" : "tied"]);
+    const tied = groups ? h("p", { id: "groups", class: "groups" }, h("strong", null, "Tied with the best"),
+      ` (${groups.best}; exact McNemar, Holm-adjusted p ≥ ${alpha}): `, groups.tied_with_best.join(", "),
+      groups.separated_from_best.length ? `. Separated from the best: ${groups.separated_from_best.join(", ")}.` : ".")
+      : h("p", { id: "groups", class: "note" }, "No groups: fewer than two arms have a rate.");
+    const decides = decided ? h("details", { id: "discrimination" }, h("summary", null,
+      `${decided.separating} of ${decided.instances} instances decide the comparison ` +
+      `(${decided.all_resolve.length} resolved by every arm, ${decided.none_resolve.length} by none)`),
+    h("p", { class: "note wrap" }, decided.separating_instances.join(", ") || "none")) : null;
+    return h("section", { id: "significance" }, h("h2", null, "Significance"), tied, decides,
+      rows.length ? table("pairs", ["A vs B", "common cells", "only A", "only B", "A−B", "95% CI of A−B", "p exact",
+        "p Holm", "at α"], rows) : null,
+      h("p", { class: "note" }, "Every pair of arms, as in summary.json and the terminal's table. p exact: exact " +
+        "McNemar test of the only-A / only-B split; p Holm: Holm-adjusted over all pairs; at α: whether the " +
+        "adjusted p tells the pair apart. 95% CI: paired bootstrap resampling instances. An instance decides the " +
+        "comparison unless every arm resolved all its cells or none resolved any."));
+  }
+
+  // The calibration's verdicts on this run's instances (calibration.json, written by --arena-calibrate).
+  function calibrationSection() {
+    const calibration = data.calibration;
+    if (!calibration) return h("div");
+    const entries = Object.entries(calibration.instances);
+    const rank = { broken: 0, flaky: 1, inconclusive: 2, stable: 3 };
+    entries.sort(([a, x], [b, y]) => (rank[x.stability] ?? 2) - (rank[y.stability] ?? 2) || (a < b ? -1 : 1));
+    const rate = (pair) => (Array.isArray(pair) ? `${pair[0]}/${pair[1]}` : "n/a");
+    const listed = (name, ids) => h("li", { id: `calibration-${name}` }, h("strong", null, `${name} (${ids.length})`),
+      ": ", ids.join(", ") || "none");
+    return h("section", { id: "calibration" }, h("h2", null, "Calibration: flake rates"),
+      h("ul", { class: "warnings" }, listed("flaky", calibration.flaky), listed("broken", calibration.broken)),
+      h("details", { open: entries.length <= 50 ? true : null }, h("summary", null,
+        `Each instance's gold and empty resolved trials (${entries.length} instances)`),
+      table("flake-rates", ["instance", "verdict", "gold resolved", "empty resolved"], entries.map(([iid, verdict]) =>
+        [iid, String(verdict.stability ?? "n/a"), rate(verdict.gold_resolved), rate(verdict.empty_resolved)]),
+      { left: [0, 1] })),
+      h("p", { class: "note" }, "From calibration.json (--arena-calibrate): stable when GOLD always resolves and " +
+        "EMPTY never does; flaky when either arm's trials disagree; broken when they agree on the wrong answer. " +
+        "Flaky and broken instances are in calibration-exclude.txt for --arena-exclude; the matrix marks them " +
+        "(≋ flaky, ✗ broken)."));
   }
 
   function frontierSection() {
@@ -375,7 +428,8 @@
     return h("section", { id: "cells-section" }, h("h2", null, "Cells"), controls,
       h("div", { class: "grid", id: "cells", role: "table" }, head, viewport),
       h("p", { class: "note" }, "Click an instance for its cell page: problem, diff, tests, transcript, logs. " +
-        "⚑: integrity flags or a served model other than the one asked. Columns sort on click."));
+        "⚑: integrity flags or a served model other than the one asked. ≈: a recorded patch applied other than " +
+        "by plain git apply (3way, reject, fuzz; provenance.apply_method). Columns sort on click."));
   }
 
   function numberOrNull(id) {
@@ -448,6 +502,8 @@
     });
   }
 
+  function appliedBy(i) { return (data.cells.applies || {})[i] || "a method other than git apply"; }
+
   function pageOf(i) {
     const m = grid, cells = data.cells;
     return cells.pages[i] || `cells/${cells.instances[m.instance[i]]}/${data.arms[m.arm[i]].arm}/${m.trial[i]}`;
@@ -456,10 +512,11 @@
   function makeRow() {
     const link = h("a");
     const flag = h("span", { class: "flag", title: "integrity flags or model mismatch" }, "⚑");
+    const apply = h("span", { class: "apply" }, "≈");
     const spans = COLUMNS.map(([key]) => h("span", { class: ["cost", "tokens", "wall", "trial"].includes(key) ? "num" : null }));
     spans[0].append(link);
     const row = h("div", { class: "row", role: "row" }, spans);
-    return { row, spans, link, flag };
+    return { row, spans, link, flag, apply };
   }
 
   function renderRows() {
@@ -483,6 +540,10 @@
       entry.link.textContent = cells.instances[m.instance[i]];
       entry.link.href = cellHref(pageOf(i));
       if (m.flags[i] & FLAG_WARNING) instance.append(entry.flag); else entry.flag.remove();
+      if (m.flags[i] & FLAG_APPLY) {
+        entry.apply.title = "recorded patch applied by " + appliedBy(i);
+        instance.append(entry.apply);
+      } else entry.apply.remove();
       repo.textContent = cells.repos[m.instanceRepo[m.instance[i]]] || "";
       arm.textContent = m.arm[i] >= 0 ? data.arms[m.arm[i]].arm : "?";
       trial.textContent = String(m.trial[i]);
@@ -530,6 +591,8 @@
         data.cells.statuses.map((status, index) => option(String(index), status))),
       h("label", null, h("input", { id: "matrix-flagged", type: "checkbox", onchange: applyMatrixFilters }),
         " ⚑ flagged"),
+      data.calibration ? h("label", null, h("input", { id: "matrix-unstable", type: "checkbox",
+        onchange: applyMatrixFilters }), " flaky or broken (calibration)") : null,
       h("label", { for: "matrix-created-from" }, "created from"),
       h("input", { id: "matrix-created-from", type: "date", disabled: !dated, oninput: applyMatrixFilters }),
       h("label", { for: "matrix-created-to" }, "to"),
@@ -546,7 +609,9 @@
     Object.assign(matrix, { head, spacer, viewport, columns });
     return h("section", { id: "matrix-section" }, h("h2", null, "Instances × arms"), controls,
       h("div", { class: "grid matrix", id: "matrix", role: "table" }, head, viewport),
-      h("p", { class: "note" }, "One glyph per trial, linking to its cell page. An instance is shown when it is in " +
+      h("p", { class: "note" }, "One glyph per trial, linking to its cell page (≈ after it: the recorded patch was " +
+        "applied other than by plain git apply). ≋ / ✗ after an instance: calibration found it flaky / broken. " +
+        "An instance is shown when it is in " +
         "the repository, has a cell of the status (under any arm), has a flagged cell, and was created in the " +
         "range (SWE-bench's created_at, from the instance card" + (dated ? ")." : "; none in this run).")));
   }
@@ -556,6 +621,8 @@
     const repo = value("matrix-repo") === "" ? -1 : Number(value("matrix-repo"));
     const status = value("matrix-status") === "" ? -1 : Number(value("matrix-status"));
     const flaggedOnly = document.getElementById("matrix-flagged").checked;
+    const unstableBox = document.getElementById("matrix-unstable");
+    const unstableOnly = unstableBox !== null && unstableBox.checked;
     const from = value("matrix-created-from"), to = value("matrix-created-to");
     const text = value("matrix-text").trim().toLowerCase();
     const instances = data.cells.instances.length;
@@ -564,6 +631,7 @@
       if (repo >= 0 && grid.instanceRepo[k] !== repo) continue;
       if (status >= 0 && !(matrix.statusMask[k] & (1 << status))) continue;
       if (flaggedOnly && !matrix.flagged[k]) continue;
+      if (unstableOnly && !((calibrationOf(k) || {}).stability in UNSTABLE)) continue;
       const created = matrix.created[k];
       if ((from || to) && !created) continue;
       if (from && created < from) continue;
@@ -588,12 +656,22 @@
       if (m.arm[i] < 0) continue;
       const status = cells.statuses[m.status[i]] || "?";
       const label = data.status_labels[status];
+      const applied = m.flags[i] & FLAG_APPLY;
       slots[m.arm[i]].append(h("a", { href: cellHref(pageOf(i)), class: "st st-" + status.replace(/[^a-z_]/g, ""),
-        title: `${data.arms[m.arm[i]].arm} trial ${m.trial[i]}: ${status}` + (m.flags[i] & FLAG_WARNING ? " ⚑" : "") },
-        label ? label.glyph : "?"));
+        title: `${data.arms[m.arm[i]].arm} trial ${m.trial[i]}: ${status}` + (m.flags[i] & FLAG_WARNING ? " ⚑" : "") +
+          (applied ? ` · patch applied by ${appliedBy(i)}` : "") },
+        label ? label.glyph : "?"), applied ? h("span", { class: "apply", title: appliedBy(i) }, "≈") : null);
     }
-    return [h("span", null, cells.instances[k], matrix.flagged[k] ? h("span", { class: "flag" }, "⚑") : null),
+    const verdict = calibrationOf(k);
+    const unstable = verdict && UNSTABLE[verdict.stability] ? h("span", { class: "unstable " + verdict.stability,
+      title: `calibration: ${verdict.stability}: gold resolved ${(verdict.gold_resolved || []).join("/")}, ` +
+        `empty resolved ${(verdict.empty_resolved || []).join("/")}` }, UNSTABLE[verdict.stability]) : null;
+    return [h("span", null, cells.instances[k], matrix.flagged[k] ? h("span", { class: "flag" }, "⚑") : null, unstable),
       h("span", null, cells.repos[m.instanceRepo[k]] || ""), ...slots];
+  }
+
+  function calibrationOf(k) {
+    return data.calibration ? data.calibration.instances[data.cells.instances[k]] || null : null;
   }
 
   function renderMatrix() {
@@ -630,7 +708,8 @@
         const i = grid.natural[at];
         if (grid.arm[i] >= 0) arms[grid.arm[i]].push(data.cells.statuses[grid.status[i]]);
       }
-      return { instance: data.cells.instances[k], arms };
+      const verdict = calibrationOf(k);
+      return { instance: data.cells.instances[k], arms, stability: verdict ? verdict.stability : null };
     }),
   };
 })();
