@@ -44,7 +44,7 @@ from helpers.agent_clis import (
     pinned_version,
     usage,
 )
-from helpers.agents import DOTENVX, REPO_ROOT, arm_table, default_sandbox, toml_value
+from helpers.agents import DOTENVX, REPO_ROOT, arm_table, assert_sealed, default_sandbox, toml_value
 from helpers.arena import marked_processes, start_sweep
 from helpers.atif import agent_steps, checked_atif, tool_calls
 from helpers.faults import wait_for
@@ -250,6 +250,7 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
         arm = set_up(suite, kind, model)
         result = suite.run(f"--arena-instances={INSTANCES}", f"--arena-arms={arm}", "-n", "2",
                            "-k", " or ".join(BUNDLED))
+        endpoint = model.base_url
     out = suite.path / "arena-out"
     ledger = {row["instance_id"]: row for row in suite.ledger()}
     assert [ledger[r["instance_id"]]["status"] for r in rows] == ["resolved", "resolved"], result.stdout.str()[-3000:]
@@ -280,6 +281,14 @@ def test_the_documented_example_resolves_and_its_spend_is_what_was_served(suite,
         assert row["provenance"]["agent"] == kind.name and row["sandbox"] == default_sandbox()
         assert kind.pinned in row["provenance"]["agent_version"]  # the CLI's own --version: the pinned one
         assert row["provenance"]["secrets"]["files"] and API_KEY not in json.dumps(row)
+        network = row["details"]["network"]
+        if kind.name == "codex":  # its provider's base_url, in the arm's table, is the endpoint: carried in
+            assert_sealed(row, endpoint)
+        else:
+            # As written, the example keeps its endpoint in the secrets file, which the harness never reads: it
+            # takes the kind's default, the provider's public URL, which an unmetered cell cannot carry, so it
+            # leaves the cell open and says why (naming the endpoint seals it: the response-id test below).
+            assert network["agent"] == "open" and "is not on this machine's loopback" in network["reason"], network
         # Each cell's own record holds its own task only: the two never shared a config dir.
         own = cell_files(run_dir)
         other = markers[1 - markers.index(marker)]
@@ -340,6 +349,17 @@ def test_a_live_cap_or_the_timeout_stops_the_agent_and_its_spend_is_kept(suite, 
     assert "calc.mul(3, 4)" in cell_files(suite.path / "arena-out" / row["run_dir"])
 
 
+#: How a test names a kind's model endpoint to the harness (which then seals the cell with it carried in, or meters
+#: it): Claude by its ``env`` value of ANTHROPIC_BASE_URL (the URL it calls without the meter), Codex by its
+#: documented ``provider``'s base_url (already in the example), the others by ``upstream``.
+NAMED_ENDPOINT: dict[str, Callable[[ScriptedModel], dict[str, Any]]] = {
+    "claude-code": lambda model: {"env": {"ANTHROPIC_BASE_URL": model.root_url}},
+    "codex": lambda model: {},
+    "gemini-cli": lambda model: {"upstream": model.root_url},
+    "mini-swe-agent": lambda model: {"upstream": model.base_url},
+}
+
+
 @pytest.mark.parametrize("kind", kind_params())
 def test_a_server_that_repeats_one_response_id_has_every_call_counted(suite, calc, kind):
     """Some OpenAI-compatible servers give every call the same id: 4 calls of 1,234 + 56 tokens are 4 calls."""
@@ -348,9 +368,12 @@ def test_a_server_that_repeats_one_response_id_has_every_call_counted(suite, cal
                         turn(kind.finish, 1234, 56, kind=kind)]}
     suite.instances([calc.row()])
     with ScriptedModel(script, api_key=API_KEY) as model:
-        arm = set_up(suite, kind, model)
+        # Its endpoint named (NAMED_ENDPOINT): the cell is sealed with the endpoint carried in.
+        arm = set_up(suite, kind, model, NAMED_ENDPOINT[kind.name](model))
         result = suite.run(f"--arena-arms={arm}")
+        endpoint = model.root_url
     (row,) = suite.ledger()
+    assert_sealed(row, endpoint)
     # The agent ran to its end (whether the fix resolves is another test's): its spend is what counts here.
     assert row["status"] in ("resolved", "unresolved"), result.stdout.str()[-3000:]
     assert len(model.served) == 4 and served(model) == Tokens(input_tokens=4 * 1234, output_tokens=4 * 56)
@@ -447,15 +470,6 @@ def test_a_login_file_is_the_agents_auth_in_each_cell(suite, calc):
     assert tokens_of(row) == served(model)
 
 
-#: How each kind's metered test names the upstream: Claude by its ``env`` value of ANTHROPIC_BASE_URL (the URL
-#: it would call without the meter), Codex by its documented ``provider``'s base_url, the others by ``upstream``.
-METERED_UPSTREAM: dict[str, Callable[[ScriptedModel], dict[str, Any]]] = {
-    "claude-code": lambda model: {"env": {"ANTHROPIC_BASE_URL": model.root_url}},
-    "codex": lambda model: {},
-    "gemini-cli": lambda model: {"upstream": model.root_url},
-    "mini-swe-agent": lambda model: {"upstream": model.base_url},
-}
-
 #: The prices the agents that report a cost price it at (Claude Code's list price for Sonnet 4.5, litellm's for
 #: gpt-4o): with the suite's the same, the metered cost agrees with the reported one.
 AGENTS_OWN_PRICES = {"claude-code": "input = 3.0\noutput = 15.0\ncache_read = 0.3\ncache_write = 3.75\n",
@@ -482,7 +496,7 @@ def test_a_metered_agent_is_counted_by_the_meter_and_agrees_with_its_own_report(
     price = "".join(f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
                     for _ in [kind.name] if kind.name in EXTRA_PRICES)
     with ScriptedModel(script, api_key=API_KEY) as model:
-        arm = set_up(suite, kind, model, METERED_UPSTREAM[kind.name](model), price)
+        arm = set_up(suite, kind, model, NAMED_ENDPOINT[kind.name](model), price)
         result = suite.run(f"--arena-arms={arm}", "--arena-meter", "--arena-sandbox=bwrap")
     (row,) = suite.ledger()
     assert row["status"] == "resolved", result.stdout.str()[-3000:]
@@ -494,6 +508,7 @@ def test_a_metered_agent_is_counted_by_the_meter_and_agrees_with_its_own_report(
     reconciliation = row["details"]["reconciliation"]
     assert reconciliation["status"] == "agree", reconciliation
     assert row["details"]["metered"]["calls_unknown"] == 0
+    assert_sealed(row)  # sealed, its meter route carried in
 
 
 @pytest.mark.parametrize("kind", kind_params())
@@ -505,7 +520,7 @@ def test_a_metered_agent_is_stopped_at_the_proxy_by_its_cap(suite, calc, kind):
     price = "".join(f'\n[tool.swe_arena.prices."{EXTRA_PRICES[kind.name]}"]\n{AGENTS_OWN_PRICES[kind.name]}'
                     for _ in [kind.name] if kind.name in EXTRA_PRICES)
     with ScriptedModel(script, api_key=API_KEY) as model:
-        settings = {**METERED_UPSTREAM[kind.name](model), "meter": True, "max_tokens": 3000,
+        settings = {**NAMED_ENDPOINT[kind.name](model), "meter": True, "max_tokens": 3000,
                     **CLI_NO_RETRIES.get(kind.name, {})}
         arm = set_up(suite, kind, model, settings, price)
         result = suite.run(f"--arena-arms={arm}")

@@ -7,7 +7,7 @@ import sys
 import uuid
 
 import pytest
-from helpers.agents import ASKED, OPENCODE, arm_table, default_sandbox, opencode_config, prices_table
+from helpers.agents import ASKED, OPENCODE, arm_table, assert_sealed, default_sandbox, opencode_config, prices_table
 from helpers.arena import XDIST, marked_processes, processes_with
 from helpers.faults import interrupt_sweep
 from helpers.scripted_model import ScriptedModel
@@ -140,12 +140,14 @@ def test_command_with_the_opencode_stream_parser(suite, calc):
             model=ASKED, stdin="prompt", usage="opencode", opencode=OPENCODE, config="oc.json",
         ) + prices_table()
         result = suite.run("--arena-arms=OCCMD")
+        endpoint = model.base_url
     result.assert_outcomes(passed=1)
     (row,) = suite.ledger()
     assert row["usage"]["input_tokens"] == 3000 and row["usage"]["output_tokens"] == 100
     assert row["usage"]["steps"] == 2 and row["usage"]["cost_source"] == "priced"
     assert row["served_model"] == ASKED and row["provenance"]["agent_version"] == "1.18.33"
     assert row["sandbox"] == default_sandbox()  # the real opencode, driven by a template, in its sandbox
+    assert_sealed(row, endpoint)  # its endpoint named (the opencode config's baseURL), carried in
 
 
 #: Once its usage file is written, the agent becomes a sleeper whose environment says so: the test sees that

@@ -16,6 +16,7 @@ from helpers.agents import (
     OPENCODE,
     REPO_ROOT,
     arm_table,
+    assert_sealed,
     default_sandbox,
     edit_calls,
     opencode_config,
@@ -81,6 +82,7 @@ def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
         suite.arms_toml = solo(suite, model) + prices_table()
         result = suite.run("--arena-arms=SOLO", *xdist)
         requests = model.chat_requests()
+        endpoint = model.base_url
         reported = model.usage_total
     result.assert_outcomes(passed=2)
     assert sorted(r["kind"] for r in requests) == ["turn"] * 4  # --title: no hidden title request
@@ -107,6 +109,8 @@ def test_two_solo_cells_resolve_with_their_own_spend(suite, calc, xdist):
         assert row["asked_model"] == row["served_model"] == ASKED and not row["model_mismatch"]
         assert row["provenance"]["agent"] == "opencode" and row["provenance"]["agent_version"] == "1.18.33"
         assert row["sandbox"] == default_sandbox()
+        # Sealed: the endpoint its opencode config's baseURL names is carried in, and it is all the cell reached.
+        assert_sealed(row, endpoint)
         assert row["details"]["stream"]["input_tokens"] == expected["input_tokens"]
         (session,) = row["details"]["sessions"]  # a private database: only this cell's session in it
         assert session["model"] == ASKED

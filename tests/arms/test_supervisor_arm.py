@@ -11,6 +11,7 @@ from helpers.agents import (
     ASKED,
     OPENCODE,
     arm_table,
+    assert_sealed,
     default_sandbox,
     opencode_config,
     priced,
@@ -74,11 +75,13 @@ def test_supervisor_cell_reports_workers_subtasks_and_recovered_spend(suite, cal
         (suite.path / "oc.json").write_text(json.dumps(opencode_config(model.base_url)))
         suite.arms_toml = supervisor(suite, loops, plan, config="oc.json") + prices_table()
         result = suite.run("--arena-arms=SUP", *xdist)
+        endpoint = model.base_url
     result.assert_outcomes(passed=1)
     (row,) = suite.ledger()
     out = suite.path / "arena-out" / row["run_dir"]
     assert row["status"] == "resolved"
     assert row["sandbox"] == default_sandbox()  # the driver and its real opencode workers, in the cell's sandbox
+    assert_sealed(row, endpoint)  # the workers' endpoint, from the opencode config's baseURL, carried in
     for ledger_row in suite.ledger():
         ledger_validator().validate(ledger_row)
     patch = (suite.path / "arena-out" / row["patch_file"]).read_text()
@@ -292,6 +295,7 @@ def test_a_metered_supervisor_has_its_workers_calls_counted_at_the_proxy(suite, 
         (suite.path / "oc.json").write_text(json.dumps(opencode_config(model.base_url)))
         suite.arms_toml = supervisor(suite, loops, plan, config="oc.json") + prices_table()
         result = suite.run("--arena-arms=SUP", "--arena-meter")
+        endpoint = model.base_url
     result.assert_outcomes(passed=1)
     (row,) = suite.ledger()
     workers = summed(turns)
@@ -301,3 +305,5 @@ def test_a_metered_supervisor_has_its_workers_calls_counted_at_the_proxy(suite, 
     # the meter saw only the workers: the row's cost is still theirs plus the driver's report
     assert row["usage"]["cost_usd"] == pytest.approx(priced(workers) + 0.02)
     assert row["usage"]["cost_source"] == "priced"
+    # Sealed, the meter's route carried in, and the upstream too: a partial meter's other calls go straight there.
+    assert_sealed(row, endpoint)

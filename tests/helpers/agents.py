@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROVIDER = "scripted"
@@ -33,6 +34,21 @@ def default_sandbox() -> str:
     from pytest_swe_arena.cell.sandbox import probe_bwrap
 
     return "bwrap" if probe_bwrap().works else "none"
+
+
+def assert_sealed(row: dict[str, Any], *model_urls: str) -> None:
+    """The row's agent ran in a sealed cell (under bubblewrap), each of ``model_urls`` carried in (unmetered: the
+    endpoint itself; metered: the cell's meter route, whatever its port), and an honest agent had nothing refused:
+    no stray connection or name lookup of its own. Without bubblewrap on the machine every cell is open."""
+    network = row["details"]["network"]
+    if row["sandbox"] == "none":
+        assert network["agent"] == "open", network
+        return
+    assert network["agent"] == "sealed" and network["endpoints"], network
+    for url in model_urls:
+        parts = urlsplit(url)
+        assert f"{parts.hostname}:{parts.port}" in network["endpoints"], (url, network)
+    assert network["refused"] == [], network
 
 
 def opencode_config(base_url: str, api_key: str = "sk-scripted", models: tuple[str, ...] = (MODEL,)) -> dict[str, Any]:

@@ -14,7 +14,18 @@ import uuid
 from pathlib import Path
 
 import pytest
-from helpers.agents import ASKED, MODEL, OPENCODE, PRICE, arm_table, opencode_config, priced, prices_table, summed
+from helpers.agents import (
+    ASKED,
+    MODEL,
+    OPENCODE,
+    PRICE,
+    arm_table,
+    assert_sealed,
+    opencode_config,
+    priced,
+    prices_table,
+    summed,
+)
 from helpers.arena import XDIST, marked_processes, processes_with
 from helpers.faults import interrupt_sweep
 from helpers.scripted_model import ScriptedModel
@@ -79,6 +90,7 @@ def test_metered_opencode_cells_count_exactly_what_the_endpoint_served(suite, ca
         calls = (suite.path / "arena-out" / row["run_dir"] / "meter-calls.jsonl").read_text().splitlines()
         assert [json.loads(line)["outcome"] for line in calls] == ["counted", "counted"]
         assert all(json.loads(line)["stream"] for line in calls)  # opencode streams: SSE read on the fly
+        assert_sealed(row)  # sealed, its meter route carried in
 
 
 #: A hostile agent: its own turn and a sub-agent's, but a usage file that reports only its own.
@@ -128,6 +140,8 @@ def test_an_agent_that_leaves_a_sub_agent_out_of_its_report_is_caught(suite, cal
     assert warning["arm"] == "LIAR" and "input_tokens +9,000" in warning["message"]
     assert "input_tokens +9,000" in (suite.path / "arena-out" / "report.html").read_text()
     result.stdout.fnmatch_lines(["*LIAR*metered*reported*"])
+    # A command arm, metered: sealed, its route carried in (both calls reached the endpoint through it).
+    assert_sealed(row)
 
 
 @needs_opencode
