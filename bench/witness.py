@@ -20,6 +20,7 @@ from benchlib import Figure
 
 from pytest_swe_arena.cell.environment import create_cell_environment
 from pytest_swe_arena.grading import verify
+from pytest_swe_arena.grading.rules import SWEBENCH
 from pytest_swe_arena.grading.witnesses import startup_env
 
 COMMAND = "python -m pytest -q -p no:cacheprovider test_calc.py"
@@ -49,7 +50,7 @@ def main() -> None:
             result, witnessed = verify._run_witnessed(None, COMMAND, tree, cell.run_dir / "after.log", env, 120, None)
             assert witnessed is not None
             verdict = witnessed.check(verify.VerifyResult(passed=result.returncode == 0, returncode=result.returncode,
-                                                          timed_out=False, seconds=result.seconds))
+                                                          timed_out=False, seconds=result.seconds), SWEBENCH)
             if not verdict.passed:
                 raise SystemExit(f"bench: the witnessed run failed: {verdict.detail}")
 

@@ -580,7 +580,7 @@ def test_significance_groups_flake_rates_and_non_plain_applies_in_chromium(tmp_p
                                 " mark: document.querySelector('#cell-header .apply').title })")
         assert cell["title"] == "Patch applied by fuzz" and FUZZ_LINE in cell["text"]
         assert 'took "fuzz"' in cell["text"] and cell["mark"] == f"patch applied by fuzz: {FUZZ_LINE}"
-        browser.open(out / "viewer" / "cell.html", "cells/demo__calc-5/PRED/1")
-        browser.wait_until("document.body.dataset.ready === '1'")
+        browser.open(out / "viewer" / "cell.html", "cells/demo__calc-5/PRED/1")  # a new fragment: no new document
+        browser.wait_until("document.body.dataset.ready === '1' && document.title.startsWith('demo__calc-5 ')")
         assert browser.evaluate("document.getElementById('apply')") is None, "git apply: nothing to flag"
         assert browser.errors == []
