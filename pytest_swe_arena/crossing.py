@@ -207,6 +207,20 @@ def copy(source_root: Path, source: str | bytes, dest_root: Path, dest: str | by
         return copied, bool(inp.read(1))
 
 
+def listed(root: Path, limit: int | None = None) -> list[str]:
+    """The names of the files under ``root`` a cell wrote, relative and ``/``-separated, folder by folder in sorted
+    order: a link to a file is listed (reading it is refused), a link to a folder is not followed. At most ``limit``
+    (a cell can leave millions)."""
+    found: list[str] = []
+    for directory, folders, files in os.walk(root):  # os.walk follows no link to a folder
+        folders.sort()
+        base = Path(directory).relative_to(root)
+        found += [(base / name).as_posix() for name in sorted(files)]
+        if limit is not None and len(found) >= limit:
+            return found[:limit]
+    return found
+
+
 def clear(root: Path, names: Iterable[str]) -> list[tuple[str, str]]:
     """Remove what a cell left under ``root`` at the harness's own file ``names`` that is not a plain regular
     file (a link, removed and never followed; a special file; a hard link; a folder): the harness writes there

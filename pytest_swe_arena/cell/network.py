@@ -16,8 +16,9 @@ Grading (``grading_network``): the graded tests run in a sandbox with a network 
 only loopback (a test server they start on 127.0.0.1 works; the machine's loopback, other machines and names
 do not), unless the row's environment names what its tests need of the network (a shipped spec's
 ``network``, ``Instance.network_needs``): then they share the machine's network, as SWE-bench's containers
-did. An image's tests run in a container with ``--network none``: sealed too. Without a sandbox
-(``--arena-sandbox=none``, or ``--arena-verify-on=workspace`` on this machine) they are open.
+did. An image's tests run in a container with ``--network none``: sealed too; the workspace's graded run
+(``--arena-verify-on=workspace``) is in the cell's sandbox, under the same rule. Without a sandbox
+(``--arena-sandbox=none``) they are open.
 """
 
 from __future__ import annotations

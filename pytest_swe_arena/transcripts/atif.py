@@ -29,7 +29,6 @@ cannot be read means no ATIF file and a note in the row.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -101,23 +100,12 @@ def problems(document: Any) -> list[str]:
 
 @dataclass
 class RunDirFiles:
-    """A cell's run dir read through the crossing: its names (no link followed), each file capped; what was
+    """A cell's run dir read through the crossing, each file capped (its names: ``crossing.listed``); what was
     refused or cut, for the notes."""
 
     root: Path
     refused: list[str] = field(default_factory=list)
     cut: list[str] = field(default_factory=list)
-
-    def names(self) -> list[str]:
-        """The run dir's files, relative and ``/``-separated, links included (reading them is refused)."""
-        found: list[str] = []
-        for directory, folders, files in os.walk(self.root):  # os.walk follows no link to a folder
-            folders.sort()
-            base = Path(directory).relative_to(self.root)
-            found += [(base / name).as_posix() for name in sorted(files)]
-            if len(found) >= MAX_NAMES:
-                return found[:MAX_NAMES]
-        return found
 
     def read(self, path: Path) -> str | None:
         """The text of ``path`` (a file of the run dir), at most ``READ_CAP`` bytes; None if absent or refused."""
@@ -307,7 +295,8 @@ def write_trajectory(run_dir: Path, kind: str | None, agent: AgentIdentity, sess
     params.json). Never raises: whatever the record holds, the cell's outcome stands."""
     files = RunDirFiles(run_dir)
     try:
-        conversation = read_transcript(run_dir, files.read, kind, files.names(), PREFERRED_SOURCES)
+        names = crossing.listed(run_dir, MAX_NAMES)
+        conversation = read_transcript(run_dir, files.read, kind, names, PREFERRED_SOURCES)
         if conversation is None or conversation.get("format") == "prompt":
             refused = f" (refused: {'; '.join(files.refused)})" if files.refused else ""
             return {"atif_missing": f"the run dir holds no record of the agent{refused}"}

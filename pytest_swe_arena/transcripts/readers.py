@@ -139,30 +139,37 @@ def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
             continue
         if record.get("type") not in ("user", "assistant"):
             continue
-        content = mapping(record.get("message")).get("content")
-        start = len(turns)
-        if isinstance(content, str):
-            if record["type"] == "user" and not prompt_seen:
-                prompt_seen = True
-                continue
-            turns.append({"role": record["type"], "kind": "text", "text": clip(content)})
-            if record["type"] == "assistant":
-                _called(turns, start, mapping(record.get("message")).get("id"))
+        if record["type"] == "user" and isinstance(mapping(record.get("message")).get("content"), str) \
+                and not prompt_seen:
+            prompt_seen = True
             continue
-        for block in content if isinstance(content, list) else []:
-            block = mapping(block)
-            kind = block.get("type")
-            if kind == "text":
-                turns.append({"role": record["type"], "kind": "text", "text": clip(str(block.get("text") or ""))})
-            elif kind == "thinking":
-                turns.append({"role": "assistant", "kind": "reasoning", "text": clip(str(block.get("thinking") or ""))})
-            elif kind == "tool_use":
-                turns.append(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")))
-            elif kind == "tool_result":
-                _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
-        if record["type"] == "assistant":
-            _called(turns, start, mapping(record.get("message")).get("id"))
+        _claude_message(turns, record)
     return turns
+
+
+def _claude_message(turns: list[Turn], record: Mapping[str, Any], agent: str | None = None) -> None:
+    """A ``user`` or ``assistant`` record of Claude Code's (session transcript or stream) as turns: its content
+    (a text, or blocks ``text``, ``thinking``, ``tool_use``, ``tool_result``); an assistant's turns marked as one
+    model call (its message id); ``agent`` names a sub-agent's."""
+    role = record["type"]
+    message = mapping(record.get("message"))
+    content = message.get("content")
+    start = len(turns)
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    for block in blocks if isinstance(blocks, list) else []:
+        block = mapping(block)
+        part = block.get("type")
+        if part == "text":
+            turns.append(_of({"role": role, "kind": "text", "text": clip(str(block.get("text") or ""))}, agent))
+        elif part == "thinking":
+            turns.append(_of({"role": "assistant", "kind": "reasoning",
+                              "text": clip(str(block.get("thinking") or ""))}, agent))
+        elif part == "tool_use":
+            turns.append(_of(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")), agent))
+        elif part == "tool_result":
+            _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+    if role == "assistant":
+        _called(turns, start, message.get("id"))
 
 
 def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
@@ -260,28 +267,7 @@ def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
         kind = record.get("type")
         agent = "sub-agent" if record.get("parent_tool_use_id") else None
         if kind in ("user", "assistant"):
-            content = mapping(record.get("message")).get("content")
-            start = len(turns)
-            if isinstance(content, str):
-                turns.append(_of({"role": kind, "kind": "text", "text": clip(content)}, agent))
-                if kind == "assistant":
-                    _called(turns, start, mapping(record.get("message")).get("id"))
-                continue
-            for block in content if isinstance(content, list) else []:
-                block = mapping(block)
-                part = block.get("type")
-                if part == "text":
-                    turns.append(_of({"role": kind, "kind": "text", "text": clip(str(block.get("text") or ""))}, agent))
-                elif part == "thinking":
-                    turns.append(_of({"role": "assistant", "kind": "reasoning",
-                                      "text": clip(str(block.get("thinking") or ""))}, agent))
-                elif part == "tool_use":
-                    turns.append(_of(_tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")),
-                                     agent))
-                elif part == "tool_result":
-                    _answer(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
-            if kind == "assistant":
-                _called(turns, start, mapping(record.get("message")).get("id"))
+            _claude_message(turns, record, agent)
         elif kind == "result":
             cost = record.get("total_cost_usd")
             summary = f"result: {record.get('subtype', '?')} after {record.get('num_turns', '?')} turn(s)"

@@ -143,6 +143,15 @@ def run(*command: str | Path, check: bool = True, timeout: float = 60.0) -> subp
     return completed
 
 
+def reachable(host: str, port: int) -> bool:
+    """Whether a TCP connection to ``host:port`` is accepted from here."""
+    try:
+        socket.create_connection((host, port), timeout=30).close()
+        return True
+    except OSError:
+        return False
+
+
 def host_support_problem() -> str | None:
     """Why hosts cannot be made on this machine (None when the tools are there; see ``HostLab.probe``)."""
     if sys.platform != "linux":

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers.arena import ledger_validator
 from helpers.gitrepos import CALC_FIX, CALC_TESTS, Project, diff_of
+from helpers.hosts import reachable
 
 from pytest_swe_arena.cell.network import grading_network
 from pytest_swe_arena.cell.sandbox import probe_bwrap
@@ -99,14 +100,6 @@ class FixServer:
 def fix_server() -> Iterator[FixServer]:
     with FixServer() as server:
         yield server
-
-
-def reachable(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=30).close()
-        return True
-    except OSError:
-        return False
 
 
 def verify_log(suite, row) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.agents import ASKED, arm_table
+from helpers.hosts import reachable
 from helpers.scripted_model import ScriptedModel
 
 from pytest_swe_arena.cell.environment import create_cell_environment
@@ -27,14 +28,6 @@ REACH_OUT = Path(__file__).parents[1] / "data" / "hostile" / "reach_out.py"
 SCRIPT = {"fallback": {"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 2}}}
 
 pytestmark = pytest.mark.skipif(not probe_bwrap().works, reason=f"bwrap does not work here: {probe_bwrap().problem}")
-
-
-def reachable(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=30).close()
-        return True
-    except OSError:
-        return False
 
 
 def test_a_sealed_cell_reaches_its_metered_model_and_nothing_else(suite, calc, make_hosts, tmp_path):

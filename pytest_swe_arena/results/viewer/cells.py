@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ...crossing import shown
+from ...crossing import listed, shown
 from ...ledger.reader import ProvenanceRecord
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
@@ -83,13 +83,7 @@ def run_files(out: OutDir, run_dir: Path | None) -> list[Path]:
     """The regular files of a run dir (not following links), logs first, at most ``MAX_FILES``."""
     if run_dir is None or not run_dir.is_dir():
         return []
-    found = []
-    for directory, subdirectories, names in os.walk(run_dir):  # os.walk does not follow links by default
-        subdirectories.sort()
-        for name in sorted(names):
-            path = Path(directory) / name
-            if not path.is_symlink() and path.is_file():
-                found.append(path)
+    found = [path for path in (run_dir / name for name in listed(run_dir)) if not path.is_symlink() and path.is_file()]
     rank = {name: index for index, name in enumerate(FIRST_LOGS)}
     found.sort(key=lambda path: (rank.get(path.name, len(rank)), path.relative_to(run_dir).as_posix()))
     return found[:MAX_FILES]
