@@ -34,10 +34,10 @@ from helpers.agents import ASKED, OPENCODE, arm_table, opencode_config  # noqa: 
 from helpers.gitrepos import calc_project, git, write_jsonl  # noqa: E402
 from helpers.scripted_model import ScriptedModel  # noqa: E402
 
+from pytest_swe_arena.agents.opencode import read_sessions, read_stream  # noqa: E402
 from pytest_swe_arena.arms.agent import agent_version  # noqa: E402
 from pytest_swe_arena.arms.opencode_home import OPENCODE_QUIET_ENV  # noqa: E402
 from pytest_swe_arena.cell import processes as proc  # noqa: E402
-from pytest_swe_arena.spend.opencode import read_sessions, read_stream  # noqa: E402
 
 
 def bare_run(root: Path, repo: Path, config: Path, version: str) -> float:

@@ -15,8 +15,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "pytest_swe_arena"
 #: The modules that read or write a cell's places (run dir, workspace, HOME, grading tree).
-CELL_MODULES = ("arms/", "grading/", "spend/claude.py", "spend/codex.py", "spend/gemini.py", "spend/usage_file.py",
-                "spend/opencode.py", "spend/mini.py", "spend/meter/cells.py", "worker/pipeline.py",
+CELL_MODULES = ("arms/", "agents/", "grading/", "spend/usage_file.py", "spend/meter/cells.py", "worker/pipeline.py",
                 "cell/rundir.py", "worker/health.py", "cell/processes.py", "ledger/writer.py",
                 "results/viewer/cells.py")
 CALLS = {"open", "fdopen", "copy", "copy2", "copyfile", "copytree", "copymode", "copystat", "move", "rmtree",

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from ..agents.claude_code import StreamAndSubagents, read_claude_spend
+from ..agents.reports import AgentSpend, CallFollower
 from ..outcome import AgentOutcome, ArmStatus
-from ..spend.agent_reports import AgentSpend, CallFollower
-from ..spend.claude import StreamAndSubagents, read_claude_spend
 from .base import ArmKind, CellRequest
 from .cli_agent import AgentCall, CliAgentArm, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import crossing
+from ..agents.reports import NO_SPEND, AgentSpend, CallFollower, PricedCalls
 from ..files import write_atomic
 from ..outcome import AgentOutcome, ArmStatus
-from ..spend.agent_reports import NO_SPEND, AgentSpend, CallFollower, PricedCalls
 from ..spend.budget import CapWatch, over_cap
 from ..spend.meter.cells import Metering
 from ..spend.prices import Price, price_for, price_for_served

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
+from ..agents.codex import Rollouts, read_codex_spend
+from ..agents.reports import AgentSpend, CallFollower
 from ..files import write_atomic
-from ..spend.agent_reports import AgentSpend, CallFollower
-from ..spend.codex import Rollouts, read_codex_spend
 from ..suite import Suite
 from .agent import MODEL_UPSTREAM
 from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
+from ..agents.opencode import StreamFollower
 from ..spend.budget import CapWatch
-from ..spend.opencode import StreamFollower
 from ..spend.prices import price_for
 from ..spend.usage import Accounting
 from ..spend.usage_file import account_usage_file

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from ..agents.gemini_cli import Chats, read_gemini_spend
+from ..agents.reports import AgentSpend, CallFollower
 from ..files import json_table, write_atomic
 from ..outcome import AgentOutcome, ArmStatus
-from ..spend.agent_reports import AgentSpend, CallFollower
-from ..spend.gemini import Chats, read_gemini_spend
 from ..suite import Suite
 from .base import ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm, under

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from ..spend.agent_reports import AgentSpend, CallFollower
-from ..spend.mini_swe_agent import Trajectory, read_mini_spend
+from ..agents.mini_swe_agent import Trajectory, read_mini_spend
+from ..agents.reports import AgentSpend, CallFollower
 from ..suite import Suite
 from .base import ArmConfigError, ArmError, ArmKind, CellRequest, SettingsReader
 from .cli_agent import AgentCall, CliAgentArm

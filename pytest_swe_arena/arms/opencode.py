@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from ..agents.opencode import StreamFollower, account_opencode_run
 from ..naming import CellName
 from ..outcome import AgentOutcome, ArmStatus
 from ..spend.budget import CapWatch, SpendCap, over_cap
-from ..spend.opencode import StreamFollower, account_opencode_run
 from ..spend.prices import Price, price_for
 from ..spend.usage import Accounting
 from ..suite import ArmSpec, Suite

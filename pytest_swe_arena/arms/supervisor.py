@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from .. import crossing
+from ..agents.opencode import read_sessions, sessions_by_model, worker_sessions
 from ..cell.git import run_git
 from ..files import json_count, json_table
 from ..outcome import ArmStatus
 from ..spend.meter.accounts import NO_CAP
-from ..spend.opencode import read_sessions, sessions_by_model, worker_sessions
 from ..spend.usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 from ..suite import ArmSpec, Suite
 from .agent import (

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_swe_arena.agents.opencode import StreamFollower, read_sessions, read_stream
 from pytest_swe_arena.arms.agent import AgentOutcome, Secrets, SpendCap, check_template, run_agent
 from pytest_swe_arena.arms.base import ArmConfigError, ArmStartError
 from pytest_swe_arena.arms.supervisor import DEFAULT_KNOBS, cancel_grace, read_supervisor_run
 from pytest_swe_arena.spend.budget import over_cap
-from pytest_swe_arena.spend.opencode import StreamFollower, read_sessions, read_stream
 from pytest_swe_arena.spend.usage import Usage, add_usages, price_tokens
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
@@ -149,8 +149,8 @@ def test_spend_cap_prices_a_stream_that_reports_no_cost():
 
 def test_a_refused_figure_does_not_switch_the_live_cap_off(tmp_path):
     """An agent that reports one absurd token count (making the total unknown) is still held to its cap."""
+    from pytest_swe_arena.agents.opencode import StreamFollower
     from pytest_swe_arena.spend.budget import CapWatch
-    from pytest_swe_arena.spend.opencode import StreamFollower
 
     stream = tmp_path / "events.jsonl"
     stream.write_text(json.dumps({"type": "step_finish", "part": {"tokens": {"input": -1, "output": 1}}}) + "\n"
@@ -347,9 +347,9 @@ def _store(db: Path, cost: object = None) -> None:
 
 
 def test_opencode_accounting_tells_an_empty_store_from_an_unreadable_one_and_never_raises(tmp_path):
+    from pytest_swe_arena.agents.opencode import account_opencode
     from pytest_swe_arena.arms.base import CellRequest
     from pytest_swe_arena.cell.environment import create_cell_environment
-    from pytest_swe_arena.spend.opencode import account_opencode
 
     streamed = Usage(10, 1, 0, 0, 0, 1, 11, 0.0, "reported")
 

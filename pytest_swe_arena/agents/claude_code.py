@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..files import LineFollower, json_objects, json_table, json_text
-from .agent_reports import AgentSpend, CallTally, FigureReader, call_usage, with_calls
-from .usage import Usage
+from ..spend.usage import Usage
+from .reports import AgentSpend, CallTally, FigureReader, call_usage, with_calls
 
 
 def anthropic_call(usage: Any, where: str, reader: FigureReader | None = None) -> Usage:

@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from .prices import Price
-from .usage import Usage, add_usages, cost_problem, count_problem
+from ..spend.prices import Price
+from ..spend.usage import Usage, add_usages, cost_problem, count_problem
 
 #: ``FigureReader.checked``'s answer for a field the table does not have.
 MISSING = object()

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..files import LineFollower, json_table
-from .prices import Price, price_for
-from .usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
+from ..spend.prices import Price, price_for
+from ..spend.usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
 
 if TYPE_CHECKING:
     from ..arms.base import CellRequest

@@ -19,8 +19,8 @@ from typing import Any
 
 from .. import crossing
 from ..files import LineFollower, json_table, json_text, read_json_object
-from .agent_reports import AgentSpend, CallTally, FigureReader, call_usage
-from .usage import Usage
+from ..spend.usage import Usage
+from .reports import AgentSpend, CallTally, FigureReader, call_usage
 
 
 def gemini_tokens(tokens: Any, reader: FigureReader, *, prompt_key: str) -> Usage:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..files import json_table, json_text, read_json_object
-from .agent_reports import AgentSpend, CallTally, FigureReader, call_usage
-from .usage import Usage, add_usages
+from ..spend.usage import Usage, add_usages
+from .reports import AgentSpend, CallTally, FigureReader, call_usage
 
 
 def chat_call(usage: Any, where: str, cost: float | None, reader: FigureReader) -> Usage:

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from helpers.scripted_apis import Tokens
 
+from pytest_swe_arena.agents.claude_code import StreamAndSubagents, model_usage, read_transcripts
+from pytest_swe_arena.agents.codex import Rollouts, codex_call
+from pytest_swe_arena.agents.gemini_cli import Chats, gemini_tokens, read_error
+from pytest_swe_arena.agents.mini_swe_agent import Trajectory, read_trajectory
+from pytest_swe_arena.agents.reports import FigureReader
 from pytest_swe_arena.files import LineFollower, json_objects
-from pytest_swe_arena.spend.agent_reports import FigureReader
-from pytest_swe_arena.spend.claude import StreamAndSubagents, model_usage, read_transcripts
-from pytest_swe_arena.spend.codex import Rollouts, codex_call
-from pytest_swe_arena.spend.gemini import Chats, gemini_tokens, read_error
-from pytest_swe_arena.spend.mini_swe_agent import Trajectory, read_trajectory
 from pytest_swe_arena.spend.usage import Usage, add_usages
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "agents"
