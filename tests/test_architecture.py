@@ -12,11 +12,11 @@ Drawn from the bottom up (docs/architecture.md draws the same floors)::
     plugin                                  wiring: pytest's hooks
     cli        controller                   the out dir's owner, its commands
     results    worker                       reports | the cell pipeline, collection, fixtures
-               arms    grading              what an arm runs | how a patch is graded
-    ledger     state                        the ledger's format | what a cell is handed
+    transcripts  arms  grading              agents' records shown, as ATIF | what an arm runs | how a patch is graded
+    ledger     state   agents               the ledger's format | what a cell is handed | each agent's formats
     spend      suite   cell                 usage and budgets | arms' tables | a cell's isolation
     outcome    instances                    statuses and outcomes | instance rows
-    files  naming  crossing  interrupts  settings  hookspecs  mockmodel  forkserver  transcripts
+    files  naming  crossing  interrupts  settings  hookspecs  mockmodel  forkserver
 
 The controller side (``controller``, ``results``, ``cli``) reads only the JSON the worker side
 (``worker``, ``grading``, ``arms``, ``cell``) sends: no arrow of the table runs from the first to the
@@ -51,11 +51,11 @@ ALLOWED: dict[str, set[str]] = {
     "hookspecs": set(),
     "mockmodel": set(),
     "forkserver": set(),
-    "transcripts": {"crossing"},  # agents' own records, read as conversations and written as ATIF
     "instances": FOUNDATION,
     "outcome": FOUNDATION,
     "spend": FOUNDATION | {"outcome"},
-    "agents": FOUNDATION | {"spend"},
+    "agents": FOUNDATION | {"spend"},  # each agent's formats: its usage (spend's ``Usage``) and its transcript
+    "transcripts": {"crossing", "agents"},  # which record of a cell is its conversation, and that as ATIF
     "suite": FOUNDATION | {"spend"},
     "cell": FOUNDATION | {"instances"},
     "state": FOUNDATION | {"instances", "outcome", "spend", "suite"},
@@ -64,7 +64,7 @@ ALLOWED: dict[str, set[str]] = {
     "arms": FOUNDATION | {"instances", "outcome", "spend", "suite", "cell", "agents"},
     "worker": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "cell", "grading", "arms", "ledger",
                            "transcripts"},
-    "results": FOUNDATION | {"instances", "outcome", "spend", "ledger", "transcripts"},
+    "results": FOUNDATION | {"instances", "outcome", "spend", "ledger", "agents", "transcripts"},
     "controller": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "forkserver", "ledger", "results"},
     "cli": FOUNDATION | {"instances", "mockmodel", "ledger", "results", "transcripts"},
     "plugin": FOUNDATION | {"hookspecs", "state", "arms", "worker", "controller"},

@@ -1,4 +1,5 @@
-"""Where Claude Code's usage is read: its ``stream-json`` output and its transcripts.
+"""Claude Code's formats: its usage, read from its ``stream-json`` output and its transcripts, and what it did,
+read as turns from the same files (``read_claude_stream``, ``read_claude_transcript``).
 
 The stream's last line, ``result``, carries ``modelUsage`` (per model, sub-agents
 included, each with Claude's ``costUSD``) and ``total_cost_usd``; its top-level ``usage``
@@ -13,6 +14,7 @@ own; thinking tokens, when given, are taken out of output.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,19 @@ from typing import Any
 from ..files import LineFollower, json_objects, json_table, json_text
 from ..spend.usage import Usage
 from .reports import AgentSpend, CallTally, FigureReader, call_usage, with_calls
+from .turns import (
+    Turn,
+    answer_call,
+    as_text,
+    clip,
+    first_record,
+    for_agent,
+    json_lines,
+    mapping,
+    mark_call,
+    noting_unreadable,
+    tool_turn,
+)
 
 
 def anthropic_call(usage: Any, where: str, reader: FigureReader | None = None) -> Usage:
@@ -124,3 +139,86 @@ def read_claude_spend(stream: Path, transcripts: Iterable[Path]) -> AgentSpend:
                                "permission_denials": len(result.get("permission_denials") or [])}
     error = json_text(result.get("result")) if result.get("is_error") else None
     return AgentSpend(models, served, "report", reader.problems, error, details)
+
+
+# -- its transcript, as turns ---------------------------------------------------------------
+
+def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
+    """Claude Code's session transcript (``~/.claude/projects/<project>/<session>.jsonl``), one record a line.
+
+    ``user`` and ``assistant`` records carry the conversation; content blocks are ``text``,
+    ``thinking``, ``tool_use`` and (in user records) ``tool_result``. The first user record is
+    the prompt, which the run dir's prompt.txt already shows. Other records (queue operations,
+    API requests) are bookkeeping and skipped.
+    """
+    turns: list[Turn] = []
+    prompt_seen = False
+    for line in lines:
+        try:
+            record = mapping(json.loads(line))
+        except ValueError:
+            continue
+        if record.get("type") not in ("user", "assistant"):
+            continue
+        if record["type"] == "user" and isinstance(mapping(record.get("message")).get("content"), str) \
+                and not prompt_seen:
+            prompt_seen = True
+            continue
+        _claude_message(turns, record)
+    return turns
+
+
+def _claude_message(turns: list[Turn], record: Mapping[str, Any], agent: str | None = None) -> None:
+    """A ``user`` or ``assistant`` record of Claude Code's (session transcript or stream) as turns: its content
+    (a text, or blocks ``text``, ``thinking``, ``tool_use``, ``tool_result``); an assistant's turns marked as one
+    model call (its message id); ``agent`` names a sub-agent's."""
+    role = record["type"]
+    message = mapping(record.get("message"))
+    content = message.get("content")
+    start = len(turns)
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    for block in blocks if isinstance(blocks, list) else []:
+        block = mapping(block)
+        part = block.get("type")
+        if part == "text":
+            turns.append(for_agent({"role": role, "kind": "text", "text": clip(str(block.get("text") or ""))}, agent))
+        elif part == "thinking":
+            turns.append(for_agent({"role": "assistant", "kind": "reasoning",
+                                     "text": clip(str(block.get("thinking") or ""))}, agent))
+        elif part == "tool_use":
+            turns.append(for_agent(tool_turn(str(block.get("name") or ""), block.get("input"), block.get("id")), agent))
+        elif part == "tool_result":
+            answer_call(turns, block.get("tool_use_id"), block.get("content"), bool(block.get("is_error")))
+    if role == "assistant":
+        mark_call(turns, start, message.get("id"))
+
+
+def read_claude_stream(lines: Iterable[str]) -> list[Turn]:
+    """Claude Code's ``--output-format stream-json`` (``events.jsonl``), one event a line.
+
+    ``assistant`` and ``user`` events carry the conversation as the session transcript does
+    (content blocks ``text``, ``thinking``, ``tool_use``, ``tool_result``); an event with a
+    ``parent_tool_use_id`` is a sub-agent's, and says so. The prompt is not in the stream (it
+    came on stdin). ``result`` ends the run: its turns, cost and, when it failed, its error.
+    Partial messages (``stream_event``) and ``system`` events are bookkeeping, skipped.
+    """
+    records, unreadable = json_lines(lines)
+    turns: list[Turn] = []
+    for record in records:
+        kind = record.get("type")
+        agent = "sub-agent" if record.get("parent_tool_use_id") else None
+        if kind in ("user", "assistant"):
+            _claude_message(turns, record, agent)
+        elif kind == "result":
+            cost = record.get("total_cost_usd")
+            summary = f"result: {record.get('subtype', '?')} after {record.get('num_turns', '?')} turn(s)"
+            turns.append({"role": "meta", "kind": "event",
+                          "text": summary + (f", ${cost}" if isinstance(cost, (int, float)) else "")})
+            if record.get("is_error"):
+                turns.append({"role": "error", "kind": "error", "text": clip(as_text(record.get("result")))})
+    return noting_unreadable(turns, unreadable)
+
+
+def claude_first(text: str) -> bool:
+    record = first_record(text)
+    return "session_id" in record and record.get("type") in ("system", "stream_event", "user", "assistant", "result")

@@ -1,4 +1,5 @@
-"""Where Gemini CLI's usage is read: its ``--output-format json`` result and its chat files.
+"""Gemini CLI's formats: its usage, read from its ``--output-format json`` result and its chat files, and what
+it did, read as turns from the same files (``read_gemini_chat``, ``read_gemini_result``).
 
 The JSON printed at the end has ``stats.models``, per model (the router's side call and
 sub-agents included): ``tokens.prompt`` with the cached tokens inside it, ``tool``
@@ -12,7 +13,7 @@ to stderr. Gemini reports no cost: the suite's price table prices it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,15 @@ from .. import crossing
 from ..files import LineFollower, json_table, json_text, read_json_object
 from ..spend.usage import Usage
 from .reports import AgentSpend, CallTally, FigureReader, call_usage
+from .turns import (
+    Turn,
+    as_text,
+    clip,
+    for_agent,
+    json_lines,
+    mapping,
+    noting_unreadable,
+)
 
 
 def gemini_tokens(tokens: Any, reader: FigureReader, *, prompt_key: str) -> Usage:
@@ -99,3 +109,97 @@ def read_gemini_spend(result: Path, stderr: Path, home: Path, asked: str | None)
 def main_model(models: Mapping[str, Usage]) -> str | None:
     """The model that did most of the work (most output), when nothing names it."""
     return max(models, key=lambda model: models[model].output_tokens or 0) if models else None
+
+
+# -- its transcript, as turns ---------------------------------------------------------------
+
+def _gemini_messages(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages of a Gemini CLI chat file, each as last written (a message is rewritten as it grows)."""
+    messages: dict[str, dict[str, Any]] = {}
+    for record in records:
+        initial = mapping(record.get("$set")).get("messages")
+        for message in (initial if isinstance(initial, list) else [record]):
+            message = mapping(message)
+            if "id" in message and "type" in message:
+                messages[str(message["id"])] = message
+    return list(messages.values())
+
+
+def _gemini_parts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content] if content else []
+    parts = map(mapping, content if isinstance(content, list) else [])
+    return [str(part["text"]) for part in parts if part.get("text")]
+
+
+def _gemini_call(call: Mapping[str, Any]) -> Turn:
+    outputs, errors = [], []
+    for result in call.get("result") or []:
+        response = mapping(mapping(mapping(result).get("functionResponse")).get("response"))
+        if "output" in response:
+            outputs.append(as_text(response["output"]))
+        if response.get("error"):
+            errors.append(as_text(response["error"]))
+    return {"role": "tool", "kind": "tool", "tool": str(call.get("name") or "?"),
+            "title": str(call.get("description") or ""), "status": str(call.get("status") or ""),
+            "input": clip(as_text(call.get("args", {}))), "output": clip("\n".join(outputs)) if outputs else None,
+            "error": clip("\n".join(errors)) if errors else None}
+
+
+def read_gemini_chat(lines: Iterable[str], agent: str | None = None) -> list[Turn]:
+    """A Gemini CLI chat (``transcript/<dir>/chats/session-*.jsonl``, copied from ``~/.gemini/tmp``).
+
+    The first line describes the session; then messages, each rewritten as it grows (its last
+    version counts), and ``$set`` updates. ``gemini`` messages give their thoughts, text, tool
+    calls with their results, and tokens; ``user`` messages before the first answer are the
+    setup and the prompt (prompt.txt shows it), later ones are shown; ``info``, ``warning`` and
+    ``error`` messages as they are. ``agent`` marks a sub-agent's chat, whose task is shown.
+    """
+    records, unreadable = json_lines(lines)
+    turns: list[Turn] = []
+    answered = agent is not None
+    steps = 0
+    for message in _gemini_messages(records):
+        kind = message.get("type")
+        if kind == "user":
+            if answered:
+                turns += [for_agent({"role": "user", "kind": "text", "text": clip(text)}, agent)
+                          for text in _gemini_parts(message.get("content"))]
+        elif kind == "gemini":
+            answered = True
+            for thought in message.get("thoughts") or []:
+                thought = mapping(thought)
+                text = "\n".join(str(thought[key]) for key in ("subject", "description") if thought.get(key))
+                if text:
+                    turns.append(for_agent({"role": "assistant", "kind": "reasoning", "text": clip(text)}, agent))
+            turns += [for_agent({"role": "assistant", "kind": "text", "text": clip(text)}, agent)
+                      for text in _gemini_parts(message.get("content"))]
+            turns += [for_agent(_gemini_call(mapping(call)), agent) for call in message.get("toolCalls") or []]
+            tokens = mapping(message.get("tokens"))
+            if tokens:
+                steps += 1
+                turns.append(for_agent({"role": "meta", "kind": "step", "step": steps, "reason": message.get("model"),
+                                         "tokens": tokens, "cost_usd": None}, agent))
+        elif kind == "error":
+            turns.append(for_agent({"role": "error", "kind": "error", "text": clip(as_text(message.get("content")))},
+                                    agent))
+        elif kind in ("info", "warning"):
+            text = clip(f"{kind}: {as_text(message.get('content'))}")
+            turns.append(for_agent({"role": "meta", "kind": "event", "text": text}, agent))
+    return noting_unreadable(turns, unreadable)
+
+
+def read_gemini_result(lines: Iterable[str]) -> list[Turn]:
+    """Gemini CLI's ``--output-format json`` result (``result.json``): its last answer and its error, if any."""
+    try:
+        document = mapping(json.loads("\n".join(lines)))
+    except ValueError:
+        return [{"role": "error", "kind": "error", "text": "the result is not JSON"}]
+    turns: list[Turn] = []
+    if document.get("response"):
+        turns.append({"role": "assistant", "kind": "text", "text": clip(as_text(document["response"]))})
+    error = mapping(document.get("error"))
+    if error:
+        turns.append({"role": "error", "kind": "error",
+                      "text": clip(f"{error.get('type', 'error')}: {error.get('message', as_text(error))}")})
+    return turns

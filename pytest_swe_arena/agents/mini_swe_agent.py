@@ -1,4 +1,5 @@
-"""Where mini-swe-agent's usage is read: its trajectory file (``mini -o trajectory.json``).
+"""mini-swe-agent's format: its trajectory file (``mini -o trajectory.json``), read for its usage and, as
+turns, for what it did (``read_mini_trajectory``).
 
 mini rewrites the trajectory after every step (a model call and its command), in place:
 each assistant message's ``extra.response.usage`` (OpenAI chat usage, as the provider sent
@@ -11,13 +12,23 @@ OpenAI's chat usage has no cache-write field: litellm's ``cache_creation_input_t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ..files import json_table, json_text, read_json_object
 from ..spend.usage import Usage, add_usages
 from .reports import AgentSpend, CallTally, FigureReader, call_usage
+from .turns import (
+    Turn,
+    answer_call,
+    as_text,
+    clip,
+    mapping,
+    mark_call,
+    tool_turn,
+)
 
 
 def chat_call(usage: Any, where: str, cost: float | None, reader: FigureReader) -> Usage:
@@ -80,3 +91,52 @@ class Trajectory:
         if data is not None:  # half-written: the last whole one stands
             self.last = read_trajectory(data, self.asked).models
         return self.last
+
+
+# -- its transcript, as turns ---------------------------------------------------------------
+
+def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
+    """mini-swe-agent's trajectory (``--output``: one JSON document, ``messages`` in the chat format).
+
+    The system message and the first user message (the task, as prompt.txt shows it) are skipped;
+    assistant messages give their text and ``tool_calls`` and, from their ``extra.response.usage``, a
+    step; tool messages their output, and the final ``exit`` message the exit status.
+    """
+    try:
+        document = mapping(json.loads("\n".join(lines)))
+    except ValueError:
+        return [{"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
+    turns: list[Turn] = []
+    users = steps = 0
+    messages = document.get("messages")
+    for index, message in enumerate(messages if isinstance(messages, list) else []):
+        message = mapping(message)
+        role, content = message.get("role"), message.get("content")
+        if role == "user":
+            users += 1
+            if users > 1:
+                turns.append({"role": "user", "kind": "text", "text": clip(as_text(content))})
+        elif role == "assistant":
+            start = len(turns)
+            if content:
+                turns.append({"role": "assistant", "kind": "text", "text": clip(as_text(content))})
+            for call in message.get("tool_calls") or []:
+                call = mapping(call)
+                function = mapping(call.get("function"))
+                turns.append(tool_turn(str(function.get("name") or ""), function.get("arguments"), call.get("id")))
+            mark_call(turns, start, f"message-{index}")
+            extra = mapping(message.get("extra"))
+            usage = mapping(mapping(extra.get("response")).get("usage"))
+            if usage:  # OpenAI chat usage: cached tokens inside the prompt's, reasoning inside the completion's
+                steps += 1
+                turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "model call", "tokens": {
+                    "input": usage.get("prompt_tokens"), "output": usage.get("completion_tokens"),
+                    "cached": mapping(usage.get("prompt_tokens_details")).get("cached_tokens"),
+                    "reasoning": mapping(usage.get("completion_tokens_details")).get("reasoning_tokens")},
+                    "cost_usd": extra.get("cost")})
+        elif role == "tool":
+            answer_call(turns, message.get("tool_call_id"), content)
+        elif role == "exit":
+            status = mapping(message.get("extra")).get("exit_status")
+            turns.append({"role": "meta", "kind": "event", "text": f"exit: {status}"})
+    return turns

@@ -1,4 +1,5 @@
-"""Where opencode's usage is read: its ``--format json`` event stream and its sqlite store.
+"""opencode's formats: its usage, read from its ``--format json`` event stream and its sqlite store, and what it
+did, read as turns from the stream (``read_opencode_events``).
 
 The stream (``events.jsonl`` in the run dir) holds the run's own session, step by step: it
 gives steps, tokens and the largest context, and is followed while the agent runs, for the
@@ -20,6 +21,13 @@ from typing import TYPE_CHECKING, Any
 from ..files import LineFollower, json_table
 from ..spend.prices import Price, price_for
 from ..spend.usage import UNKNOWN_MODEL, Accounting, Usage, accounting_errors, add_usages, cost_problem, count_problem
+from .turns import (
+    Turn,
+    as_text,
+    clip,
+    first_record,
+    mapping,
+)
 
 if TYPE_CHECKING:
     from ..arms.base import CellRequest
@@ -270,3 +278,58 @@ def account_opencode_run(request: CellRequest, events: Path, follower: StreamFol
     stream = follower.finish() if follower is not None else read_stream(events)
     accounting = account_opencode(request, stream.usage(), prices, price)
     return stream, accounting._replace(details=accounting_errors(accounting.details, stream.problems))
+
+
+# -- its transcript, as turns ---------------------------------------------------------------
+
+def _opencode_event(event: Mapping[str, Any], steps: list[int]) -> Turn | None:
+    kind = event.get("type")
+    part = mapping(event.get("part"))
+    if kind == "step_start":
+        steps[0] += 1
+        return None
+    if kind in ("text", "reasoning"):
+        return {"role": "assistant", "kind": kind, "text": clip(str(part.get("text") or ""))}
+    if kind == "tool_use":
+        state = mapping(part.get("state"))
+        return {"role": "tool", "kind": "tool", "tool": str(part.get("tool") or "?"),
+                "title": str(state.get("title") or ""), "status": str(state.get("status") or ""),
+                "input": clip(as_text(state.get("input", {}))),
+                "output": clip(as_text(state["output"])) if "output" in state else None,
+                "error": clip(as_text(state["error"])) if state.get("error") else None}
+    if kind == "step_finish":
+        tokens = mapping(part.get("tokens"))
+        return {"role": "meta", "kind": "step", "step": steps[0], "reason": part.get("reason"),
+                "tokens": tokens, "cost_usd": part.get("cost")}
+    if kind == "error":
+        error = mapping(event.get("error"))
+        data = mapping(error.get("data"))
+        return {"role": "error", "kind": "error",
+                "text": clip(f"{error.get('name', 'error')}: {data.get('message') or as_text(error)}")}
+    return {"role": "meta", "kind": "event", "text": clip(as_text(event), 2_000)}
+
+
+def read_opencode_events(lines: Iterable[str]) -> list[Turn]:
+    """opencode's ``--format json`` stream (``events.jsonl``): text, reasoning, tool calls with results, steps."""
+    turns: list[Turn] = []
+    steps = [0]
+    unreadable = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            unreadable += 1
+            continue
+        turn = _opencode_event(event, steps) if isinstance(event, dict) else None
+        if turn is not None:
+            turns.append(turn)
+    if unreadable:
+        turns.append({"role": "meta", "kind": "event", "text": f"{unreadable} line(s) of the stream were not JSON"})
+    return turns
+
+
+def opencode_first(text: str) -> bool:
+    record = first_record(text)
+    return "sessionID" in record or "part" in record

@@ -1,6 +1,6 @@
 """What reading the agent CLIs' own reports shares (Claude Code, Codex, Gemini CLI, mini-swe-agent).
 
-Each agent family's format is read in its own module (``claude``, ``codex``, ``gemini``,
+Each agent family's format is read in its own module (``claude_code``, ``codex``, ``gemini_cli``,
 ``mini_swe_agent``, as opencode's is in ``opencode``); they share the rules here:
 
 - a figure is read with a ``FigureReader``: a field the agent's format does not have

@@ -5,7 +5,7 @@ Runs ``claude -p --model MODEL --output-format stream-json --verbose
 prompt.txt`` with ``CLAUDE_CONFIG_DIR`` in the cell and
 ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` (no telemetry, no update checks).
 Without ``--allowedTools Bash`` it denies every shell command and still exits 0
-(tests/AGENT_NOTES.md 2.3). Its usage is read in ``spend.claude``: the stream's
+(tests/AGENT_NOTES.md 2.3). Its usage is read in ``agents.claude_code``: the stream's
 ``result`` (``modelUsage`` per model, sub-agents included, and Claude's cost), live
 from the stream and the sub-agents' transcripts, and from all its transcripts when it
 never printed its result. Metered, ``ANTHROPIC_BASE_URL`` is the cell's route.

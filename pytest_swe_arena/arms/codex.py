@@ -5,7 +5,7 @@ prompt.txt`` with ``CODEX_HOME`` in the cell. Its ``config.toml`` there is the
 arm's ``config`` file (model providers, say) or empty; the offline switches go
 on the command line as overrides (``analytics.enabled=false``: no analytics;
 ``features.plugins=false``: no plugin marketplace sync over git), so they hold
-whatever the file says. Its usage is read in ``spend.codex``: ``turn.completed``
+whatever the file says. Its usage is read in ``agents.codex``: ``turn.completed``
 in the ``--json`` stream, and the rollouts' per-response records live and for a
 run that never finished. Codex reports no cost: the suite's price table prices it.
 

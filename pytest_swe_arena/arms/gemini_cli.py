@@ -7,7 +7,7 @@ default: a base URL alone makes 0.61 pick an auth type that non-interactive
 runs refuse), usage statistics off. Without ``--yolo`` a non-interactive run
 gets no tool that writes; without ``--skip-trust`` it refuses the workspace.
 ``GEMINI_CLI_NO_RELAUNCH=true`` keeps it one process (the relaunching parent
-ignores SIGTERM). Its usage is read in ``spend.gemini`` (its result's ``stats.models``, its chat
+ignores SIGTERM). Its usage is read in ``agents.gemini_cli`` (its result's ``stats.models``, its chat
 files live and when it printed nothing). Gemini reports no cost: the suite's
 price table prices it. Metered, ``GOOGLE_GEMINI_BASE_URL`` is the cell's route (0.61 reads it for
 the API-key auth type too).

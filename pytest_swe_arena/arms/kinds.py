@@ -2,10 +2,10 @@
 
 Every built-in kind is named in ``BUILTIN_KINDS`` with the module of this package that makes it,
 and each such module is a plugin at start-up (``builtin_kind_plugins``) that offers its kinds
-*without importing the module*: a module (and the agent's usage readers it imports) is loaded only
-when the sweep has an arm of its kind, so a sweep of GOLD and EMPTY does not load nine agent
-modules in every worker. Adding a kind means adding its module and its line in ``BUILTIN_KINDS``
-(a test checks the two agree). Kinds are gathered through the hook (``arm_kinds``) and the
+*without importing the module*: a module is loaded only when the sweep has an arm of its kind, so a
+sweep of GOLD and EMPTY does not load nine agent modules in every worker. Adding a kind means adding
+its module and its line in ``BUILTIN_KINDS`` (a test checks the two agree); an agent's formats (its
+usage and its transcript) are its module of ``agents/``. Kinds are gathered through the hook (``arm_kinds``) and the
 sweep's arms built from the suite's tables (``build_arms``), once per session on the controller
 and on every worker.
 """

@@ -9,7 +9,7 @@ table (``LITELLM_LOCAL_MODEL_COST_MAP``: no fetch of it at import). mini's
 default command timeout is 30 s, too short for a test suite:
 ``command_timeout`` raises it. The task goes in argv (one argument is at most
 128 KiB on Linux). Its report is the trajectory, rewritten after every step
-and read in ``spend.mini_swe_agent`` (also live, for the cap).
+and read in ``agents.mini_swe_agent`` (also live, for the cap).
 A model litellm cannot price costs 0 there (``MSWEA_COST_TRACKING=ignore_errors``,
 rather than a failed run): the suite's price table prices it. Metered, ``OPENAI_BASE_URL`` is the cell's
 route: the meter can route only litellm's ``openai/`` models.

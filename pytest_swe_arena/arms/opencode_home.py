@@ -2,7 +2,7 @@
 
 Used by every arm whose agent is opencode: the ``opencode`` kind, ``command`` with
 ``usage = "opencode"``, and the supervisor's workers. What a run spent is read in
-``spend.opencode``.
+``agents.opencode``.
 """
 
 from __future__ import annotations

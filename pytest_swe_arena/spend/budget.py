@@ -291,8 +291,8 @@ class CapWatch(Generic[Live]):
     """A ``should_stop`` for ``cell.processes.run``: an agent's live spend against a ``SpendCap``.
 
     ``live`` is where the agent's kind reads its spend so far: opencode's event stream
-    (``opencode.StreamFollower``), Claude's stream and sub-agent transcripts, Codex's
-    rollouts, Gemini's chat files, mini's trajectory (``agent_reports.PricedCalls``).
+    (``agents.opencode.StreamFollower``), Claude's stream and sub-agent transcripts, Codex's
+    rollouts, Gemini's chat files, mini's trajectory (``agents.reports.PricedCalls``).
     """
 
     def __init__(self, cap: SpendCap, live: Live):

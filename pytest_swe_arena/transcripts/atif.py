@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import crossing
-from .readers import KIND_SOURCES, Turn, mapping, read_transcript
+from ..agents.turns import Turn, mapping
+from .readers import KIND_SOURCES, read_transcript
 
 #: The ATIF file the harness writes in every cell's run dir (Harbor's own is ``trajectory.json``: mini-swe-agent
 #: writes that name in the run dir already).

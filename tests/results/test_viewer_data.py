@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from helpers.agent_samples import LAID_OUT, lay_out
 
+from pytest_swe_arena.agents.opencode import read_opencode_events
 from pytest_swe_arena.ledger.reader import cell_records, read_sweep_record
 from pytest_swe_arena.ledger.writer import append_sweep_record
 from pytest_swe_arena.results.calibration import flake_rates, write_calibration
@@ -20,7 +21,6 @@ from pytest_swe_arena.results.viewer.build import MANIFEST, PagesWhileRunning, w
 from pytest_swe_arena.results.viewer.cells import OutDir, cell_page, instance_card
 from pytest_swe_arena.results.viewer.overview import overview_data
 from pytest_swe_arena.results.viewer.rows import read_run
-from pytest_swe_arena.transcripts.readers import read_opencode_events
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -383,7 +383,8 @@ def test_status_colours_come_from_the_status_table(tmp_path):
 
 def test_claude_code_and_mini_swe_agent_transcripts_as_conversations():
     """The real transcripts captured from Claude Code 2.1.332 and mini-swe-agent 2.4.6 (tests/data/agents)."""
-    from pytest_swe_arena.transcripts.readers import read_claude_transcript, read_mini_trajectory
+    from pytest_swe_arena.agents.claude_code import read_claude_transcript
+    from pytest_swe_arena.agents.mini_swe_agent import read_mini_trajectory
 
     claude = read_claude_transcript((DATA / "agents/claude/transcript.jsonl").read_text().splitlines() + ["{torn"])
     assert [(turn["kind"], turn.get("tool")) for turn in claude] == [

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ...agents.turns import mapping
 from ...crossing import listed, shown
 from ...ledger.reader import ProvenanceRecord
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
-from ...transcripts.readers import PROMPT_FILE, looked_for, mapping, read_transcript
+from ...transcripts.readers import PROMPT_FILE, looked_for, read_transcript
 
 #: A log is shown whole up to this size; above it, its first and last halves of it.
 MAX_LOG_BYTES = 256 * 1024
