@@ -55,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
     "outcome": FOUNDATION,
     "spend": FOUNDATION | {"outcome"},
     "agents": FOUNDATION | {"spend"},  # each agent's formats: its usage (spend's ``Usage``) and its transcript
-    "transcripts": {"crossing", "agents"},  # which record of a cell is its conversation, and that as ATIF
+    "transcripts": {"crossing", "files", "agents"},  # which record of a cell is its conversation, and that as ATIF
     "suite": FOUNDATION | {"spend"},
     "cell": FOUNDATION | {"instances"},
     "state": FOUNDATION | {"instances", "outcome", "spend", "suite"},
@@ -64,7 +64,7 @@ ALLOWED: dict[str, set[str]] = {
     "arms": FOUNDATION | {"instances", "outcome", "spend", "suite", "cell", "agents"},
     "worker": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "cell", "grading", "arms", "ledger",
                            "transcripts"},
-    "results": FOUNDATION | {"instances", "outcome", "spend", "ledger", "agents", "transcripts"},
+    "results": FOUNDATION | {"instances", "outcome", "spend", "ledger", "transcripts"},
     "controller": FOUNDATION | {"instances", "outcome", "spend", "suite", "state", "forkserver", "ledger", "results"},
     "cli": FOUNDATION | {"instances", "mockmodel", "ledger", "results", "transcripts"},
     "plugin": FOUNDATION | {"hookspecs", "state", "arms", "worker", "controller"},

@@ -30,7 +30,6 @@ from .turns import (
     first_record,
     for_agent,
     json_lines,
-    mapping,
     mark_call,
     noting_unreadable,
     tool_turn,
@@ -155,12 +154,12 @@ def read_claude_transcript(lines: Iterable[str]) -> list[Turn]:
     prompt_seen = False
     for line in lines:
         try:
-            record = mapping(json.loads(line))
+            record = json_table(json.loads(line))
         except ValueError:
             continue
         if record.get("type") not in ("user", "assistant"):
             continue
-        if record["type"] == "user" and isinstance(mapping(record.get("message")).get("content"), str) \
+        if record["type"] == "user" and isinstance(json_table(record.get("message")).get("content"), str) \
                 and not prompt_seen:
             prompt_seen = True
             continue
@@ -173,12 +172,12 @@ def _claude_message(turns: list[Turn], record: Mapping[str, Any], agent: str | N
     (a text, or blocks ``text``, ``thinking``, ``tool_use``, ``tool_result``); an assistant's turns marked as one
     model call (its message id); ``agent`` names a sub-agent's."""
     role = record["type"]
-    message = mapping(record.get("message"))
+    message = json_table(record.get("message"))
     content = message.get("content")
     start = len(turns)
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
     for block in blocks if isinstance(blocks, list) else []:
-        block = mapping(block)
+        block = json_table(block)
         part = block.get("type")
         if part == "text":
             turns.append(for_agent({"role": role, "kind": "text", "text": clip(str(block.get("text") or ""))}, agent))

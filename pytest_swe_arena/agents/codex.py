@@ -25,7 +25,6 @@ from .turns import (
     clip,
     first_record,
     json_lines,
-    mapping,
     noting_unreadable,
 )
 
@@ -113,12 +112,12 @@ def _codex_item(item: Mapping[str, Any]) -> Turn:
                 "input": clip(str(item.get("command") or "")), "output": clip(str(item.get("aggregated_output") or "")),
                 "error": None}
     if kind == "file_change":
-        changes = [mapping(change) for change in item.get("changes") or []]
+        changes = [json_table(change) for change in item.get("changes") or []]
         return {"role": "tool", "kind": "tool", "tool": "file_change", "title": "", "status": status,
                 "input": "\n".join(f"{change.get('kind', '?')} {change.get('path', '?')}" for change in changes),
                 "output": None, "error": None}
     if kind == "mcp_tool_call":
-        error = mapping(item.get("error")).get("message")
+        error = json_table(item.get("error")).get("message")
         return {"role": "tool", "kind": "tool", "tool": f"{item.get('server', '?')}.{item.get('tool', '?')}",
                 "title": "", "status": status, "input": clip(as_text(item.get("arguments", {}))),
                 "output": clip(as_text(item["result"])) if item.get("result") is not None else None,
@@ -155,7 +154,7 @@ def read_codex_events(lines: Iterable[str]) -> list[Turn]:
     for record in records:
         kind = record.get("type")
         if kind in ("item.started", "item.updated", "item.completed"):
-            item = mapping(record.get("item"))
+            item = json_table(record.get("item"))
             turn = _codex_item(item)
             key = str(item.get("id", ""))
             if key and key in where:
@@ -165,9 +164,9 @@ def read_codex_events(lines: Iterable[str]) -> list[Turn]:
                 turns.append(turn)
         elif kind == "turn.completed":
             steps += 1
-            turns.append(_codex_step(steps, "turn completed", mapping(record.get("usage"))))
+            turns.append(_codex_step(steps, "turn completed", json_table(record.get("usage"))))
         elif kind in ("turn.failed", "error"):
-            message = mapping(record.get("error")).get("message") if kind == "turn.failed" else record.get("message")
+            message = json_table(record.get("error")).get("message") if kind == "turn.failed" else record.get("message")
             turns.append({"role": "error", "kind": "error", "text": clip(f"{kind}: {message}")})
     return noting_unreadable(turns, unreadable)
 
@@ -184,7 +183,7 @@ def _rollout_item(item: Mapping[str, Any]) -> Turn:
     kind = item.get("type")
     status = str(item.get("status") or "")
     if kind in ("AgentMessage", "UserMessage"):
-        text = "\n".join(str(part["text"]) for part in map(mapping, item.get("content") or []) if part.get("text"))
+        text = "\n".join(str(part["text"]) for part in map(json_table, item.get("content") or []) if part.get("text"))
         return {"role": "assistant" if kind == "AgentMessage" else "user", "kind": "text", "text": clip(text)}
     if kind == "Reasoning":
         return {"role": "assistant", "kind": "reasoning",
@@ -196,11 +195,12 @@ def _rollout_item(item: Mapping[str, Any]) -> Turn:
                 "input": clip(_rollout_command(item.get("command"))),
                 "output": clip(str(item.get("aggregated_output") or "")), "error": None}
     if kind == "FileChange":
-        changes = mapping(item.get("changes"))
+        changes = json_table(item.get("changes"))
         return {"role": "tool", "kind": "tool", "tool": "file_change", "title": "", "status": status,
-                "input": "\n".join(f"{mapping(change).get('type', '?')} {path}" for path, change in changes.items()),
-                "output": clip("".join(str(mapping(change).get("unified_diff") or "") for change in changes.values()))
-                or None, "error": clip(str(item["stderr"])) if item.get("stderr") else None}
+                "input": "\n".join(f"{json_table(change).get('type', '?')} {path}" for path, change in changes.items()),
+                "output": clip("".join(str(json_table(change).get("unified_diff") or "")
+                                       for change in changes.values())) or None,
+                "error": clip(str(item["stderr"])) if item.get("stderr") else None}
     return {"role": "meta", "kind": "event", "text": clip(f"{kind}: {as_text(dict(item))}", 2_000)}
 
 
@@ -217,17 +217,17 @@ def read_codex_rollout(lines: Iterable[str]) -> list[Turn]:
     prompted = False
     steps = 0
     for record in records:
-        payload = mapping(record.get("payload"))
+        payload = json_table(record.get("payload"))
         kind = payload.get("type") if record.get("type") == "event_msg" else None
         if kind == "item_completed":
-            item = mapping(payload.get("item"))
+            item = json_table(payload.get("item"))
             if item.get("type") == "UserMessage" and not prompted:
                 prompted = True
                 continue
             turns.append(_rollout_item(item))
         elif kind == "token_count":
             steps += 1
-            last = mapping(mapping(payload.get("info")).get("last_token_usage"))
+            last = json_table(json_table(payload.get("info")).get("last_token_usage"))
             turns.append(_codex_step(steps, "model call", last))
         elif kind in ("error", "stream_error"):
             turns.append({"role": "error", "kind": "error", "text": clip(f"{kind}: {payload.get('message')}")})

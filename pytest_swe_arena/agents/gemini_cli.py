@@ -28,7 +28,6 @@ from .turns import (
     clip,
     for_agent,
     json_lines,
-    mapping,
     noting_unreadable,
 )
 
@@ -117,9 +116,9 @@ def _gemini_messages(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     """The messages of a Gemini CLI chat file, each as last written (a message is rewritten as it grows)."""
     messages: dict[str, dict[str, Any]] = {}
     for record in records:
-        initial = mapping(record.get("$set")).get("messages")
+        initial = json_table(record.get("$set")).get("messages")
         for message in (initial if isinstance(initial, list) else [record]):
-            message = mapping(message)
+            message = json_table(message)
             if "id" in message and "type" in message:
                 messages[str(message["id"])] = message
     return list(messages.values())
@@ -128,14 +127,14 @@ def _gemini_messages(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
 def _gemini_parts(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content] if content else []
-    parts = map(mapping, content if isinstance(content, list) else [])
+    parts = map(json_table, content if isinstance(content, list) else [])
     return [str(part["text"]) for part in parts if part.get("text")]
 
 
 def _gemini_call(call: Mapping[str, Any]) -> Turn:
     outputs, errors = [], []
     for result in call.get("result") or []:
-        response = mapping(mapping(mapping(result).get("functionResponse")).get("response"))
+        response = json_table(json_table(json_table(result).get("functionResponse")).get("response"))
         if "output" in response:
             outputs.append(as_text(response["output"]))
         if response.get("error"):
@@ -168,14 +167,14 @@ def read_gemini_chat(lines: Iterable[str], agent: str | None = None) -> list[Tur
         elif kind == "gemini":
             answered = True
             for thought in message.get("thoughts") or []:
-                thought = mapping(thought)
+                thought = json_table(thought)
                 text = "\n".join(str(thought[key]) for key in ("subject", "description") if thought.get(key))
                 if text:
                     turns.append(for_agent({"role": "assistant", "kind": "reasoning", "text": clip(text)}, agent))
             turns += [for_agent({"role": "assistant", "kind": "text", "text": clip(text)}, agent)
                       for text in _gemini_parts(message.get("content"))]
-            turns += [for_agent(_gemini_call(mapping(call)), agent) for call in message.get("toolCalls") or []]
-            tokens = mapping(message.get("tokens"))
+            turns += [for_agent(_gemini_call(json_table(call)), agent) for call in message.get("toolCalls") or []]
+            tokens = json_table(message.get("tokens"))
             if tokens:
                 steps += 1
                 turns.append(for_agent({"role": "meta", "kind": "step", "step": steps, "reason": message.get("model"),
@@ -192,13 +191,13 @@ def read_gemini_chat(lines: Iterable[str], agent: str | None = None) -> list[Tur
 def read_gemini_result(lines: Iterable[str]) -> list[Turn]:
     """Gemini CLI's ``--output-format json`` result (``result.json``): its last answer and its error, if any."""
     try:
-        document = mapping(json.loads("\n".join(lines)))
+        document = json_table(json.loads("\n".join(lines)))
     except ValueError:
         return [{"role": "error", "kind": "error", "text": "the result is not JSON"}]
     turns: list[Turn] = []
     if document.get("response"):
         turns.append({"role": "assistant", "kind": "text", "text": clip(as_text(document["response"]))})
-    error = mapping(document.get("error"))
+    error = json_table(document.get("error"))
     if error:
         turns.append({"role": "error", "kind": "error",
                       "text": clip(f"{error.get('type', 'error')}: {error.get('message', as_text(error))}")})

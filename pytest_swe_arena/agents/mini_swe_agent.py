@@ -25,7 +25,6 @@ from .turns import (
     answer_call,
     as_text,
     clip,
-    mapping,
     mark_call,
     tool_turn,
 )
@@ -103,14 +102,14 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
     step; tool messages their output, and the final ``exit`` message the exit status.
     """
     try:
-        document = mapping(json.loads("\n".join(lines)))
+        document = json_table(json.loads("\n".join(lines)))
     except ValueError:
         return [{"role": "error", "kind": "error", "text": "the trajectory is not JSON"}]
     turns: list[Turn] = []
     users = steps = 0
     messages = document.get("messages")
     for index, message in enumerate(messages if isinstance(messages, list) else []):
-        message = mapping(message)
+        message = json_table(message)
         role, content = message.get("role"), message.get("content")
         if role == "user":
             users += 1
@@ -121,22 +120,22 @@ def read_mini_trajectory(lines: Iterable[str]) -> list[Turn]:
             if content:
                 turns.append({"role": "assistant", "kind": "text", "text": clip(as_text(content))})
             for call in message.get("tool_calls") or []:
-                call = mapping(call)
-                function = mapping(call.get("function"))
+                call = json_table(call)
+                function = json_table(call.get("function"))
                 turns.append(tool_turn(str(function.get("name") or ""), function.get("arguments"), call.get("id")))
             mark_call(turns, start, f"message-{index}")
-            extra = mapping(message.get("extra"))
-            usage = mapping(mapping(extra.get("response")).get("usage"))
+            extra = json_table(message.get("extra"))
+            usage = json_table(json_table(extra.get("response")).get("usage"))
             if usage:  # OpenAI chat usage: cached tokens inside the prompt's, reasoning inside the completion's
                 steps += 1
                 turns.append({"role": "meta", "kind": "step", "step": steps, "reason": "model call", "tokens": {
                     "input": usage.get("prompt_tokens"), "output": usage.get("completion_tokens"),
-                    "cached": mapping(usage.get("prompt_tokens_details")).get("cached_tokens"),
-                    "reasoning": mapping(usage.get("completion_tokens_details")).get("reasoning_tokens")},
+                    "cached": json_table(usage.get("prompt_tokens_details")).get("cached_tokens"),
+                    "reasoning": json_table(usage.get("completion_tokens_details")).get("reasoning_tokens")},
                     "cost_usd": extra.get("cost")})
         elif role == "tool":
             answer_call(turns, message.get("tool_call_id"), content)
         elif role == "exit":
-            status = mapping(message.get("extra")).get("exit_status")
+            status = json_table(message.get("extra")).get("exit_status")
             turns.append({"role": "meta", "kind": "event", "text": f"exit: {status}"})
     return turns

@@ -26,7 +26,6 @@ from .turns import (
     as_text,
     clip,
     first_record,
-    mapping,
 )
 
 if TYPE_CHECKING:
@@ -284,26 +283,26 @@ def account_opencode_run(request: CellRequest, events: Path, follower: StreamFol
 
 def _opencode_event(event: Mapping[str, Any], steps: list[int]) -> Turn | None:
     kind = event.get("type")
-    part = mapping(event.get("part"))
+    part = json_table(event.get("part"))
     if kind == "step_start":
         steps[0] += 1
         return None
     if kind in ("text", "reasoning"):
         return {"role": "assistant", "kind": kind, "text": clip(str(part.get("text") or ""))}
     if kind == "tool_use":
-        state = mapping(part.get("state"))
+        state = json_table(part.get("state"))
         return {"role": "tool", "kind": "tool", "tool": str(part.get("tool") or "?"),
                 "title": str(state.get("title") or ""), "status": str(state.get("status") or ""),
                 "input": clip(as_text(state.get("input", {}))),
                 "output": clip(as_text(state["output"])) if "output" in state else None,
                 "error": clip(as_text(state["error"])) if state.get("error") else None}
     if kind == "step_finish":
-        tokens = mapping(part.get("tokens"))
+        tokens = json_table(part.get("tokens"))
         return {"role": "meta", "kind": "step", "step": steps[0], "reason": part.get("reason"),
                 "tokens": tokens, "cost_usd": part.get("cost")}
     if kind == "error":
-        error = mapping(event.get("error"))
-        data = mapping(error.get("data"))
+        error = json_table(event.get("error"))
+        data = json_table(error.get("data"))
         return {"role": "error", "kind": "error",
                 "text": clip(f"{error.get('name', 'error')}: {data.get('message') or as_text(error)}")}
     return {"role": "meta", "kind": "event", "text": clip(as_text(event), 2_000)}

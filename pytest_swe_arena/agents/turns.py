@@ -28,11 +28,6 @@ Turn = dict[str, Any]
 MAX_TURN_CHARS = 16_000
 
 
-def mapping(value: Any) -> dict[str, Any]:
-    """``value`` if it is a JSON object, else an empty one: rows and streams are read, never trusted."""
-    return value if isinstance(value, dict) else {}
-
-
 def clip(text: str, limit: int = MAX_TURN_CHARS) -> str:
     """``text`` cut at ``limit`` characters, saying how many more the raw file has."""
     if len(text) <= limit:

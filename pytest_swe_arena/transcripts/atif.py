@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import crossing
-from ..agents.turns import Turn, mapping
+from ..agents.turns import Turn
+from ..files import json_table
 from .readers import KIND_SOURCES, read_transcript
 
 #: The ATIF file the harness writes in every cell's run dir (Harbor's own is ``trajectory.json``: mini-swe-agent
@@ -150,7 +151,7 @@ def step_metrics(tokens: Mapping[str, Any], cost: Any, source_format: str) -> di
     ``input`` includes ``cached`` and its ``thoughts`` are apart from ``output``. The native counts are
     kept in ``extra.tokens``.
     """
-    cache_counts = mapping(tokens.get("cache"))
+    cache_counts = json_table(tokens.get("cache"))
     if source_format == "opencode":
         cached = _count(cache_counts.get("read"))
         prompt = _count(tokens.get("input")) + cached + _count(cache_counts.get("write"))
@@ -219,7 +220,7 @@ class _Steps:
             self.tool(turn)
         elif kind == "step":
             step = self.open or self.add({"source": "agent", "message": ""})
-            step["metrics"] = step_metrics(mapping(turn.get("tokens")), turn.get("cost_usd"), self.source_format)
+            step["metrics"] = step_metrics(json_table(turn.get("tokens")), turn.get("cost_usd"), self.source_format)
             self.close()
         else:  # an error, an event: what the record says besides the conversation
             self.close()
@@ -269,7 +270,7 @@ def trajectory(conversation: Mapping[str, Any], agent: AgentIdentity, session_id
     """The ATIF document of a conversation (``readers.read_transcript``'s result) and the cell's usage."""
     built = _Steps(str(conversation.get("format") or ""))
     for turn in conversation.get("turns") or []:
-        built.turn(mapping(turn))
+        built.turn(json_table(turn))
     steps = built.steps or [{"step_id": 1, "source": "system", "message": "the agent's record holds no turn"}]
     identity: dict[str, Any] = {"name": agent.name, "version": agent.version}
     if agent.model_name:
@@ -304,7 +305,7 @@ def write_trajectory(run_dir: Path, kind: str | None, agent: AgentIdentity, sess
         notes = [*(f"refused, not read: {name}" for name in files.refused),
                  *(f"read up to {READ_CAP:,} bytes: {name}" for name in files.cut)]
         turns = list(conversation.get("turns") or [])
-        if task and not (turns and mapping(turns[0]).get("role") == "user"):
+        if task and not (turns and json_table(turns[0]).get("role") == "user"):
             conversation = {**conversation, "turns": [{"role": "user", "kind": "text", "text": task}, *turns]}
         document = trajectory(conversation, agent, session_id, usage, notes)
         found = problems(document)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ...agents.turns import mapping
 from ...crossing import listed, shown
+from ...files import json_table
 from ...ledger.reader import ProvenanceRecord
 from ...naming import INSTANCE_CARD_NAME, PARTIAL_PATCH_NAME
 from ...outcome import known_status
@@ -93,7 +93,7 @@ def run_files(out: OutDir, run_dir: Path | None) -> list[Path]:
 def _patch(out: OutDir, row: Mapping[str, Any], run_dir: Path | None) -> dict[str, Any] | None:
     graded = out.inside(row.get("patch_file"))
     partial = run_dir / PARTIAL_PATCH_NAME if run_dir is not None else None
-    details = mapping(row.get("details"))
+    details = json_table(row.get("details"))
     for kind, path in (("graded", graded), ("partial", partial)):
         if path is None:
             continue
@@ -131,15 +131,15 @@ def _problem(out: OutDir, card: Mapping[str, Any] | None, run_dir: Path | None) 
 def _tests(row: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if not isinstance(row.get("verify"), dict):
         return None
-    verify = mapping(row.get("verify"))
-    tests = mapping(verify.get("tests")) or None
-    earlier = mapping(before.get("tests")) if before else {}
+    verify = json_table(row.get("verify"))
+    tests = json_table(verify.get("tests")) or None
+    earlier = json_table(before.get("tests")) if before else {}
     return {
         "passed": verify.get("passed"), "returncode": verify.get("returncode"), "timed_out": verify.get("timed_out"),
         "seconds": verify.get("seconds"), "report": tests.get("report") if tests else None,
         "before_from": before.get("arm") if earlier and before else None,
-        "lists": {name: [{"test": test, "after": status, "before": mapping(earlier.get(name)).get(test)}
-                         for test, status in sorted(mapping(tests.get(name)).items())]
+        "lists": {name: [{"test": test, "after": status, "before": json_table(earlier.get(name)).get(test)}
+                         for test, status in sorted(json_table(tests.get(name)).items())]
                   for name in ("FAIL_TO_PASS", "PASS_TO_PASS")} if tests else None,
     }
 
@@ -155,13 +155,13 @@ def cell_page(out: OutDir, row: Mapping[str, Any], page: str, siblings: Sequence
     instance_id, status = str(row.get("instance_id", "")), str(row.get("status", ""))
     known = known_status(status)
     run_dir = out.inside(row.get("run_dir"))
-    details = mapping(row.get("details"))
-    usage = mapping(row.get("usage"))
+    details = json_table(row.get("details"))
+    usage = json_table(row.get("usage"))
     paths = run_files(out, run_dir)
     # A cell chose these names: shown escaped (one that is not UTF-8 would stop the JSON and the page).
     names = [shown(path.relative_to(run_dir).as_posix()) for path in paths] if run_dir is not None else []
-    provenance = mapping(row.get("provenance"))
-    kind = mapping(row.get("arm_identity")).get("kind") or provenance.get("agent")
+    provenance = json_table(row.get("provenance"))
+    kind = json_table(row.get("arm_identity")).get("kind") or provenance.get("agent")
     applied = ProvenanceRecord(apply_method=provenance.get("apply_method"), apply_fuzz=provenance.get("apply_fuzz"))
     transcript = read_transcript(run_dir, lambda path: out.text(path, 4 * MAX_LOG_BYTES),
                                  str(kind) if kind else None, names)
