@@ -31,8 +31,7 @@ from ..files import GroupSync, append_line, finite_json, read_json_lines, write_
 from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
 from .chain import CHAIN_KEY, seal, verify_ledger, without_seal
-
-SCHEMA_VERSION = 1
+from .row import SCHEMA_VERSION, LedgerRow
 
 
 class RowNotWritten(Exception):
@@ -45,21 +44,19 @@ class RowNotWritten(Exception):
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:
-    """The ledger's view of an outcome: everything but the patch and log contents."""
-    row = outcome.to_json()
-    row.pop("patch_base64")
-    row.pop("logs")
-    row.pop("instance")
+    """The ledger's view of an outcome: everything but the patch and log contents, as a ``LedgerRow``.
+
+    Built through the model, so an outcome field the row does not declare (or a declared one it lacks) is
+    a ``TypeError`` here, not a row the schema and the docs do not know.
+    """
+    fields = outcome.to_json()
+    for carried in ("patch_base64", "logs", "instance"):  # written as files, not in the row
+        fields.pop(carried)
     lines, sha = patch_digest(outcome.patch)
-    row.update(
-        schema_version=SCHEMA_VERSION,
-        run_id=run_id,
-        patch_lines=lines,
-        patch_sha256=sha,
-        patch_file=patch_file,
-        run_dir=run_dir,
-    )
-    return row
+    row = LedgerRow(**fields, schema_version=SCHEMA_VERSION, run_id=run_id, patch_lines=lines, patch_sha256=sha,
+                    patch_file=patch_file, run_dir=run_dir)
+    built: dict[str, Any] = msgspec.to_builtins(row)
+    return built
 
 
 def reused_row(earlier: Mapping[str, Any], run_id: str, nodeid: str) -> dict[str, Any]:
