@@ -198,7 +198,8 @@ def _check_described(section: str, names: Sequence[str], descriptions: Mapping[s
     doubled = [name for name in descriptions if name in described_in_code]
     problems = []
     if missing:
-        problems.append(f"no description for {', '.join(missing)} ({WHERE_TO_DESCRIBE.get(section, f'add it to [{section}]')})")
+        where = WHERE_TO_DESCRIBE.get(section, f"add it to [{section}]")
+        problems.append(f"no description for {', '.join(missing)} ({where})")
     if stale:
         problems.append(f"[{section}] describes what does not exist: {', '.join(stale)}")
     if doubled:
@@ -226,7 +227,7 @@ def fields_table(schema_name: str, section: str, markdown: bool = False) -> str:
     rows = []
     for field in fields:
         own = field.schema_description or field.reference_description
-        text = descriptions.get(field.path) or (own if markdown or not own else _plain(own))
+        text = descriptions.get(field.path) or (_plain(own) if own and not markdown else own or "")
         rows.append([f"`{field.path}`", field.type, "yes" if field.required else "", text])
     return _table(["field", "type", "required", "meaning"], rows)
 

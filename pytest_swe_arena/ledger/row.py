@@ -23,7 +23,7 @@ from ..outcome import CellStatus, CostSource, TestStatus
 from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD
 
 #: The version of the row format (``schema_version``).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 SCHEMA_ID = "https://pytest-swe-arena/schemas/ledger.schema.json"
 SCHEMA_TITLE = "pytest-swe-arena ledger row (one finished cell)"
@@ -164,7 +164,8 @@ class LedgerRow(msgspec.Struct):
     arm: Annotated[str, described("The arm's name as in `--arena-arms`.")]
     trial: Annotated[Annotated[int, Meta(ge=1)], described("The trial number, 1 to `--arena-repeat`.")]
     status: Annotated[CellStatus, described("The cell's status (see the status table).")]
-    nodeid: Annotated[str, described("The pytest node id of the cell (`instances/suite.jsonl::arena__calcy-58[GOLD]`).")]
+    nodeid: Annotated[str, described(
+        "The pytest node id of the cell (`instances/suite.jsonl::arena__calcy-58[GOLD]`).")]
     arm_identity: Annotated[ArmIdentity, described(
         "What identifies the arm, and is part of the cell key: its name, kind and settings, plus `inherited` when "
         "the arm inherits something that changes its result (the suite's `worker_suffix` as "
@@ -192,7 +193,8 @@ class LedgerRow(msgspec.Struct):
     models: Annotated[dict[str, Usage], described(
         "Spend per served model, each entry with the fields of `usage`; sessions that name no model are under "
         "`unknown`.")]
-    asked_model: Annotated[str | None, described("The model the arm asked for (`model`; the supervisor: `worker_model`).")]
+    asked_model: Annotated[str | None, described(
+        "The model the arm asked for (`model`; the supervisor: `worker_model`).")]
     served_model: Annotated[str | None, described(
         "The model that answered, as the agent's own records say (the supervisor: its workers' models, "
         "comma-separated).")]

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from pytest_swe_arena.ledger.reader import CellRecord
-from pytest_swe_arena.ledger.row import ROW_FIELDS, LedgerRow, ledger_schema, schema_text
+from pytest_swe_arena.ledger.row import ROW_FIELDS, ledger_schema, schema_text
 from pytest_swe_arena.ledger.writer import ledger_row
 from pytest_swe_arena.outcome import CellOutcome, CellStatus
 
