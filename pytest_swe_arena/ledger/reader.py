@@ -135,7 +135,7 @@ class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
 
 
 class CellRecord(msgspec.Struct, frozen=True, gc=False):
-    """What the summary and the report read from one ledger row.
+    """What the summary and the report read from one ledger row (a few of ``row.LedgerRow``'s fields, read leniently).
 
     Decoded straight from a ledger line, skipping every other field, so a 100,000-row
     ledger is read fast and stays small in memory (see ``read_cells``).

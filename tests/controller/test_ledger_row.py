@@ -54,5 +54,8 @@ def test_a_written_row_is_valid_under_the_schema_and_every_field_is_described() 
             assert field.get("description"), f"{where}.{name} has no description beside its declaration"
 
 
-def test_the_summary_reads_only_fields_the_row_declares() -> None:
+def test_the_readers_read_only_fields_the_row_declares() -> None:
+    from pytest_swe_arena.results.viewer.rows import ViewerRow
+
     assert set(CellRecord.__struct_fields__) <= ROW_FIELDS
+    assert set(ViewerRow.__struct_fields__) - {"offset", "page"} <= ROW_FIELDS  # where its line is: not the row's
