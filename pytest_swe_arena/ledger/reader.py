@@ -25,7 +25,7 @@ from ..files import read_json_lines
 from ..naming import LEDGER_NAME, SWEEPS_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, TOKEN_PARTS, plausible_usage_json, token_total
-from .chain import ChainCheck, verify_ledger, verify_ledger_beside, without_seal
+from .chain import CHAIN_KEY, ChainCheck, verify_ledger, verify_ledger_beside, without_seal
 
 T = TypeVar("T")
 
@@ -329,6 +329,13 @@ def read_cells(path: Path, *, check_chain: bool = True) -> Iterator[CellRecord]:
         cell = value if isinstance(value, CellRecord) else cell_record(value, f"{path}:{number}")
         if cell is not None:
             yield cell
+
+
+def row_of_line(line: bytes) -> dict[str, Any]:
+    """A line the writer wrote (``finite_json``: what msgspec reads) as a whole row, without its chain hash."""
+    row: dict[str, Any] = msgspec.json.decode(line)
+    row.pop(CHAIN_KEY, None)
+    return row
 
 
 def records_with_offsets(path: Path, record: type[R]) -> Iterator[tuple[int, R]]:

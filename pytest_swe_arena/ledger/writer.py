@@ -29,7 +29,8 @@ from ..crossing import fits, shown
 from ..files import GroupSync, append_line, finite_json, write_atomic
 from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
-from .chain import CHAIN_KEY, seal, verify_ledger, without_seal
+from .chain import seal, verify_ledger, without_seal
+from .reader import row_of_line
 from .row import SCHEMA_VERSION, LedgerRow
 
 
@@ -158,9 +159,7 @@ class LedgerWriter:
         Not kept in memory: at 10,000 cells they would be a third of the controller's.
         """
         for line in self.lines():
-            row = msgspec.json.decode(line)  # written by finite_json: what msgspec reads
-            row.pop(CHAIN_KEY, None)
-            yield row
+            yield row_of_line(line)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
