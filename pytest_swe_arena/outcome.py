@@ -284,7 +284,11 @@ def patch_digest(patch: bytes) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class CellOutcome:
-    """Everything the controller needs to record one finished cell."""
+    """Everything the controller needs to record one finished cell.
+
+    Every field but ``patch``, ``logs`` and ``instance`` (written as files) is a field of its ledger row, and is
+    described there: ``ledger.row.LedgerRow`` (the writer builds the row through it, so the two cannot drift).
+    """
 
     cell_key: str
     instance_id: str
@@ -298,24 +302,18 @@ class CellOutcome:
     phases: Mapping[str, float] = field(default_factory=dict)
     #: The extracted patch, exactly as git wrote it.
     patch: bytes = b""
-    #: True when the patch was graded; a partial patch of a failed arm is kept, not graded.
     patch_scored: bool = False
     usage: Mapping[str, Any] = field(default_factory=dict)
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     asked_model: str | None = None
     served_model: str | None = None
-    #: The tripwire: the model that answered is not the one the arm asked for.
     model_mismatch: bool = False
-    #: Run id of the earlier run whose row a resumed sweep reused.
     reused_from: str | None = None
-    #: The cell key of the cell whose grading run gave this cell's verdict (the same patch: ``grading.shared``);
-    #: None when the cell was graded by a run of its own, or not graded.
     verify_shared_with: str | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)
     host: str = ""
     worker: str = ""
-    #: What the arm and its grading ran in: "bwrap", or "none" (unsandboxed: report.html marks it).
     sandbox: str = "none"
     started_at: str = ""
     ended_at: str = ""

@@ -7,12 +7,14 @@ mkdocs runs this file as a hook (``hooks:`` in ``mkdocs.yml``):
 - ``on_page_markdown`` replaces each ``<!-- generated: NAME -->`` marker with a
   table built from ``pytest_swe_arena``: every option (``settings.OPTIONS``), the
   fields of an instance, of a ledger row and of ``summary.json`` (the JSON Schemas in
-  the package) and the cell statuses (``outcome.STATUSES``).
+  the package; the ledger's is generated from ``ledger.row.LedgerRow``) and the cell
+  statuses (``outcome.STATUSES``).
 
 A marker without a generator, a generator whose marker no page holds, and a schema
 field that nothing describes all stop the build. Field descriptions come from the
 schema when it has one, else from ``fields.toml`` beside this file (for instances the
-schema's descriptions say what is accepted, ``fields.toml`` what a field means).
+schema's descriptions say what is accepted, ``fields.toml`` what a field means). A ledger
+row's fields are all described in the schema, by their declarations in ``ledger/row.py``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ FIELDS_FILE = HERE / "fields.toml"
 MARKER = re.compile(r"<!-- generated: ([a-z-]+) -->")
 #: Pages whose source is a README beside the code: site path -> repository path.
 INCLUDED_PAGES = {"benchmarks.md": "bench/README.md", "bundled-suite.md": "instances/README.md"}
+
+
+#: Where a field of a section that ``fields.toml`` does not describe is described instead.
+WHERE_TO_DESCRIBE = {"ledger": "describe it beside its declaration in pytest_swe_arena/ledger/row.py"}
 
 
 class DocsDriftError(Exception):
@@ -129,8 +135,9 @@ def type_text(node: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
         return f"`{json.dumps(node['const'])}`"
     if "enum" in node:
         return "one of " + ", ".join(f"`{json.dumps(value)}`" for value in node["enum"])
-    if "oneOf" in node:
-        return " or ".join(type_text(alternative, defs) for alternative in node["oneOf"])
+    for combined in ("oneOf", "anyOf"):
+        if combined in node:
+            return " or ".join(type_text(alternative, defs) for alternative in node[combined])
     kinds = node.get("type", "any")
     names = [kinds] if isinstance(kinds, str) else list(kinds)
     texts = []
@@ -159,7 +166,7 @@ def schema_fields(schema: Mapping[str, Any]) -> list[SchemaField]:
 
     def walk(node: Mapping[str, Any], prefix: str) -> None:
         node = _resolve(node, defs)
-        for alternative in node.get("oneOf", []):
+        for alternative in [*node.get("oneOf", []), *node.get("anyOf", [])]:
             walk(alternative, prefix)
         items = node.get("items")
         if isinstance(items, Mapping):
@@ -191,7 +198,8 @@ def _check_described(section: str, names: Sequence[str], descriptions: Mapping[s
     doubled = [name for name in descriptions if name in described_in_code]
     problems = []
     if missing:
-        problems.append(f"no description for {', '.join(missing)} (add it to [{section}])")
+        where = WHERE_TO_DESCRIBE.get(section, f"add it to [{section}]")
+        problems.append(f"no description for {', '.join(missing)} ({where})")
     if stale:
         problems.append(f"[{section}] describes what does not exist: {', '.join(stale)}")
     if doubled:
@@ -205,8 +213,12 @@ def load_schema(name: str) -> dict[str, Any]:
     return data
 
 
-def fields_table(schema_name: str, section: str) -> str:
-    """The fields of one of the package's JSON Schemas: path, type, required, meaning."""
+def fields_table(schema_name: str, section: str, markdown: bool = False) -> str:
+    """The fields of one of the package's JSON Schemas: path, type, required, meaning.
+
+    :param markdown: the schema's descriptions are Markdown (the ledger's, written for these docs), not plain
+        text shown as it is.
+    """
     fields = schema_fields(load_schema(schema_name))
     descriptions = _descriptions(section)
     _check_described(section, [field.path for field in fields], descriptions,
@@ -215,7 +227,7 @@ def fields_table(schema_name: str, section: str) -> str:
     rows = []
     for field in fields:
         own = field.schema_description or field.reference_description
-        text = descriptions.get(field.path) or (_plain(own) if own else "")
+        text = descriptions.get(field.path) or (_plain(own) if own and not markdown else own or "")
         rows.append([f"`{field.path}`", field.type, "yes" if field.required else "", text])
     return _table(["field", "type", "required", "meaning"], rows)
 
@@ -241,7 +253,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "options": options_table,
     "statuses": statuses_table,
     "instance-fields": instance_fields_table,
-    "ledger-fields": lambda: fields_table("ledger.schema.json", "ledger"),
+    "ledger-fields": lambda: fields_table("ledger.schema.json", "ledger", markdown=True),
     "summary-fields": lambda: fields_table("summary.schema.json", "summary"),
 }
 

@@ -16,8 +16,7 @@ from ..crossing import terminal_text
 from ..instances.mirrors import MirrorError, make_mirror
 from ..ledger.chain import checked_names
 from ..ledger.lock import CorruptLock, lock_written_ago, read_lock, stale_reason
-from ..ledger.reader import CellRecord, latest_run_rows, ledger_cells, read_sweep_record
-from ..ledger.writer import read_ledger
+from ..ledger.reader import CellRecord, latest_run_rows, ledger_cells, read_ledger, read_sweep_record
 from ..naming import LEDGER_NAME, VIEWER_DIR
 from ..results.outputs import previous_arm_order, recorded_budget, write_export, write_predictions, write_reports
 from ..results.text import format_summary, written_lines

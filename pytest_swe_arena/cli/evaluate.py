@@ -26,8 +26,7 @@ from typing import Any
 from ..instances.loading import read_rows, resolve_source
 from ..instances.model import InstanceFileError
 from ..instances.predictions import GOLD, PREDICTION_FORMS, PredictionsError, load_predictions
-from ..ledger.reader import latest_run_rows
-from ..ledger.writer import read_ledger
+from ..ledger.reader import latest_run_rows, read_ledger
 from ..naming import ARM_NAME, LEDGER_NAME, REFERENCE_ARMS
 from ..results.swebench import RUN_EVALUATION_LOG_DIR, Evaluation, is_empty, write_logs, write_run_report
 

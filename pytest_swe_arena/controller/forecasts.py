@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ..ledger.writer import read_ledger
+from ..ledger.reader import read_ledger
 from ..naming import LEDGER_NAME
 from ..results.forecast import arm_histories, forecast, forecast_lines
 from ..settings import Settings

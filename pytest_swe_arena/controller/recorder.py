@@ -23,7 +23,7 @@ from ..instances.loading import SchemaMemo, missing_repositories, missing_reposi
 from ..interrupts import forget_sweep_token, forward_interrupt, new_sweep_token, reap_sweep, stop_signals
 from ..ledger.chain import ChainBroken, verify_ledger
 from ..ledger.lock import SweepLock
-from ..ledger.writer import read_ledger
+from ..ledger.reader import read_ledger
 from ..naming import LEDGER_NAME, file_node_path, new_run_id, parse_node_id
 from ..results import calibration
 from ..results.calibration import failed_instances, read_exclude

@@ -12,17 +12,15 @@ that never finished (``controller.stand_ins.interrupted``), then the predictions
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import msgspec
 import pytest
 
 from ..files import finite_json, write_atomic
-from ..ledger.reader import CellRecord, cell_record
+from ..ledger.reader import CellRecord, line_cell
 from ..ledger.writer import LedgerWriter, RowNotWritten, append_sweep_record
 from ..naming import BUDGET_NAME, CellName
 from ..outcome import CellOutcome, CellStatus
@@ -221,16 +219,9 @@ class SweepRecords:
 
     def cells(self) -> list[CellRecord]:
         """This sweep's rows as the summary reads them, decoded from their ledger lines (``ledger.reader``)."""
-        decoder = msgspec.json.Decoder(CellRecord)
-        cells = []
-        for number, line in enumerate(self.writer.lines(), start=1):
-            try:
-                cells.append(decoder.decode(line))
-            except msgspec.ValidationError:  # a number the summary refuses: cell_record says so and why
-                cell = cell_record(json.loads(line), f"{self.writer.path} row {number} of run {self.run_id}")
-                if cell is not None:
-                    cells.append(cell)
-        return cells
+        cells = (line_cell(line, f"{self.writer.path} row {number} of run {self.run_id}")
+                 for number, line in enumerate(self.writer.lines(), start=1))
+        return [cell for cell in cells if cell is not None]
 
     def summary(self) -> dict[str, Any]:
         """The summary of the rows so far (``final_summary`` once the end of the sweep wrote it)."""

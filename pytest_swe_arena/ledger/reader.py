@@ -25,7 +25,7 @@ from ..files import read_json_lines
 from ..naming import LEDGER_NAME, SWEEPS_NAME, CellName
 from ..outcome import COUNTED_STATUSES, CellStatus
 from ..spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD, TOKEN_PARTS, plausible_usage_json, token_total
-from .chain import ChainCheck, verify_ledger_beside
+from .chain import CHAIN_KEY, ChainCheck, verify_ledger, verify_ledger_beside, without_seal
 
 T = TypeVar("T")
 
@@ -135,7 +135,7 @@ class DetailsRecord(msgspec.Struct, frozen=True, gc=False):
 
 
 class CellRecord(msgspec.Struct, frozen=True, gc=False):
-    """What the summary and the report read from one ledger row.
+    """What the summary and the report read from one ledger row (a few of ``row.LedgerRow``'s fields, read leniently).
 
     Decoded straight from a ledger line, skipping every other field, so a 100,000-row
     ledger is read fast and stays small in memory (see ``read_cells``).
@@ -223,6 +223,13 @@ class CellRecord(msgspec.Struct, frozen=True, gc=False):
         return self.status == CellStatus.RESOLVED
 
 
+_CELL_DECODER = msgspec.json.Decoder(CellRecord)
+
+
+#: A reader's record of a row: ``CellRecord`` or a subclass with the few more fields that reader needs.
+R = TypeVar("R", bound=CellRecord)
+
+
 def user_properties(status: str, usage: Mapping[str, Any] | None, patch_file: str | None,
                     phases: Mapping[str, float] | None = None) -> list[tuple[str, object]]:
     """A cell's status, spend and patch as pytest ``user_properties`` (for ``--junitxml`` and JSON reports).
@@ -288,6 +295,14 @@ def cell_record(row: Any, where: str) -> CellRecord | None:
     return None
 
 
+def line_cell(line: bytes, where: str) -> CellRecord | None:
+    """The cell of one ledger line the writer wrote: decoded straight (fast), else through ``cell_record``."""
+    try:
+        return _CELL_DECODER.decode(line)
+    except msgspec.ValidationError:  # a number the summary refuses: cell_record says so and why
+        return cell_record(json.loads(line), where)
+
+
 def cell_records(rows: Iterable[Mapping[str, Any]], where: str = LEDGER_NAME) -> list[CellRecord]:
     cells = (cell_record(row, f"{where} row {number}") for number, row in enumerate(rows, start=1))
     return [cell for cell in cells if cell is not None]
@@ -303,11 +318,10 @@ def read_cells(path: Path, *, check_chain: bool = True) -> Iterator[CellRecord]:
         row: ``ChainBroken``, naming the first bad line); False where the caller checks it otherwise.
     """
     chain = ChainCheck(str(path)) if check_chain else None
-    decoder = msgspec.json.Decoder(CellRecord)
 
     def decode(line: bytes) -> Any:
         try:
-            return decoder.decode(line)
+            return _CELL_DECODER.decode(line)
         except msgspec.DecodeError:
             return json.loads(line)  # not JSON at all: a torn line, which read_json_lines skips
 
@@ -315,6 +329,48 @@ def read_cells(path: Path, *, check_chain: bool = True) -> Iterator[CellRecord]:
         cell = value if isinstance(value, CellRecord) else cell_record(value, f"{path}:{number}")
         if cell is not None:
             yield cell
+
+
+def row_of_line(line: bytes) -> dict[str, Any]:
+    """A line the writer wrote (``finite_json``: what msgspec reads) as a whole row, without its chain hash."""
+    row: dict[str, Any] = msgspec.json.decode(line)
+    row.pop(CHAIN_KEY, None)
+    return row
+
+
+def records_with_offsets(path: Path, record: type[R]) -> Iterator[tuple[int, R]]:
+    """Each line of the ledger at ``path`` decoded as ``record`` (``CellRecord`` or a reader's own subclass of it),
+    with where the line starts; a line that is not a cell (torn by a kill, corrupt) is skipped with a warning
+    naming it, as every reader of the ledger does."""
+    decoder = msgspec.json.Decoder(record)
+    offset = 0
+    with open(path, "rb") as ledger:
+        for number, line in enumerate(ledger, start=1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                yield start, decoder.decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as error:
+                warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({error})", stacklevel=2)
+
+
+def records_at(path: Path, offsets: Iterable[int], record: type[R]) -> Iterator[R]:
+    """The lines that start at ``offsets`` in the ledger at ``path``, decoded as ``record``."""
+    decoder = msgspec.json.Decoder(record)
+    with open(path, "rb") as ledger:
+        for offset in offsets:
+            ledger.seek(offset)
+            yield decoder.decode(ledger.readline())
+
+
+def whole_rows_at(path: Path, offsets: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """The whole rows whose lines start at ``offsets`` in the ledger at ``path`` (``{}`` for a line not an object)."""
+    with open(path, "rb") as ledger:
+        for offset in offsets:
+            ledger.seek(offset)
+            whole = json.loads(ledger.readline())
+            yield whole if isinstance(whole, dict) else {}
 
 
 def ledger_cells(path: Path, run_id: str | None = None) -> list[CellRecord]:
@@ -351,6 +407,20 @@ def latest_run(items: Iterable[T], run_id: Callable[[T], object]) -> list[T]:
 def latest_run_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The rows of the last run in a ledger."""
     return [dict(row) for row in latest_run(rows, lambda row: row.get("run_id"))]
+
+
+def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
+    """Stream the rows of a ledger; a torn or corrupt line is skipped with a warning.
+
+    The chain is verified first: ``ChainBroken`` (naming the first bad line) for an edited ledger;
+    rows come without their ``chain_sha256``.
+    """
+    if not path.exists():
+        return
+    verify_ledger(path)
+    for _, row in read_json_lines(path, json.loads, what="ledger line"):
+        if isinstance(row, dict):
+            yield without_seal(row)  # the chain is the ledger's framing, verified above
 
 
 def read_sweep_record(out: Path, run_id: str | None) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ interrupted cell, see ``outcome``), ``reused_row`` for the row a resumed sweep r
 A row is appended only after the cell's patch and logs are on disk, so every row's files
 exist. A row is whole or absent: when the disk is full the ledger is cut back to where it was
 and the caller learns which row was not written (``RowNotWritten``). Reading streams line by
-line and skips a torn line (a kill -9 mid-write) with a warning (``files.read_json_lines``).
+line and skips a torn line (a kill -9 mid-write) with a warning (``reader.read_ledger``).
 
 Every row is sealed into the ledger's chain (``chain``): the writer verifies the chain before its
 first row and continues from its head; ``read_ledger`` refuses a ledger whose chain does not
@@ -19,7 +19,6 @@ verify (``ChainBroken`` names the first bad line), so an edited or inserted row 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,12 @@ from typing import Any
 import msgspec
 
 from ..crossing import fits, shown
-from ..files import GroupSync, append_line, finite_json, read_json_lines, write_atomic
+from ..files import GroupSync, append_line, finite_json, write_atomic
 from ..naming import INSTANCE_CARD_NAME, LEDGER_NAME, PARTIAL_PATCH_NAME, SWEEPS_NAME, CellName
 from ..outcome import CellOutcome, patch_digest
-from .chain import CHAIN_KEY, seal, verify_ledger, without_seal
-
-SCHEMA_VERSION = 1
+from .chain import seal, verify_ledger, without_seal
+from .reader import row_of_line
+from .row import SCHEMA_VERSION, LedgerRow
 
 
 class RowNotWritten(Exception):
@@ -45,21 +44,19 @@ class RowNotWritten(Exception):
 
 
 def ledger_row(outcome: CellOutcome, run_id: str, patch_file: str | None, run_dir: str | None) -> dict[str, Any]:
-    """The ledger's view of an outcome: everything but the patch and log contents."""
-    row = outcome.to_json()
-    row.pop("patch_base64")
-    row.pop("logs")
-    row.pop("instance")
+    """The ledger's view of an outcome: everything but the patch and log contents, as a ``LedgerRow``.
+
+    Built through the model, so an outcome field the row does not declare (or a declared one it lacks) is
+    a ``TypeError`` here, not a row the schema and the docs do not know.
+    """
+    fields = outcome.to_json()
+    for carried in ("patch_base64", "logs", "instance"):  # written as files, not in the row
+        fields.pop(carried)
     lines, sha = patch_digest(outcome.patch)
-    row.update(
-        schema_version=SCHEMA_VERSION,
-        run_id=run_id,
-        patch_lines=lines,
-        patch_sha256=sha,
-        patch_file=patch_file,
-        run_dir=run_dir,
-    )
-    return row
+    row = LedgerRow(**fields, schema_version=SCHEMA_VERSION, run_id=run_id, patch_lines=lines, patch_sha256=sha,
+                    patch_file=patch_file, run_dir=run_dir)
+    built: dict[str, Any] = msgspec.to_builtins(row)
+    return built
 
 
 def reused_row(earlier: Mapping[str, Any], run_id: str, nodeid: str) -> dict[str, Any]:
@@ -162,9 +159,7 @@ class LedgerWriter:
         Not kept in memory: at 10,000 cells they would be a third of the controller's.
         """
         for line in self.lines():
-            row = msgspec.json.decode(line)  # written by finite_json: what msgspec reads
-            row.pop(CHAIN_KEY, None)
-            yield row
+            yield row_of_line(line)
 
     @property
     def rows(self) -> list[dict[str, Any]]:
@@ -176,17 +171,3 @@ def append_sweep_record(out: Path, record: Mapping[str, Any]) -> None:
     """Append one sweep's line to ``sweeps.jsonl`` (whole or absent, fsynced: ``files.append_line``)."""
     path = out / SWEEPS_NAME
     append_line(path, (finite_json(record, path, sort_keys=True, ensure_ascii=False) + "\n").encode())
-
-
-def read_ledger(path: Path) -> Iterator[dict[str, Any]]:
-    """Stream the rows of a ledger; a torn or corrupt line is skipped with a warning.
-
-    The chain is verified first: ``ChainBroken`` (naming the first bad line) for an edited ledger;
-    rows come without their ``chain_sha256``.
-    """
-    if not path.exists():
-        return
-    verify_ledger(path)
-    for _, row in read_json_lines(path, json.loads, what="ledger line"):
-        if isinstance(row, dict):
-            yield without_seal(row)  # the chain is the ledger's framing, verified above

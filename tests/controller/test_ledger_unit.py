@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.ledger.writer import LedgerWriter, RowNotWritten, ledger_row, read_ledger, reused_row
+from pytest_swe_arena.ledger.reader import read_ledger
+from pytest_swe_arena.ledger.writer import LedgerWriter, RowNotWritten, ledger_row, reused_row
 from pytest_swe_arena.outcome import CellOutcome, CellStatus
 
 PATCH = b"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_swe_arena.controller.records import SweepRecords
-from pytest_swe_arena.ledger.writer import read_ledger
+from pytest_swe_arena.ledger.reader import read_ledger
 from pytest_swe_arena.naming import BUDGET_NAME
 from pytest_swe_arena.outcome import CellOutcome, CellStatus
 from pytest_swe_arena.spend.budget import BudgetLimits, Limit

@@ -307,8 +307,12 @@ def test_the_ledger_schema_states_the_same_bounds_as_the_harness():
     from pytest_swe_arena.spend.usage import MAX_CELL_TOKENS, MAX_CELL_USD
 
     schema = json.loads(resources.files("pytest_swe_arena").joinpath("schemas/ledger.schema.json").read_text())
-    assert schema["$defs"]["count"]["maximum"] == MAX_CELL_TOKENS
-    assert schema["$defs"]["usage"]["properties"]["cost_usd"]["maximum"] == MAX_CELL_USD
+    usage = schema["$defs"]["Usage"]["properties"]
+    for name, field in usage.items():
+        if name != "cost_source":  # a count, or the dollars: a number or null
+            number, null = field["anyOf"]
+            assert (number["minimum"], number["maximum"], null) == \
+                (0, MAX_CELL_USD if name == "cost_usd" else MAX_CELL_TOKENS, {"type": "null"}), name
 
 
 def test_json_files_never_hold_nan_a_non_finite_number_is_null_with_a_warning(tmp_path):

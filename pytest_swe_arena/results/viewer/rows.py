@@ -8,9 +8,7 @@ when a cell page is (re)built.
 
 from __future__ import annotations
 
-import json
 import re
-import warnings
 from collections.abc import Iterator, Sequence
 from hashlib import sha256
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ...ledger.reader import CellRecord, DetailsRecord
+from ...ledger.reader import CellRecord, DetailsRecord, records_at, records_with_offsets, whole_rows_at
 from ...naming import LEDGER_NAME
 
 #: Instance ids and arm names as the ledger writes them (validated on the way in): safe as path parts.
@@ -65,48 +63,18 @@ def page_name(instance_id: str, arm: str, trial: int) -> str:
 
 
 def read_run(out: Path, run_id: str | None) -> list[ViewerRow]:
-    """The rows of run ``run_id`` in the out dir's ledger, each knowing its line's offset.
-
-    A line that is not a cell (torn by a kill, corrupt) is skipped with a warning naming it,
-    as every other reader of the ledger does.
-    """
-    path = out / LEDGER_NAME
-    decoder = msgspec.json.Decoder(ViewerRow)
-    rows = []
-    offset = 0
-    with open(path, "rb") as ledger:
-        for number, line in enumerate(ledger, start=1):
-            start, offset = offset, offset + len(line)
-            if not line.strip():
-                continue
-            try:
-                row = decoder.decode(line)
-            except (msgspec.DecodeError, msgspec.ValidationError) as error:
-                warnings.warn(f"{path}:{number}: skipping a ledger line that is not a cell ({error})", stacklevel=2)
-                continue
-            if row.run_id == run_id:
-                rows.append(msgspec.structs.replace(row, offset=start,
-                                                    page=page_name(row.instance_id, row.arm, row.trial)))
-    return rows
+    """The rows of run ``run_id`` in the out dir's ledger, each knowing its line's offset (``ledger.reader``:
+    a line that is not a cell is skipped with a warning naming it)."""
+    return [msgspec.structs.replace(row, offset=start, page=page_name(row.instance_id, row.arm, row.trial))
+            for start, row in records_with_offsets(out / LEDGER_NAME, ViewerRow) if row.run_id == run_id]
 
 
 def rows_at(out: Path, offsets: Sequence[int]) -> list[ViewerRow]:
     """The rows whose lines start at ``offsets`` in the out dir's ledger, as ``read_run`` reads them."""
-    decoder = msgspec.json.Decoder(ViewerRow)
-    rows = []
-    with open(out / LEDGER_NAME, "rb") as ledger:
-        for offset in offsets:
-            ledger.seek(offset)
-            row = decoder.decode(ledger.readline())
-            page = page_name(row.instance_id, row.arm, row.trial)
-            rows.append(msgspec.structs.replace(row, offset=offset, page=page))
-    return rows
+    return [msgspec.structs.replace(row, offset=offset, page=page_name(row.instance_id, row.arm, row.trial))
+            for offset, row in zip(offsets, records_at(out / LEDGER_NAME, offsets, ViewerRow), strict=True)]
 
 
 def full_rows(out: Path, rows: Sequence[ViewerRow]) -> Iterator[tuple[ViewerRow, dict[str, Any]]]:
     """Each of ``rows`` with its whole ledger row, read again from its line."""
-    with open(out / LEDGER_NAME, "rb") as ledger:
-        for row in rows:
-            ledger.seek(row.offset)
-            whole = json.loads(ledger.readline())
-            yield row, whole if isinstance(whole, dict) else {}
+    return zip(rows, whole_rows_at(out / LEDGER_NAME, [row.offset for row in rows]), strict=True)
