@@ -111,7 +111,7 @@ class InstanceFile(pytest.File):
                         instance=instance, arm=arm, trial=trial,
                         verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,
                         worker=worker, strict_models=state.settings.strict_models,
-                        cache=state.settings.cache, engine=state.settings.engine, sandbox=state.sandbox,
+                        cache=state.settings.cache, cache_max=state.settings.cache_max, engine=state.settings.engine, sandbox=state.sandbox,
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
                         grading_rules=state.settings.grading_rules, caps=state.settings.caps,
                         sweep_cache=sweep_cache(state), grade_every_cell=state.settings.grade_every_cell,
