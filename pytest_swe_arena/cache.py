@@ -307,9 +307,7 @@ def _evict(root: Path, path: Path) -> bool:
     if descriptor is None:
         return False
     try:
-        trash = root / ".evicting"
-        trash.mkdir(exist_ok=True)
-        doomed = Path(tempfile.mkdtemp(prefix=path.name + ".", dir=trash))
+        doomed = Path(tempfile.mkdtemp(prefix=f".evicting-{path.name}.", dir=root))
         try:
             os.rename(path, doomed / "entry")
         except FileNotFoundError:  # removed meanwhile (a snapshot rebuilt, say): nothing of it is left
