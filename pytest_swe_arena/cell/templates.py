@@ -28,7 +28,8 @@ A template is named by a content key (``template_key``): the spec as resolved (P
 requirements, date, steps, variables), the repository and base, the harness version and
 ``TEMPLATE_FORMAT``. Changing any of them builds a new one; a template whose build failed or was
 interrupted is not kept. A template is an entry of the cache (``cache``): held by each cell that uses it
-until the cell ends, evicted least recently used first when the cache is over its budget. A build that failed (``EnvBuildError``: an install step, the health check) is
+until the cell ends, evicted least recently used first when the cache is over its budget. A build that
+failed (``EnvBuildError``: an install step, the health check) is
 remembered for the sweep (``failures``): every later cell of that template is a harness error naming the
 first failure, without building again; an interrupted build is built again by the next cell.
 """

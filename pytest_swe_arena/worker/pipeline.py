@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from .. import crossing
-from ..cache import process_leases
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import NO_FAILURES, tail_lines
+from ..cache import process_leases
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup

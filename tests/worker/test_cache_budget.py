@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from helpers.arena import swe_arena
 
-from pytest_swe_arena.cache import Leases, lease_path, prune, scan
+from pytest_swe_arena.cache import Leases, lease_path, process_leases, prune, scan
+from pytest_swe_arena.cell.workspace import RepoStore, materialize
+from pytest_swe_arena.instances.loading import build_instance
 
 HERE = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -160,3 +162,19 @@ def test_a_sweep_over_a_budget_below_its_need_ends_within_it_and_no_cell_fails(s
     second.stdout.fnmatch_lines(["*swe-arena: cache: * least recently used entr* removed*"])
     assert scan(suite.cache).total <= budget // 1024 * 1024
     assert len((templates / "builds.log").read_text().splitlines()) == 8  # no cell built one twice
+
+
+def instance_of(project):
+    return build_instance(Path("/x/i.jsonl"), 1, project.row(), None)
+
+
+def test_a_mirror_and_snapshot_evicted_between_two_cells_of_a_worker_are_made_again(calc, tmp_path):
+    """The store remembers what it resolved for the session: an evicted mirror is fetched again, not assumed."""
+    store = RepoStore(tmp_path / "cache")
+    materialize(instance_of(calc), store, tmp_path / "ws1")
+    assert prune(store.root, 1).removed == ()  # the cell still holds its mirror and snapshot
+    process_leases().release()  # the cell ended
+    assert {entry.kind for entry in prune(store.root, 1).removed} == {"mirror", "snapshot"}
+    workspace = materialize(instance_of(calc), store, tmp_path / "ws2")
+    assert (workspace.path / "calc" / "ops.py").is_file()
+    process_leases().release()
