@@ -54,6 +54,8 @@ KINDS: tuple[tuple[str, str], ...] = (
 #: Files beside an entry that belong to it (removed with it); its ``.lock`` stays (another process may wait on it).
 _COMPANIONS = (".uv.toml",)
 _LEASE = ".lease"
+#: Where an evicted entry is renamed to, in the root, before it is removed.
+_EVICTING = ".evicting-"
 
 
 def lease_path(entry: Path) -> Path:
@@ -283,6 +285,8 @@ def prune(root: Path, max_bytes: int) -> PruneReport:
     if not root.is_dir():
         return PruneReport((), (), 0, 0, max_bytes)
     with FileLock(str(root / "prune.lock")):
+        for leftover in root.glob(_EVICTING + "*"):  # a prune that was killed mid-removal: pruners take turns
+            shutil.rmtree(leftover, ignore_errors=True)
         inodes, found = _scan(root)
         before = total = inodes.total()
         removed: list[Entry] = []
@@ -306,8 +310,8 @@ def _evict(root: Path, path: Path) -> bool:
     descriptor = _lock_lease(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
     if descriptor is None:
         return False
+    doomed = Path(tempfile.mkdtemp(prefix=f"{_EVICTING}{path.name}.", dir=root))
     try:
-        doomed = Path(tempfile.mkdtemp(prefix=f".evicting-{path.name}.", dir=root))
         try:
             os.rename(path, doomed / "entry")
         except FileNotFoundError:  # removed meanwhile (a snapshot rebuilt, say): nothing of it is left
@@ -317,7 +321,7 @@ def _evict(root: Path, path: Path) -> bool:
         lease.unlink(missing_ok=True)
     finally:
         os.close(descriptor)
-    shutil.rmtree(doomed, ignore_errors=True)
+        shutil.rmtree(doomed, ignore_errors=True)
     return True
 
 
