@@ -43,7 +43,8 @@ SANDBOX_MODES = tuple(mode.value for mode in SandboxMode)
 #: Values of --arena-worker-start (``forkserver`` is the fork's home).
 WORKER_STARTS = ("fork", "popen")
 MiB = 1024 * 1024
-#: --arena-cache-max when not given: SWE-bench Lite's fetchable rows fit in it (docs/cache.md).
+#: --arena-cache-max when not given: room for about 250 templates of SWE-bench Lite's size (4 rows' took 300 MB,
+#: before hardlinks to uv's cache), beside their mirrors and snapshots (docs/cache.md).
 DEFAULT_CACHE_MAX = "20G"
 
 
