@@ -43,6 +43,9 @@ SANDBOX_MODES = tuple(mode.value for mode in SandboxMode)
 #: Values of --arena-worker-start (``forkserver`` is the fork's home).
 WORKER_STARTS = ("fork", "popen")
 MiB = 1024 * 1024
+#: --arena-cache-max when not given: room for about 250 templates of SWE-bench Lite's size (4 rows' took 300 MB,
+#: before hardlinks to uv's cache), beside their mirrors and snapshots (docs/cache.md).
+DEFAULT_CACHE_MAX = "20G"
 
 
 @dataclass(frozen=True)
@@ -243,9 +246,18 @@ OPTIONS: tuple[ArenaOption, ...] = (
     ),
     ArenaOption(
         "cache",
-        "shared cache for repository mirrors (default: $XDG_CACHE_HOME/pytest-swe-arena)",
+        "shared cache for repository mirrors, snapshots and environments (default: $XDG_CACHE_HOME/pytest-swe-arena)",
         _text,
         metavar="DIR",
+    ),
+    ArenaOption(
+        "cache-max",
+        "the cache's size budget: the least recently used entries no running cell holds are removed at the "
+        "sweep's start and end and after each build, until the cache fits (a size: 500M, 20G; powers of 1024; "
+        "see `swe-arena cache`)",
+        _byte_size,
+        default=DEFAULT_CACHE_MAX,
+        metavar="SIZE",
     ),
     ArenaOption(
         "verify-on",
@@ -522,6 +534,8 @@ class Settings:
     out: Path
     repos: Path | None
     cache: Path
+    #: --arena-cache-max: the cache's size budget in bytes (``cache.prune``).
+    cache_max: int
     verify_on: str
     grading_rules: str
     #: --arena-grade-every-cell: no sharing of a grading run between cells with the same patch.
@@ -715,6 +729,7 @@ def load_settings(config: pytest.Config) -> Settings:
         out=out,
         repos=path_or_none("repos"),
         cache=path_or_none("cache") or _default_cache(),
+        cache_max=single("cache-max"),
         verify_on=single("verify-on"),
         grading_rules=single("grading-rules"),
         grade_every_cell=single("grade-every-cell"),

@@ -134,6 +134,8 @@ class Case:
     strict_models: bool = False
     #: The shared cache (mirrors, resolved environments, uv's packages).
     cache: Path | None = None
+    #: --arena-cache-max: the cache's budget, kept after each build (None: never pruned by the cell).
+    cache_max: int | None = None
     #: Container engine for image-backed instances.
     engine: str = "docker"
     #: "bwrap": the arm's processes and the graded tests run in the cell's sandbox; "none": unsandboxed.

@@ -16,7 +16,7 @@ Drawn from the bottom up (docs/architecture.md draws the same floors)::
     ledger     state   agents               the ledger's format | what a cell is handed | each agent's formats
     spend      suite   cell                 usage and budgets | arms' tables | a cell's isolation
     outcome    instances                    statuses and outcomes | instance rows
-    files  naming  crossing  interrupts  settings  hookspecs  mockmodel  forkserver
+    files  naming  crossing  interrupts  settings  cache  hookspecs  mockmodel  forkserver
 
 The controller side (``controller``, ``results``, ``cli``) reads only the JSON the worker side
 (``worker``, ``grading``, ``arms``, ``cell``) sends: no arrow of the table runs from the first to the
@@ -39,7 +39,7 @@ ROOT = PACKAGE.name
 WORKER_SIDE = ("worker", "grading", "arms", "cell")
 CONTROLLER_SIDE = ("controller", "results", "cli")
 
-FOUNDATION = {"files", "naming", "crossing", "interrupts", "settings"}
+FOUNDATION = {"files", "naming", "crossing", "interrupts", "settings", "cache"}
 
 #: part -> the parts it may import at run time. Every part of the package has a row.
 ALLOWED: dict[str, set[str]] = {
@@ -48,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
     "crossing": set(),
     "interrupts": set(),
     "settings": set(),
+    "cache": set(),  # the harness cache's entries, leases and budget: cells hold, the controller and the cli prune
     "hookspecs": set(),
     "mockmodel": set(),
     "forkserver": set(),

@@ -27,7 +27,9 @@ cache, which no sandbox shows.
 A template is named by a content key (``template_key``): the spec as resolved (Python version,
 requirements, date, steps, variables), the repository and base, the harness version and
 ``TEMPLATE_FORMAT``. Changing any of them builds a new one; a template whose build failed or was
-interrupted is not kept. A build that failed (``EnvBuildError``: an install step, the health check) is
+interrupted is not kept. A template is an entry of the cache (``cache``): held by each cell that uses it
+until the cell ends, evicted least recently used first when the cache is over its budget. A build that
+failed (``EnvBuildError``: an install step, the health check) is
 remembered for the sweep (``failures``): every later cell of that template is a harness error naming the
 first failure, without building again; an interrupted build is built again by the next cell.
 """
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..cache import process_leases, prune
 from ..files import write_atomic
 from . import processes
 from .git import WorkspaceError, git_bytes
@@ -155,6 +158,7 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
 
     _, python_version = find_interpreter(spec.python)
     root = store.root / "templates" / template_key(spec, python_version, repo, base_commit)
+    process_leases().hold(root)  # held until the cell ends: its grading tree copies it again
     variables = store.uv_variables(spec, python_version)
     found = _load(root, spec, variables)
     if found is not None:
@@ -197,7 +201,9 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
         with open(root.parent / "builds.log", "a") as builds:
             builds.write(f"{time.time():.3f} {root.name} pid={os.getpid()} built in {seconds:.2f}s\n")
         _log(log, f"# environment template {root.name}: built in {seconds:.2f}s")
-        return template
+    if store.max_bytes is not None:
+        _log(log, f"# {prune(store.root, store.max_bytes).describe()}")
+    return template
 
 
 def _raise_if_failed(failed: Path | None, key: str, log: Path) -> None:

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..cache import process_leases
 from ..files import write_atomic
 from ..instances.swebench_specs import uv_config_text, uv_environment
 from . import processes
@@ -176,8 +177,10 @@ def find_uv() -> str | None:
 class EnvironmentStore:
     """Resolved specs and uv's package cache under ``root``, shared by every cell and worker."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_bytes: int | None = None):
         self.root = root
+        #: The cache's budget (--arena-cache-max): pruned to it after a template is built. None: never.
+        self.max_bytes = max_bytes
 
     @property
     def uv_cache(self) -> Path:
@@ -198,9 +201,17 @@ class EnvironmentStore:
         return self.root / "envs" / hashlib.sha256(material.encode()).hexdigest()[:16]
 
     def uv_variables(self, spec: EnvSpec, python_version: str) -> dict[str, str]:
-        """The variables every uv call and step of ``spec`` runs with: the shared cache, and its date if it has one."""
+        """The variables every uv call and step of ``spec`` runs with: the shared cache, and its date if it has one.
+
+        The caches and the spec's resolution are held (``cache.Leases``) until the cell ends. uv links what it
+        installs from its cache (``UV_LINK_MODE``, hardlink unless set otherwise): a package is stored once,
+        however many templates install it.
+        """
+        leases = process_leases()
+        for entry in (self.uv_cache, self.pip_cache, self.spec_dir(spec, python_version)):
+            leases.hold(entry)
         variables = {"UV_CACHE_DIR": str(self.uv_cache), "PIP_CACHE_DIR": str(self.pip_cache),
-                     "UV_PYTHON_DOWNLOADS": "never"}
+                     "UV_PYTHON_DOWNLOADS": "never", "UV_LINK_MODE": os.environ.get("UV_LINK_MODE", "hardlink")}
         if spec.as_of is None:
             return variables
         config = self.spec_dir(spec, python_version).with_suffix(".uv.toml")

@@ -33,6 +33,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache import process_leases, prune
 from ..instances.model import Instance, Source
 from .git import NEUTRAL_ATTRIBUTES, WorkspaceError, git, init_git_dir, run_git
 
@@ -69,13 +70,14 @@ class RepoStore:
     Both are shared by every cell and worker; only snapshots are ever borrowed by a workspace.
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_bytes: int | None = None):
         self.root = root
+        #: The cache's budget (--arena-cache-max): pruned to it after a mirror or snapshot is made. None: never.
+        self.max_bytes = max_bytes
         #: (mirror, commit as given) -> full sha: resolved once per session, not once per cell.
         self._resolved: dict[tuple[Path, str], str] = {}
         #: (mirror, commit as given) -> why it cannot be used: fetched for once per session, not once per cell.
         self._unusable: dict[tuple[Path, str], str] = {}
-        self._snapshots: set[Path] = set()
         #: Snapshots rebuilt in this session: rebuilt once, never again (a second failure is an error).
         self._rebuilt: set[Path] = set()
 
@@ -95,8 +97,10 @@ class RepoStore:
         key = (mirror, commit)
         if key in self._unusable:
             raise WorkspaceError(self._unusable[key])
-        full = self._resolved.get(key)
-        if full is None and mirror.exists():
+        process_leases().hold(mirror)  # held until the cell ends: no eviction removes it under the cell
+        exists = mirror.exists()
+        full = self._resolved.get(key) if exists else None  # evicted since it was resolved: fetched again
+        if full is None and exists:
             full = self._resolve(mirror, commit, source)
         if full:
             self._resolved[key] = full
@@ -127,7 +131,12 @@ class RepoStore:
                 self._unusable[key] = f"base_commit {commit} not found in {source.describe()}"
                 raise WorkspaceError(self._unusable[key])
             self._resolved[key] = full
-            return mirror, full
+        self._prune()
+        return mirror, full
+
+    def _prune(self) -> None:
+        if self.max_bytes is not None:
+            prune(self.root, self.max_bytes)
 
     def _resolve(self, mirror: Path, commit: str, source: Source) -> str | None:
         try:
@@ -146,15 +155,15 @@ class RepoStore:
         from filelock import FileLock
 
         snapshot = self.snapshot_path(mirror, full)
-        if snapshot in self._snapshots or snapshot.exists():
-            self._snapshots.add(snapshot)
+        process_leases().hold(snapshot)  # held until the cell ends: no eviction removes it under the cell
+        if snapshot.exists():
             return snapshot / "objects"
         snapshot.parent.mkdir(parents=True, exist_ok=True)
         # One lock per snapshot: snapshots of different bases only read the mirror, so they build in parallel.
         with FileLock(str(snapshot) + ".lock"):
             if not snapshot.exists():
                 _build_snapshot(mirror, full, snapshot)
-        self._snapshots.add(snapshot)
+        self._prune()
         return snapshot / "objects"
 
     def rebuild_snapshot(self, mirror: Path, full: str, seen: int, why: str) -> Path:
@@ -178,7 +187,6 @@ class RepoStore:
                     os.rename(snapshot, broken / "s.git")
                 shutil.rmtree(broken, ignore_errors=True)
                 _build_snapshot(mirror, full, snapshot)
-        self._snapshots.add(snapshot)
         return snapshot / "objects"
 
 

@@ -1,7 +1,7 @@
 """``swe-arena``'s command line: its parser, its warnings, its exit statuses.
 
 The commands themselves are ``commands``' (report, compare, status, export, mirror, view); ``evaluate`` is
-``evaluate``'s and ``mock-model`` ``mockmodel``'s.
+``evaluate``'s, ``cache`` ``cache``'s and ``mock-model`` ``mockmodel``'s.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from ..ledger.chain import ChainBroken, UnsafeReference
 from ..mockmodel.server import add_arguments as add_mock_model_arguments
 from ..mockmodel.server import serve as serve_mock_model
 from ..results.gate import METRICS, Limit, LimitError
+from .cache import add_arguments as add_cache_arguments
+from .cache import command_cache
 from .commands import (
     command_browse,
     command_compare,
@@ -138,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     browse.add_argument("--to", type=Path, default=Path("arena-runs"),
                         help="the folder to write runs.html into (default: ./arena-runs)")
     browse.set_defaults(run=command_browse)
+
+    cache = commands.add_parser(
+        "cache", help="show the harness cache (entries, kinds, sizes, last use, held or not), or prune it",
+        description="The cache --arena-cache names: repository mirrors, base snapshots, environment templates, "
+                    "resolved specs and uv's and pip's package caches (docs/cache.md). `swe-arena cache prune` "
+                    "removes the least recently used entries no running cell holds until it fits --max.",
+    )
+    add_cache_arguments(cache)
+    cache.set_defaults(run=command_cache)
 
     mock = commands.add_parser(
         "mock-model", help="serve a model with known answers and usage, to try an arm without a key",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from ..cache import prune
 from ..crossing import terminal_text
 from ..files import remove_detached
 from ..forkserver import ForkServer
@@ -151,6 +152,7 @@ class ControllerPlugin:
             self.note(f"{self.records.out} holds earlier sweeps ({ledger}): this sweep's rows are added after "
                       "theirs and its outputs replace theirs; --arena-resume reuses their finished cells, or use "
                       "another --arena-out for a sweep of its own")
+        self.prune_cache()
         self.records.record_sweep(sweep_record(
             self.config, self.records.run_id, self.records.arm_order, self.state.subset,
             instance_files=[*self.state.settings.instances, *sorted(self.state.named_files)]))
@@ -194,6 +196,7 @@ class ControllerPlugin:
                                        hurry=interrupts.hurried if interrupts is not None else None)
                 if leftovers:
                     self.note(f"stopped {len(leftovers)} process(es) the sweep left behind: {leftovers}")
+                self.prune_cache()
                 shared = sweep_cache(self.state)
                 if shared is not None:
                     # What this host's cells shared for the sweep (grades, failed builds): no later sweep's.
@@ -229,6 +232,18 @@ class ControllerPlugin:
         lock, self.lock = self.lock, None
         if lock is not None:
             lock.release()
+
+    def prune_cache(self) -> None:
+        """Keep the cache within --arena-cache-max (at the sweep's start, and at its end once the workers are
+        down): a line when something was removed, a note when it is still over (what running cells hold)."""
+        settings = self.state.settings
+        pruned = prune(settings.cache, settings.cache_max)
+        if pruned.after > pruned.max_bytes:
+            self.note(pruned.describe())
+        elif pruned.removed:
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"swe-arena: {pruned.describe()}")
 
     def note(self, message: str) -> None:
         """A warning about the sweep itself: shown now and again under the results."""

@@ -49,7 +49,8 @@ def arena_arm(request: pytest.FixtureRequest) -> Arm:
 @pytest.fixture(scope="session")
 def arena_repo_store(pytestconfig: pytest.Config) -> RepoStore:
     """The shared per-repository mirror store (one mirror per source, fetched once)."""
-    return RepoStore(pytestconfig.stash[STATE_KEY].settings.cache)
+    settings = pytestconfig.stash[STATE_KEY].settings
+    return RepoStore(settings.cache, settings.cache_max)
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import pytest
 from .. import crossing
 from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
 from ..arms.misconfig import NO_FAILURES, tail_lines
+from ..cache import process_leases
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup
@@ -83,6 +84,7 @@ def run_cell(
     try:
         return _run_cell(case, nodeid, cell, workspace, phases, started_at, harness)
     finally:
+        process_leases().release()  # what the cell held of the cache (its snapshot, template...) may be evicted
         if remove is None:
             shutil.rmtree(harness, ignore_errors=True)
         else:
@@ -110,7 +112,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
 
     python_env: PythonEnvironment | None = None
     template: EnvironmentTemplate | None = None
-    store = EnvironmentStore(case.cache or cell.root / "cache")
+    store = EnvironmentStore(case.cache or cell.root / "cache", case.cache_max)
     original_base = workspace.base_commit
     if case.instance.env is not None and case.instance.source.kind != "image":
         clock = time.monotonic()
