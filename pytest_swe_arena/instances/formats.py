@@ -155,13 +155,16 @@ def _swe_rebench(path: Path, line: int, row: Mapping[str, Any]) -> Converted:
     command = config.get("test_cmd")
     if isinstance(command, list) and len(command) == 1:
         command = command[0]
-    if not isinstance(command, str) or not command.strip():
-        raise fail("expected the command that runs the tests (one string), to which the test files are appended",
-                   "install_config.test_cmd")
     parser = config.get("log_parser")
     if not isinstance(parser, str) or not parser:
         raise fail("expected the name of the parser of the test command's output, e.g. 'parse_log_pytest'",
                    "install_config.log_parser")
+    if command is None and parser == "parse_log_pytest":
+        # No command of its own: pytest, whose report the harness's own runner reads (JUnit XML), is its runner.
+        return Converted({**row, **harness}, SWE_REBENCH, origins)
+    if not isinstance(command, str) or not command.strip():
+        raise fail(f"expected the command that runs the tests (one string), to which the test files are "
+                   f"appended; needed with log_parser {parser!r}", "install_config.test_cmd")
     if "test_cmd" not in row:
         harness["test_cmd"], origins["test_cmd"] = command, ("install_config.test_cmd", None)
     if "log_parser" not in row:
