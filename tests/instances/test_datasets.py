@@ -144,12 +144,12 @@ def test_a_swe_rebench_rows_install_config_becomes_its_environment_and_runner():
 
 def test_a_swe_rebench_test_command_and_parser_are_the_rows_runner(tmp_path):
     row = rows_of("swe-rebench.jsonl")[0]
-    row["install_config"] = {**row["install_config"], "test_cmd": "pytest --no-header -rA --tb=line -p no:cacheprovider",
-                             "log_parser": "parse_log_pytest_v2"}
+    command = "pytest --no-header -rA --tb=line -p no:cacheprovider"
+    row["install_config"] = {**row["install_config"], "test_cmd": command, "log_parser": "parse_log_pytest_v2"}
     (instance,) = load(write_row(tmp_path, row))
     runner = runner_for_row(instance.row)
     assert runner is not None and runner.log_parser == "parse_log_pytest_v2"
-    assert runner.test_cmd == "pytest --no-header -rA --tb=line -p no:cacheprovider"
+    assert runner.test_cmd == command
 
 
 @pytest.mark.parametrize("change, field, message", [
