@@ -19,6 +19,8 @@ from pytest_swe_arena.grading.runners import has_repo_runner, runner_for_row
 from pytest_swe_arena.instances.formats import SWE_REBENCH, SWE_SMITH, SWEBENCH, SWEBENCH5, detect, reverse_patch
 from pytest_swe_arena.instances.loading import InstanceFileError, load_instances, read_rows
 from pytest_swe_arena.instances.model import Source
+from pytest_swe_arena.instances.specs import with_shipped_spec
+from pytest_swe_arena.instances.swebench_specs import load_shipped_specs
 
 DATA = Path(__file__).parents[1] / "data" / "datasets"
 
@@ -181,6 +183,14 @@ def test_swe_gym_rows_are_swe_bench_rows():
     assert detect(moto.row) == SWEBENCH
     assert moto.fail_to_pass == ("tests/test_dynamodb/test_dynamodb_update_expressions.py::test_update_item_add_float",)
     assert {"created_2024", "created_2024_02"} <= set(moto.marks) and moto.repo_mark == "moto"
+
+
+def test_swe_gym_rows_get_their_repositorys_shipped_spec():
+    (moto,) = load(DATA / "swe-gym.jsonl")
+    shipped = with_shipped_spec(moto, load_shipped_specs())
+    assert shipped.shipped_spec is not None  # SWE-Gym's fork: SPECS_MOTO["5.0"]
+    assert shipped.env == {"python": "3.12", "requirements": [], "pre_install": [], "install": "make init"}
+    assert shipped.shipped_spec.swebench_test_cmd == "pytest -n0 -rA"
 
 
 def test_a_swe_gym_row_without_fail_to_pass_is_an_error_naming_it(tmp_path):
