@@ -219,7 +219,8 @@ def _arm_names(value: str, source: str) -> tuple[str, ...]:
 OPTIONS: tuple[ArenaOption, ...] = (
     ArenaOption(
         "instances",
-        "instance files (*.jsonl, *.json) or directories holding them (default: instances)",
+        "instance files (*.jsonl, *.json, a SWE-bench 5 task's task.yaml) or directories holding them (default: "
+        "instances)",
         _text,
         default="instances",
         metavar="PATH",
