@@ -224,7 +224,8 @@ def uv_install(command: str, python: str) -> tuple[str, list[str]]:
     if not python_at_least(python, "3.7") or "pip install" not in command:
         return command, []
     notes = []
-    translated = re.sub(r"\bpython -m pip install\b", "uv pip install", command)
+    # ``python -m pip install``, and SWE-Gym's bare ``pip install`` (never ``uv pip install`` or ``pipx install``)
+    translated = re.sub(r"(?<!uv )(?<![\w-])(?:python3? -m )?pip install\b", "uv pip install", command)
     if "--no-use-pep517" in translated:
         translated = re.sub(r"\s*--no-use-pep517", "", translated)
         notes.append("install: --no-use-pep517 dropped (uv builds a setup.py project with setuptools' legacy "
@@ -447,7 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--swe-gym-rev", default=SWE_GYM_REV, help=f"the fork's revision (default: {SWE_GYM_REV})")
     parser.add_argument("--out", type=Path, default=OUT, help=f"output file (default: {OUT.relative_to(ROOT)})")
     parser.add_argument("--no-resolve", action="store_true",
-                        help="keep date floors and conda marks from the existing output file; ask no index")
+                        help="keep date floors and conda marks from the existing output file; ask the index only "
+                             "for specs it does not have")
     parser.add_argument("--uv-cache", type=Path, default=Path(tempfile.gettempdir()) / "swebench-specs-uv",
                         help="uv cache for the resolutions")
     args = parser.parse_args(argv)
@@ -484,6 +486,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spec.table.update({key: value for key, value in {
                     "date_floor": uv_timestamp(old.date_floor) if old.date_floor else None,
                     "conda_only": old.conda_only, "sdist_only": list(old.sdist_only)}.items() if value})
+            else:  # a spec the file does not have yet (a new repository's) is resolved all the same
+                uv = shutil.which("uv")
+                if uv is None:
+                    parser.error(f"uv is needed to find the date floor of the new spec {spec.repo} {spec.version}")
+                resolve_marks(Resolver(uv, args.uv_cache), spec, now)
     else:
         uv = shutil.which("uv")
         if uv is None:

@@ -320,4 +320,5 @@ def test_a_contamination_window_selects_by_created_at(suite, tmp_path):
 def test_a_created_after_that_is_not_a_date_is_a_usage_error(suite):
     suite.instances(rows_of("swe-gym.jsonl"), name="instances/gym.jsonl")
     result = suite.run("--collect-only", "--arena-created-after=June")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "'June' is not a date; expected YYYY-MM-DD" in result.stderr.str()
