@@ -322,3 +322,15 @@ def test_a_created_after_that_is_not_a_date_is_a_usage_error(suite):
     result = suite.run("--collect-only", "--arena-created-after=June")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "'June' is not a date; expected YYYY-MM-DD" in result.stderr.str()
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (docs/datasets.md, SWE-smith): the workspace keeps base_commit's "
+                   "history, and a SWE-smith base_commit's parent is the code without the bug")
+def test_a_swe_smith_agent_cannot_read_the_fix_from_the_workspaces_history(suite, tmp_path):
+    row, repos = swe_smith_task(tmp_path)
+    suite.instances([row], name="instances/swe-smith.jsonl")
+    suite.arms_toml = ('[tool.swe_arena.arms.PEEK]\nkind = "command"\nshell = true\n'
+                       'command = "git checkout HEAD~1 -- tldx/split.py"\n')
+    suite.run(f"--arena-repos={repos}", "--arena-arms=PEEK")
+    (peek,) = suite.ledger()
+    assert peek["status"] != "resolved"
