@@ -53,6 +53,14 @@ from pytest_swe_arena.instances.swebench_specs import (  # noqa: E402
 
 OUT = ROOT / "pytest_swe_arena" / "instances" / "swebench_specs.toml"
 SPECS_PATH = "swebench/harness/constants/python.py"
+#: SWE-Gym's specs: its SWE-bench fork (SWE-Gym/SWE-Bench-Fork) keeps them in one constants module.
+SWE_GYM_SPECS_PATH = "swebench/harness/constants.py"
+#: The commit of SWE-Gym/SWE-Bench-Fork the shipped SWE-Gym specs were read from.
+SWE_GYM_REV = "242429c188fcfd06aad13fce9a54d450470bf0ac"
+#: SWE-Gym's repositories (its other specs are SWE-bench's, read from SWE-bench itself).
+SWE_GYM_REPOS = ("getmoto/moto", "pandas-dev/pandas", "python/mypy", "dask/dask", "iterative/dvc", "conan-io/conan",
+                 "pydantic/pydantic", "modin-project/modin", "Project-MONAI/MONAI", "facebookresearch/hydra",
+                 "bokeh/bokeh")
 
 #: Not a SWE-bench repository: the harness's seq2seq smoke task.
 SKIPPED_REPOS = {"swe-bench/humaneval"}
@@ -133,6 +141,15 @@ def read_swebench_specs(swebench: Path, rev: str) -> dict[str, Any]:
     return namespace
 
 
+def read_swe_gym_specs(fork: Path, rev: str) -> dict[str, Any]:
+    """The constants of SWE-Gym's fork at ``rev`` (a module that imports enum, pathlib and typing: run as a module)."""
+    text = subprocess.run(["git", "-C", str(fork), "show", f"{rev}:{SWE_GYM_SPECS_PATH}"], capture_output=True,
+                          text=True, check=True).stdout
+    namespace: dict[str, Any] = {"__name__": "swe_gym_constants"}
+    exec(compile(text, f"{rev}:{SWE_GYM_SPECS_PATH}", "exec"), namespace)
+    return namespace
+
+
 def translate(repo: str, version: str, spec: Mapping[str, Any], reqs_paths: Mapping[str, list[str]],
               env_yml_paths: Mapping[str, list[str]]) -> Translated:
     """SWE-bench's spec for ``repo`` ``version`` as a shipped spec table (without date floor or conda marks)."""
@@ -207,7 +224,8 @@ def uv_install(command: str, python: str) -> tuple[str, list[str]]:
     if not python_at_least(python, "3.7") or "pip install" not in command:
         return command, []
     notes = []
-    translated = re.sub(r"\bpython -m pip install\b", "uv pip install", command)
+    # ``python -m pip install``, and SWE-Gym's bare ``pip install`` (never ``uv pip install`` or ``pipx install``)
+    translated = re.sub(r"(?<!uv )(?<![\w-])(?:python3? -m )?pip install\b", "uv pip install", command)
     if "--no-use-pep517" in translated:
         translated = re.sub(r"\s*--no-use-pep517", "", translated)
         notes.append("install: --no-use-pep517 dropped (uv builds a setup.py project with setuptools' legacy "
@@ -425,9 +443,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--swebench", type=Path, required=True, help="a SWE-bench git checkout or bare clone")
     parser.add_argument("--rev", default="v4.1.0", help="the SWE-bench revision to read (default: v4.1.0)")
+    parser.add_argument("--swe-gym", type=Path, help="a SWE-Gym/SWE-Bench-Fork checkout or bare clone: its "
+                        "repositories' specs are added")
+    parser.add_argument("--swe-gym-rev", default=SWE_GYM_REV, help=f"the fork's revision (default: {SWE_GYM_REV})")
     parser.add_argument("--out", type=Path, default=OUT, help=f"output file (default: {OUT.relative_to(ROOT)})")
     parser.add_argument("--no-resolve", action="store_true",
-                        help="keep date floors and conda marks from the existing output file; ask no index")
+                        help="keep date floors and conda marks from the existing output file; ask the index only "
+                             "for specs it does not have")
     parser.add_argument("--uv-cache", type=Path, default=Path(tempfile.gettempdir()) / "swebench-specs-uv",
                         help="uv cache for the resolutions")
     args = parser.parse_args(argv)
@@ -440,6 +462,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for repo, versions in sorted(constants["MAP_REPO_VERSION_TO_SPECS_PY"].items()) if repo not in SKIPPED_REPOS
         for version, spec in sorted(versions.items(), key=lambda item: version_key(item[0]))
     ]
+    sources = [f"SWE-bench {args.rev} ({commit}) {SPECS_PATH}"]
+    if args.swe_gym is not None:
+        gym = read_swe_gym_specs(args.swe_gym, args.swe_gym_rev)
+        specs = gym["MAP_REPO_VERSION_TO_SPECS"]
+        for repo in sorted(SWE_GYM_REPOS):
+            for version, spec in sorted(specs.get(repo, {}).items(), key=lambda item: version_key(item[0])):
+                # A spec without a Python (dask's environment.yml ones: conda picks it) or whose files the fork
+                # does not name cannot be translated; it is listed, not guessed.
+                try:
+                    translated.append(translate(repo, version, spec, gym["MAP_REPO_TO_REQS_PATHS"],
+                                                gym.get("MAP_REPO_TO_ENV_YML_PATHS", {})))
+                except KeyError as missing:
+                    print(f"{repo} {version}: not shipped (no {missing} in the fork's spec)", file=sys.stderr)
+        sources.append(f"SWE-Gym/SWE-Bench-Fork {args.swe_gym_rev} {SWE_GYM_SPECS_PATH} (its repositories: "
+                       f"{', '.join(repo for repo in SWE_GYM_REPOS if repo in specs)})")
     now = datetime.now(UTC)
     if args.no_resolve:
         previous = load_shipped_specs(args.out) if args.out.exists() else None
@@ -449,6 +486,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 spec.table.update({key: value for key, value in {
                     "date_floor": uv_timestamp(old.date_floor) if old.date_floor else None,
                     "conda_only": old.conda_only, "sdist_only": list(old.sdist_only)}.items() if value})
+            else:  # a spec the file does not have yet (a new repository's) is resolved all the same
+                uv = shutil.which("uv")
+                if uv is None:
+                    parser.error(f"uv is needed to find the date floor of the new spec {spec.repo} {spec.version}")
+                resolve_marks(Resolver(uv, args.uv_cache), spec, now)
     else:
         uv = shutil.which("uv")
         if uv is None:
@@ -460,7 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{'conda-only' if 'conda_only' in spec.table else ''}", file=sys.stderr)
     header = [
         "SWE-bench's environment specs for every Python repository and version, in pytest-swe-arena's terms.",
-        f"Generated by bench/swebench_specs.py from SWE-bench {args.rev} ({commit}) {SPECS_PATH}:",
+        f"Generated by bench/swebench_specs.py from {' and '.join(sources)}:",
         "do not edit by hand; change the converter and run it again. Keys: pytest_swe_arena/swebench_envs.py.",
         f"Resolution: every environment is resolved as of its row's date (uv exclude-newer), never before the "
         f"spec's date_floor; editable builds before {SETUPTOOLS_EDITABLE_FLOOR:%Y-%m-%d} take setuptools as of "

@@ -128,8 +128,12 @@ def predictions_name(arm: str, trial: int, repeated: bool) -> str:
     return f"predictions/{f'{arm}.r{trial}' if repeated else arm}.jsonl"
 
 
+#: A SWE-bench 5 task directory's metadata file: the directory (``tasks/<instance_id>/``) is one instance.
+TASK_FILE = "task.yaml"
+
+
 def is_instance_file(path: Path | str) -> bool:
-    return Path(path).suffix in INSTANCE_SUFFIXES
+    return Path(path).suffix in INSTANCE_SUFFIXES or Path(path).name == TASK_FILE
 
 
 def file_node_path(path: Path, rootpath: Path) -> str:

@@ -20,6 +20,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,13 @@ def _non_negative_integer(value: str, source: str) -> int:
     return number
 
 
+def _day(value: str, source: str) -> date:
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError:
+        raise pytest.UsageError(f"{source}: {value!r} is not a date; expected YYYY-MM-DD, e.g. 2025-06-01") from None
+
+
 def _boolean(value: str, source: str) -> bool:
     lowered = value.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
@@ -214,7 +222,8 @@ def _arm_names(value: str, source: str) -> tuple[str, ...]:
 OPTIONS: tuple[ArenaOption, ...] = (
     ArenaOption(
         "instances",
-        "instance files (*.jsonl, *.json) or directories holding them (default: instances)",
+        "instance files (*.jsonl, *.json, a SWE-bench 5 task's task.yaml) or directories holding them (default: "
+        "instances)",
         _text,
         default="instances",
         metavar="PATH",
@@ -408,6 +417,17 @@ OPTIONS: tuple[ArenaOption, ...] = (
         _text, metavar="FILE",
     ),
     ArenaOption(
+        "created-after",
+        "run only the instances whose created_at is on or after this day (a contamination window; rows "
+        "without created_at are left out), e.g. 2025-06-01",
+        _day, metavar="YYYY-MM-DD",
+    ),
+    ArenaOption(
+        "created-before",
+        "run only the instances whose created_at is before this day (rows without created_at are left out)",
+        _day, metavar="YYYY-MM-DD",
+    ),
+    ArenaOption(
         "lock-heartbeat", "seconds between heartbeats of the out dir's arena.lock",
         _positive_number, default="20", metavar="SECONDS",
     ),
@@ -572,6 +592,9 @@ class Settings:
     calibrate: bool
     calibrated_only: bool
     exclude: Path | None
+    #: --arena-created-after / --arena-created-before: the window of ``created_at`` days the sweep runs.
+    created_after: date | None
+    created_before: date | None
     #: True when the user asked for an arena sweep (an option, an ini value or a
     #: [tool.swe_arena] table); otherwise the plugin stays out of the way.
     enabled: bool
@@ -758,6 +781,8 @@ def load_settings(config: pytest.Config) -> Settings:
         calibrate=single("calibrate"),
         calibrated_only=single("calibrated-only"),
         exclude=path_or_none("exclude"),
+        created_after=single("created-after"),
+        created_before=single("created-before"),
         enabled=enabled,
         sources={noun: raw.source for noun, raw in raws.items()},
     )

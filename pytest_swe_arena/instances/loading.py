@@ -12,13 +12,16 @@ import io
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Set
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..files import decode_json_lines
+from .formats import convert, is_task_file, read_task_dir, task_digest, task_origins
 from .model import Instance, InstanceFileError, Source
+from .selection import selection_marks
 
 
 @lru_cache(maxsize=1)
@@ -72,8 +75,8 @@ class SchemaMemo:
         """
         try:
             digest, rows = read_instance_file(path)
-            if not self.known(digest) and all(isinstance(row, dict) and _schema_error(path, line, row) is None
-                                              for line, row in rows):  # parsed only when not known
+            if not self.known(digest) and all(isinstance(row, dict) and _schema_error(path, line, convert(
+                    path, line, row).row) is None for line, row in rows):  # parsed only when not known
                 self.remember(digest)
         except InstanceFileError:
             return
@@ -87,7 +90,15 @@ def instance_schema() -> dict[str, Any]:
 
 def read_instance_file(path: Path) -> tuple[str, Iterator[tuple[int, Any]]]:
     """The sha256 of a JSONL or JSON array file's bytes, and its ``(line, object)`` rows parsed from those
-    bytes as they are iterated (a row that is not JSON raises ``InstanceFileError`` then)."""
+    bytes as they are iterated (a row that is not JSON raises ``InstanceFileError`` then).
+
+    A SWE-bench 5 task's ``task.yaml`` stands for its directory: the digest of the files read, and its one row.
+    """
+    if is_task_file(path):
+        try:
+            return task_digest(path), read_task_dir(path)
+        except OSError as error:
+            raise InstanceFileError(path, None, f"cannot read: {error}") from None
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -278,6 +289,9 @@ def _resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pa
             return Source("git", str(repo_path))
         return Source(kind, location)
     repo = str(row["repo"])
+    image = row.get("image") if isinstance(row.get("image"), str) and row["image"] else None
+    if repos_dir is None and image:
+        return Source("image", image)
     if repos_dir is None:
         raise InstanceFileError(
             path, line, "has no 'source', so the repository is looked up by 'repo' under "
@@ -289,6 +303,8 @@ def _resolve_source(path: Path, line: int, row: Mapping[str, Any], repos_dir: Pa
     for candidate in candidates:
         if candidate.exists():
             return Source("git", str(candidate.resolve()))
+    if image:
+        return Source("image", image)  # a SWE-bench 5 row's image holds the checkout in /testbed
     # Not an error yet: a row that -k or -m deselects needs no mirror. A selected one is a usage error
     # after selection (``worker.collection.check_sources``), which names this.
     looked = ", ".join(str(c) for c in candidates[:2])
@@ -335,6 +351,18 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
     """
     if not isinstance(row, dict):
         raise InstanceFileError(path, line, f"expected a JSON object, got {type(row).__name__}")
+    converted = convert(path, line, row)
+    if is_task_file(path):
+        converted = replace(converted, origins={**task_origins(path), **converted.origins})
+    try:
+        return _build_instance(path, line, converted.row, repos_dir, runner_check, schema_checked, resolved)
+    except InstanceFileError as error:
+        raise converted.located(error) from None
+
+
+def _build_instance(path: Path, line: int, row: dict[str, Any], repos_dir: Path | None,
+                    runner_check: RunnerCheck | None, schema_checked: bool,
+                    resolved: dict[tuple[str, str], Source] | None) -> Instance:
     error = None if schema_checked else _schema_error(path, line, row)
     if error:
         raise error
@@ -357,7 +385,7 @@ def build_instance(path: Path, line: int, row: Any, repos_dir: Path | None,
         fail_to_pass=fail_to_pass,
         pass_to_pass=pass_to_pass,
         env=dict(env) if env else None,
-        marks=tuple(row.get("marks") or ()),
+        marks=tuple(dict.fromkeys([*(row.get("marks") or ()), *selection_marks(row)])),
         row=row,
         path=path,
         line=line,

@@ -19,6 +19,7 @@ from ..arms.kinds import arm_kinds, build_arms
 from ..cell.limits import CellLimits, arm_limits, probe_mechanism
 from ..cell.programs import missing_in_sandbox
 from ..cell.sandbox import SandboxError, probe_bwrap, resolve_sandbox
+from ..instances.selection import in_window
 from ..interrupts import stop_signals
 from ..ledger.reader import user_properties
 from ..naming import CellName, is_instance_file, parse_node_id
@@ -187,15 +188,19 @@ def check_programs(arms: Mapping[str, Arm]) -> None:
 
 
 def deselect_uncalibrated(config: pytest.Config, state: ArenaState, items: list[pytest.Item]) -> None:
-    """With --arena-calibrated-only or --arena-exclude, drop the cells of the instances they name."""
+    """With --arena-calibrated-only or --arena-exclude, drop the cells of the instances they name; with
+    --arena-created-after / --arena-created-before, those of the instances created outside the window."""
     failed = set(state.calibration_failed) | set(state.excluded)
-    if not failed:
+    after, before = state.settings.created_after, state.settings.created_before
+    if not failed and after is None and before is None:
         return
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
         case = item.stash.get(CASE_KEY, None)
-        (drop if case is not None and case.instance.instance_id in failed else keep).append(item)
+        out = case is not None and (case.instance.instance_id in failed
+                                    or not in_window(case.instance.row, after, before))
+        (drop if out else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
