@@ -86,8 +86,8 @@ class RepoStore:
         slug = re.sub(r"[^A-Za-z0-9._-]", "_", repo.replace("/", "__"))
         return self.root / "mirrors" / f"{slug}-{digest}.git"
 
-    def snapshot_path(self, mirror: Path, full: str) -> Path:
-        return self.root / "snapshots" / mirror.name.removesuffix(".git") / f"{full}.git"
+    def snapshot_path(self, mirror: Path, full: str, tree_only: bool = False) -> Path:
+        return self.root / "snapshots" / mirror.name.removesuffix(".git") / f"{full}{'.tree' if tree_only else ''}.git"
 
     def ensure_commit(self, source: Source, repo: str, commit: str) -> tuple[Path, str]:
         """Return the mirror holding ``commit`` and the commit's full sha; fetch if needed."""
@@ -146,15 +146,16 @@ class RepoStore:
             self._unusable[mirror, commit] = f"base_commit {commit} is ambiguous in {source.describe()}: {error}"
             raise WorkspaceError(self._unusable[mirror, commit]) from None
 
-    def snapshot(self, mirror: Path, full: str) -> Path:
-        """The object store (``objects`` folder) of the snapshot of ``full``: only objects reachable from it.
+    def snapshot(self, mirror: Path, full: str, tree_only: bool = False) -> Path:
+        """The object store (``objects`` folder) of the snapshot of ``full``: only objects reachable from it
+        (``tree_only``: base's commit and tree alone, no history, for a base whose history holds the fix).
 
         Built once per cache for every arm and trial of that base, under a file lock,
         into a temporary folder renamed into place (so a snapshot that exists is complete).
         """
         from filelock import FileLock
 
-        snapshot = self.snapshot_path(mirror, full)
+        snapshot = self.snapshot_path(mirror, full, tree_only)
         process_leases().hold(snapshot)  # held until the cell ends: no eviction removes it under the cell
         if snapshot.exists():
             return snapshot / "objects"
@@ -162,11 +163,11 @@ class RepoStore:
         # One lock per snapshot: snapshots of different bases only read the mirror, so they build in parallel.
         with FileLock(str(snapshot) + ".lock"):
             if not snapshot.exists():
-                _build_snapshot(mirror, full, snapshot)
+                _build_snapshot(mirror, full, snapshot, tree_only)
         self._prune()
         return snapshot / "objects"
 
-    def rebuild_snapshot(self, mirror: Path, full: str, seen: int, why: str) -> Path:
+    def rebuild_snapshot(self, mirror: Path, full: str, seen: int, why: str, tree_only: bool = False) -> Path:
         """Replace the snapshot of ``full`` that failed a checkout with a new one; its ``objects`` folder.
 
         ``seen`` is the inode of the snapshot that failed: if another worker has replaced it since, its
@@ -174,7 +175,7 @@ class RepoStore:
         """
         from filelock import FileLock
 
-        snapshot = self.snapshot_path(mirror, full)
+        snapshot = self.snapshot_path(mirror, full, tree_only)
         if snapshot in self._rebuilt:
             raise WorkspaceError(f"snapshot {snapshot} failed a checkout again after it was rebuilt: {why}")
         self._rebuilt.add(snapshot)
@@ -186,22 +187,26 @@ class RepoStore:
                 if snapshot.exists():
                     os.rename(snapshot, broken / "s.git")
                 shutil.rmtree(broken, ignore_errors=True)
-                _build_snapshot(mirror, full, snapshot)
+                _build_snapshot(mirror, full, snapshot, tree_only)
         return snapshot / "objects"
 
 
-def _build_snapshot(mirror: Path, full: str, snapshot: Path) -> None:
+def _build_snapshot(mirror: Path, full: str, snapshot: Path, tree_only: bool = False) -> None:
     """Pack the objects reachable from ``full`` (and the tags at or before it) into a new bare repository,
-    verify it, and rename it to ``snapshot`` (so a snapshot that exists is complete). Under the snapshot's lock."""
+    verify it, and rename it to ``snapshot`` (so a snapshot that exists is complete). Under the snapshot's lock.
+    ``tree_only``: base's commit and tree alone, as a shallow snapshot with no tags."""
     staging = Path(tempfile.mkdtemp(prefix=snapshot.name + ".", dir=snapshot.parent))
     try:
         repo = staging / "s.git"
         _init_snapshot(repo)
-        tags = _tags_at_or_before(mirror, full)
+        tags = [] if tree_only else _tags_at_or_before(mirror, full)
         wanted = "".join(f"{line.split()[0]}\n" for line in tags if not line.startswith("^"))
-        packed = run_git("pack-objects", "--revs", "--quiet", "--delta-base-offset",
-                         str(repo / "objects/pack/pack"), cwd=mirror, input=f"{full}\n{wanted}".encode())
-        if packed.returncode != 0:
+        packed = None if tree_only else run_git(
+            "pack-objects", "--revs", "--quiet", "--delta-base-offset", str(repo / "objects/pack/pack"), cwd=mirror,
+            input=f"{full}\n{wanted}".encode())
+        if packed is None:
+            _pack_base_tree_only(mirror, full, repo, "its history holds the fix (a SWE-smith row): not packed")
+        elif packed.returncode != 0:
             # A partial or shallow mirror lacks some history: base's own tree is all a workspace needs.
             _pack_base_tree_only(mirror, full, repo, packed.stderr.decode(errors="replace"))
             tags = []
@@ -306,7 +311,8 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
     if instance.source.kind == "image":
         return materialize_image(instance, engine, dest)
     mirror, full = store.ensure_commit(instance.source, instance.repo, instance.base_commit)
-    objects = store.snapshot(mirror, full)
+    tree_only = instance.history_holds_the_fix
+    objects = store.snapshot(mirror, full, tree_only)
     try:
         seen = objects.parent.stat().st_ino
     except OSError:
@@ -318,7 +324,7 @@ def materialize(instance: Instance, store: RepoStore, dest: Path, engine: str = 
         why = str(error)
     # A snapshot that fails a checkout (a truncated pack, say) is rebuilt once, not reused forever.
     shutil.rmtree(dest, ignore_errors=True)
-    objects = store.rebuild_snapshot(mirror, full, seen, why)
+    objects = store.rebuild_snapshot(mirror, full, seen, why, tree_only)
     _check_out(dest, objects, full)
     return Workspace(path=dest, base_commit=full, objects=objects, mirror=mirror,
                      snapshot_rebuilt=f"snapshot {objects.parent} failed a checkout and was rebuilt: {why[:500]}")

@@ -80,6 +80,12 @@ class Instance:
             return self.shipped_spec.network
         return tuple(self.env.get("network") or ()) if self.env is not None else ()
 
+    @property
+    def history_holds_the_fix(self) -> bool:
+        """A SWE-smith row (``bug_patch``): its base is the commit that introduced the bug, whose parent is the code
+        without it; its workspace gets base's commit and tree alone (a shallow snapshot), never that history."""
+        return "bug_patch" in self.row
+
     @cached_property
     def content_sha256(self) -> str:
         """Hash of the row's content: part of the cell key, so an edited instance runs again."""

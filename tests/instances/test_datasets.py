@@ -324,13 +324,18 @@ def test_a_created_after_that_is_not_a_date_is_a_usage_error(suite):
     assert "'June' is not a date; expected YYYY-MM-DD" in result.stderr.str()
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (docs/datasets.md, SWE-smith): the workspace keeps base_commit's "
-                   "history, and a SWE-smith base_commit's parent is the code without the bug")
 def test_a_swe_smith_agent_cannot_read_the_fix_from_the_workspaces_history(suite, tmp_path):
+    """The bug's commit is base, and its parent the code without the bug: the workspace holds base's tree alone.
+
+    The agent tries the parent by name and by sha (the original's sha is in the published row's image name's
+    prefix and the repository's name).
+    """
     row, repos = swe_smith_task(tmp_path)
+    original = git(next(repos.iterdir()), "rev-parse", "main").strip()
     suite.instances([row], name="instances/swe-smith.jsonl")
     suite.arms_toml = ('[tool.swe_arena.arms.PEEK]\nkind = "command"\nshell = true\n'
-                       'command = "git checkout HEAD~1 -- tldx/split.py"\n')
+                       f'command = "(git checkout HEAD~1 -- tldx/split.py; git checkout {original} -- tldx/split.py; '
+                       'git cat-file -t HEAD~1); true"\n')
     suite.run(f"--arena-repos={repos}", "--arena-arms=PEEK")
     (peek,) = suite.ledger()
-    assert peek["status"] != "resolved"
+    assert peek["status"] == "unresolved" and peek["patch_lines"] == 0
