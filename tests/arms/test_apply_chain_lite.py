@@ -23,25 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.gitrepos import git
+from helpers.gitrepos import LITE_DATA, git, unbundle_shallow
 from helpers.swebench_chain import SWEBENCH_CHAIN, drift_first_context_line, swebench_apply
 
 from pytest_swe_arena.cell.patches import PatchChainError, apply_recorded_patch, commit_environment_setup
 from pytest_swe_arena.cell.workspace import Workspace
 from pytest_swe_arena.instances.swebench_specs import load_shipped_specs
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "swebench_lite"
-ROWS = {row["instance_id"]: row for row in json.loads((DATA / "rows.json").read_text())}
+ROWS = {row["instance_id"]: row for row in json.loads((LITE_DATA / "rows.json").read_text())}
 FLASK = ROWS["pallets__flask-4992"]
 SPHINX = ROWS["sphinx-doc__sphinx-8721"]
-
-
-def unbundle_shallow(bundle: Path, target: Path, commits: list[str]) -> Path:
-    """A bare repository holding the bundle's shallow commits (``git clone`` refuses a bundle with missing parents)."""
-    git(target.parent, "init", "-q", "--bare", target.name)
-    (target / "shallow").write_text("".join(f"{sha}\n" for sha in sorted(commits)))
-    git(target, "fetch", "-q", str(bundle), "refs/heads/*:refs/heads/*")
-    return target
 
 
 def swebench_testbed(repo: Path, base: str, where: Path, setup: list[str] | tuple[str, ...] = ()) -> Path:
@@ -77,7 +68,7 @@ def swebench_decides(repo: Path, base: str, patch: str, scratch: Path, setup: li
 def flask_repos(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``--arena-repos``: the row's base and environment_setup_commit, as ``pallets__flask``."""
     repos = tmp_path_factory.mktemp("repos")
-    unbundle_shallow(DATA / "pallets__flask.bundle", repos / "pallets__flask",
+    unbundle_shallow(LITE_DATA / "pallets__flask.bundle", repos / "pallets__flask",
                      [FLASK["base_commit"], FLASK["environment_setup_commit"]])
     return repos
 
@@ -90,7 +81,7 @@ def flask_predictions() -> dict[str, str]:
         "PLAIN": gold,
         "DRIFTED": drift_first_context_line(gold),
         # The base commit's own change to scaffold.py: a prediction that resubmits what the tree holds.
-        "ALREADY": (DATA / "pallets__flask-4992.already.diff").read_text(),
+        "ALREADY": (LITE_DATA / "pallets__flask-4992.already.diff").read_text(),
         "UNAPPLIED": gold.replace(removed, "-            with open(filename, encoding='utf-8') as f:\n"),
         "NOTHING": "",
     }
@@ -158,7 +149,7 @@ def carried_diff(repo: Path, base: str, where: Path, setup: list[str]) -> str:
                          ids=["carried-setup-edits", "conflicting-setup-edits"])
 def test_setup_edits_carried_in_a_real_sphinx_diff(tmp_path, jinja_pin, method) -> None:
     repo = tmp_path / "sphinx.git"
-    git(tmp_path, "clone", "-q", "--bare", str(DATA / "sphinx-doc__sphinx-8721.bundle"), repo.name)
+    git(tmp_path, "clone", "-q", "--bare", str(LITE_DATA / "sphinx-doc__sphinx-8721.bundle"), repo.name)
     base = git(repo, "rev-parse", "base").strip()
     patch = carried_diff(repo, base, tmp_path / "agent", sphinx_setup(jinja_pin))
     assert "+    python -X dev -m pytest -rA" in patch and "+    'Jinja2<" in patch and "viewcode_enable_epub" in patch
