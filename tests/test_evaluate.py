@@ -7,11 +7,12 @@ The key sets are SWE-bench 5.0.2's (``swebench/harness/reporting.py`` ``make_run
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers.gitrepos import calc_project, diff_of
+from helpers.gitrepos import LITE_DATA, calc_project, diff_of, unbundle_shallow
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUNDLED = REPO_ROOT / "instances" / "suite.jsonl"
@@ -29,9 +30,9 @@ INSTANCE_REPORT_KEYS = {"patch_is_None", "patch_exists", "patch_successfully_app
 TESTS_STATUS_KEYS = {"FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL"}
 
 
-def evaluate(cwd: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
+def evaluate(cwd: Path, *args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pytest_swe_arena.cli", "evaluate", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=env)
 
 
 def test_gold_on_the_bundled_rows_writes_swebench_report_and_logs(tmp_path: Path) -> None:
@@ -54,6 +55,30 @@ def test_gold_on_the_bundled_rows_writes_swebench_report_and_logs(tmp_path: Path
         assert set(entry[1]["tests_status"]) == TESTS_STATUS_KEYS
         assert (folder / "test_output.txt").stat().st_size > 0
         assert "apply method: git apply" in (folder / "run_instance.log").read_text()
+
+
+def test_gold_on_a_real_lite_row_resolves_it_in_swebench_report(tmp_path: Path) -> None:
+    """A SWE-bench Lite row as the dataset ships it, its repository under ``--repos``, its environment the
+    shipped spec's (built from the package index)."""
+    (row,) = [row for row in json.loads((LITE_DATA / "rows.json").read_text())
+              if row["instance_id"] == "pallets__flask-4992"]
+    unbundle_shallow(LITE_DATA / "pallets__flask.bundle", tmp_path / "repos" / "pallets__flask",
+                     [row["base_commit"], row["environment_setup_commit"]])
+    (tmp_path / "lite.json").write_text(json.dumps([row]))
+    private_cache = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # mirrors made from tmp_path's repos
+    done = evaluate(tmp_path, "-d", "lite.json", "-p", "gold", "-id", "lite", "--repos", "repos",
+                    "--max_workers", "1", env=private_cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "gold.lite.json").read_text())
+    assert list(report) == RUN_REPORT_KEYS
+    assert report["resolved_ids"] == report["completed_ids"] == ["pallets__flask-4992"]
+    assert report["error_ids"] == report["empty_patch_ids"] == report["infra_failure_ids"] == []
+    folder = tmp_path / "logs" / "run_evaluation" / "lite" / "gold" / "pallets__flask-4992"
+    (entry,) = json.loads((folder / "report.json").read_text()).values()
+    assert set(entry) == INSTANCE_REPORT_KEYS and set(entry["tests_status"]) == TESTS_STATUS_KEYS
+    assert entry["tests_status"]["FAIL_TO_PASS"] == {"success": json.loads(row["FAIL_TO_PASS"]), "failure": []}
+    assert entry["tests_status"]["PASS_TO_PASS"] == {"success": json.loads(row["PASS_TO_PASS"]), "failure": []}
+    assert entry["patch_successfully_applied"] is True and entry["resolved"] is True
 
 
 def test_each_outcome_is_filed_as_swebench_files_it(tmp_path: Path) -> None:

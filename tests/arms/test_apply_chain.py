@@ -15,14 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitrepos import commit, diff_of, git
-
-#: SWE-bench's chain, spelled as in its harness (the patch file is appended).
-SWEBENCH_CHAIN = (
-    ("git apply", "git apply --verbose"),
-    ("3way", "git apply --verbose --3way"),
-    ("reject", "git apply --verbose --reject"),
-    ("fuzz", "patch --batch --forward --fuzz=5 -p1 -i"),
-)
+from helpers.swebench_chain import drift_first_context_line, swebench_apply
 
 OPS_BUG = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n"
 OPS_FIX = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
@@ -38,15 +31,7 @@ def swebench_method(repo: Path, base: str, patch: str, scratch: Path) -> str | N
     git(tree, "checkout", "-q", base)
     patch_file = scratch / "patch.diff"
     patch_file.write_text(patch)
-    for attempt, (method, command) in enumerate(SWEBENCH_CHAIN):
-        if attempt:
-            subprocess.run("git checkout -- . ; git clean -fd", shell=True, cwd=tree, capture_output=True, check=False)
-        tried = subprocess.run(f"{command} {patch_file}", shell=True, cwd=tree, capture_output=True, check=False)
-        if tried.returncode == 0:
-            return method
-    reverse = subprocess.run(["git", "apply", "--check", "--reverse", str(patch_file)], cwd=tree,
-                             capture_output=True, check=False)
-    return "already applied" if reverse.returncode == 0 else None
+    return swebench_apply(tree, patch_file)
 
 
 @pytest.fixture
@@ -131,15 +116,6 @@ def test_recorded_patches_apply_as_swebench_applies_them(suite, setup_project, t
     assert sorted(cells["applies"].values()) == ["3way", "already applied", f"fuzz: {FUZZ_LINE}"]
     page = (suite.path / "arena-out/viewer/data/cells/demo__apply-drifted/CHAIN/1.js").read_text()
     assert json.loads(page[page.index("{"):page.rindex("}") + 1])["apply"]["fuzz"] == [FUZZ_LINE]
-
-
-def drift_first_context_line(patch: str) -> str:
-    """The patch with its first hunk's first context line changed, as a model's hand-written diff gets it."""
-    head, hunk_header, body = patch.partition("\n@@")
-    header_line, _, lines = body.partition("\n")
-    context, _, rest = lines.partition("\n")
-    assert context.startswith(" "), patch
-    return f"{head}{hunk_header}{header_line}\n # a line the tree does not have\n{rest}"
 
 
 def diff_test(repo: Path) -> str:

@@ -306,3 +306,16 @@ def django_style_row(root: Path, python: str) -> tuple[dict[str, Any], Path]:
         "PASS_TO_PASS": json.dumps(["test_stable (money.tests.MoneyTests.test_stable)"]),
     }
     return row, repo
+
+
+#: Real SWE-bench Lite rows and their repositories, offline (its README says how they were made).
+LITE_DATA = Path(__file__).resolve().parents[1] / "data" / "swebench_lite"
+
+
+def unbundle_shallow(bundle: Path, target: Path, commits: list[str]) -> Path:
+    """A bare repository holding the bundle's shallow commits (``git clone`` refuses a bundle with missing parents)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    git(target.parent, "init", "-q", "--bare", target.name)
+    (target / "shallow").write_text("".join(f"{sha}\n" for sha in sorted(commits)))
+    git(target, "fetch", "-q", str(bundle), "refs/heads/*:refs/heads/*")
+    return target
