@@ -122,6 +122,8 @@ class Testimony:
     hooks: list[dict[str, str]] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
     tree_entry_points: list[str] = field(default_factory=list)
+    #: Where pytest's own package (``_pytest``) was imported from, as the run said.
+    runner: str = ""
     malformed: int = 0
     last_exit: int | None = None
 
@@ -151,6 +153,7 @@ def read_testimony(data: bytes) -> Testimony:
         elif kind == "hooks":
             seen.hooks.extend(record.get("impls", ()))
             seen.replaced.extend(record.get("replaced", ()))
+            seen.runner = str(record.get("runner") or "")
         elif kind == "finish":
             seen.sessions[pid] = seen.last_exit = int(record["exitstatus"])
         elif kind == "entry_point_failed":
@@ -187,6 +190,31 @@ class Judgement:
 
     reason: str | None
     flags: tuple[IntegrityFlag, ...] = ()
+
+
+RUNNER_IN_TREE = ("the tree is pytest itself: its own plugins decide the test reports, so the runner is the code "
+                  "under test and its hooks were believed (as SWE-bench grades pytest's rows); a hook elsewhere in "
+                  "the tree, or in a file written during the run, is still refused")
+
+
+def _runner_in_tree(runner: str, tree: Path) -> Path | None:
+    """pytest's package folder, when the run imported pytest from the tree itself (the tree is pytest's repository)."""
+    if not runner or not os.path.isabs(runner):
+        return None
+    where = Path(runner)
+    return where if where.is_relative_to(tree) and where.name == "_pytest" else None
+
+
+def _runner_file(path: str, runner: Path, started: float, inside_image: bool, mtime: object) -> bool:
+    """A hook's file inside pytest's own package in the tree, there before the run started."""
+    if not path or not os.path.isabs(path) or not Path(path).is_relative_to(runner):
+        return False
+    if inside_image:
+        return isinstance(mtime, (int, float)) and mtime < started
+    try:
+        return Path(path).is_file() and Path(path).stat().st_mtime < started
+    except OSError:
+        return False
 
 
 def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: float, inside_image: bool = False,
@@ -252,9 +280,16 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
                       "(os._exit, a crash or a kill before its end)")
     if returncode == 0 and seen.last_exit not in (0, None):
         return refuse("witness", f"the run exited 0 but its pytest session ended with exit status {seen.last_exit}")
-    foreign = sorted({f"{hook['hook']} in {hook['file'] or '(no file)'}" for hook in seen.hooks
-                      if not _trusted_file(str(hook.get("file", "")), tree, untrusted, started, inside_image,
-                                           hook.get("mtime"))})
+    runner = _runner_in_tree(seen.runner, tree)
+    untrusted_hooks = [hook for hook in seen.hooks
+                       if not _trusted_file(str(hook.get("file", "")), tree, untrusted, started, inside_image,
+                                            hook.get("mtime"))]
+    believed = [hook for hook in untrusted_hooks if runner is not None
+                and _runner_file(str(hook.get("file", "")), runner, started, inside_image, hook.get("mtime"))]
+    if believed:
+        flags.append(IntegrityFlag("runner_in_tree", str(runner), RUNNER_IN_TREE))
+    foreign = sorted({f"{hook['hook']} in {hook['file'] or '(no file)'}" for hook in untrusted_hooks
+                      if hook not in believed})
     if foreign:
         return refuse("runner_tampered", f"hooks that decide test reports were defined by the code under test: "
                       f"{'; '.join(foreign[:3])}")

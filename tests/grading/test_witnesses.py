@@ -214,3 +214,50 @@ def test_the_witness_reads_a_node_id_run_twice_under_the_verdicts_rules(tmp_path
     assert "the witness saw it failed" in (reason(passed_then_failed, SWEBENCH) or "")
     torn_down = stream(("passed", "failed", "passed"), ("passed", "passed", "failed"))
     assert "the witness saw it error" in (reason(torn_down, SWEBENCH) or "")
+
+
+def test_pytest_graded_on_its_own_tree_believes_its_own_plugins_and_nothing_else_of_the_tree(tmp_path):
+    """Grading pytest's repository runs the tree's pytest: its plugins (``src/_pytest/skipping.py``...) decide the
+    reports and are the code under test, as in SWE-bench. They are believed, with a ``runner_in_tree`` flag; a hook
+    elsewhere in the tree, one in pytest's package written during the run, or a ``_pytest`` folder of the tree
+    when the run's pytest came from elsewhere, are still the code under test's."""
+    import json
+    import os
+    import time
+
+    from pytest_swe_arena.grading.witnesses import judge
+
+    tree = tmp_path / "tree"
+    runner = tree / "src" / "_pytest"
+    runner.mkdir(parents=True)
+    before = time.time() - 60
+    for name in ("skipping.py", "runner.py"):
+        (runner / name).write_text("def pytest_runtest_makereport(item, call): pass\n")
+        os.utime(runner / name, (before, before))
+    elsewhere = tree / "src" / "plugin.py"
+    elsewhere.write_text("def pytest_runtest_makereport(item, call): pass\n")
+    os.utime(elsewhere, (before, before))
+    started = time.time()
+
+    def judged(hook_files: list[Path], run_from: Path) -> Any:
+        impls = [{"hook": "pytest_runtest_makereport", "plugin": path.stem, "file": str(path)} for path in hook_files]
+        records = [{"e": "start", "pid": 1}, {"e": "test", "id": "t.py::test", "when": "call", "outcome": "passed"},
+                   {"e": "hooks", "impls": impls, "replaced": [], "runner": str(run_from)},
+                   {"e": "finish", "exitstatus": 0}]
+        data = "".join(json.dumps(record) + "\n" for record in records).encode()
+        return judge(data, expected=True, returncode=0, statuses={"t.py::test": "passed"}, tree=tree,
+                     untrusted=(), started=started)
+
+    own = judged([runner / "skipping.py", runner / "runner.py"], runner)
+    assert own.reason is None, own.reason
+    assert [flag.kind for flag in own.flags] == ["runner_in_tree"]
+    planted = judged([runner / "skipping.py", elsewhere], runner)
+    assert planted.reason is not None and f"in {elsewhere}" in planted.reason
+    assert "skipping.py" not in planted.reason
+    installed = Path(sys.modules["_pytest.runner"].__file__ or "").parent
+    not_the_runner = judged([runner / "skipping.py"], installed)
+    assert not_the_runner.reason is not None and "defined by the code under test" in not_the_runner.reason
+    (runner / "runner.py").write_text("def pytest_runtest_makereport(item, call): pass  # rewritten by the run\n")
+    os.utime(runner / "runner.py", (started + 1, started + 1))
+    rewritten = judged([runner / "runner.py"], runner)
+    assert rewritten.reason is not None and "runner.py" in rewritten.reason

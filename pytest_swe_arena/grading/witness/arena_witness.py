@@ -25,6 +25,7 @@ import os
 import sys
 from typing import Any
 
+import _pytest
 import pytest
 
 #: Hooks whose implementations decide what a test's report says, or whether it runs.
@@ -154,6 +155,7 @@ class Witness:
         replaced = sorted(f"{module}.{name}" for (module, name), ident in _RUNNER_AT_START.items()
                           if id(_resolve((module, name))) != ident)
         _send({"e": "hooks", "impls": _hook_sources(self.config), "replaced": replaced, "tree": _TREE,
+               "runner": os.path.dirname(os.path.abspath(_pytest.__file__)),
                "prefixes": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix})})
         _send({"e": "finish", "exitstatus": int(exitstatus)})
 
