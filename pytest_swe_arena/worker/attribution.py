@@ -45,33 +45,35 @@ class Fault:
         return ArmStatus(self.status.value)
 
 
-HARNESS = "the harness's, not the arm's: run again on resume"
+_HARNESS = "the harness's failure, not the arm's: not counted, run again on resume"
+_BEFORE = "before the arm starts: not counted, run again on resume"
 
 ENV_BUILD = Fault("environment", "the instance's venv cannot be built or checked at base, or what its steps changed "
-                  "cannot be committed", CellStatus.HARNESS_ERROR, f"before the arm starts: {HARNESS}")
+                  "cannot be committed", CellStatus.HARNESS_ERROR, _BEFORE)
 EXTRACTION_SEED = Fault("environment", "the harness's git dir for patch extraction cannot be prepared",
-                        CellStatus.HARNESS_ERROR, f"before the arm starts: {HARNESS}")
+                        CellStatus.HARNESS_ERROR, _BEFORE)
 METER_OPEN = Fault("meter", "the metering proxy cannot open the cell's route", CellStatus.HARNESS_ERROR,
-                   f"before the arm starts: {HARNESS}")
+                   _BEFORE)
 LIMITS_NOT_SET = Fault("arm", "the cell's cgroups (its limits) cannot be made", CellStatus.HARNESS_ERROR,
-                       f"the machine's, before the arm starts: {HARNESS}")
-ARM_NOT_STARTED = Fault("arm", "the agent never started (``ArmStartError``)", CellStatus.HARNESS_ERROR,
+                       f"the machine's, {_BEFORE}")
+ARM_NOT_STARTED = Fault("arm", "the agent never started (`ArmStartError`)", CellStatus.HARNESS_ERROR,
                         "nothing was spent, and the setup (not the arm) is at fault")
 ARM_RAISED = Fault("arm", "the arm's code raises an exception rather than returning a status",
-                   CellStatus.HARNESS_ERROR, "the harness's code for the arm failed; the arm started and may "
+                   CellStatus.HARNESS_ERROR, "an arm kind's code is the harness's; the arm started and may "
                    "have spent: its spend is recorded as unknown, never $0")
-ARM_FAILED = Fault("arm", "the arm reports its run failed (``ArmError``)", CellStatus.ARM_ERROR,
+ARM_FAILED = Fault("arm", "the arm reports its run failed (`ArmError`)", CellStatus.ARM_ERROR,
                    "the arm's failure, counted", ends_arm=True)
 ARM_TIMED_OUT = Fault("arm", "pytest-timeout fires while the arm runs", CellStatus.TIMEOUT,
                       "the arm's time ran out, counted", ends_arm=True)
 LIMIT_PASSED = Fault("arm", "the arm passes a cell limit (memory, pids, disk), whatever its process said after",
                      CellStatus.ARM_ERROR, "the arm's failure, counted, the limit named in the error", ends_arm=True)
 METER_CLOSE = Fault("spend", "the metering proxy fails to give the cell's spend", CellStatus.HARNESS_ERROR,
-                    f"the proxy failed, not the agent: what the agent reported is kept; {HARNESS}")
+                    "the proxy failed, not the agent: what the agent reported is kept; not counted, run again "
+                    "on resume")
 OVER_BUDGET = Fault("spend", "the meter stopped the arm at its budget", CellStatus.OVER_BUDGET,
                     "the arm's spend, counted", ends_arm=True)
 MISCONFIGURED = Fault("spend", "the arm's setup failed before its agent did anything (a refused key, an "
-                      "unreachable endpoint, a quota: ``arms.misconfig``, or the meter's refusals)",
+                      "unreachable endpoint, a quota: `arms.misconfig`, or the meter's refusals)",
                       CellStatus.CONFIG_ERROR, "not counted; the arm's other cells wait for a fix")
 PATCH_OVER_CAP = Fault("patch", "the patch is over the size cap", CellStatus.ARM_ERROR,
                        "cut, it would not apply: the cap is the harness's, the size the arm's", ending_first=True)
@@ -81,14 +83,14 @@ PATCH_UNREADABLE = Fault("patch", "extraction fails on what the arm left (a work
 ARM_ENDED = Fault("patch", "the arm did not complete (an ending above, or its own: timeout, over_budget, "
                   "config_error, interrupted...)", None, "never scored from partial work: the patch is kept for "
                   "forensics, not graded")
-MODEL_MISMATCH = Fault("patch", "with ``--arena-strict-models``, the served model is not the asked one",
-                       CellStatus.HARNESS_ERROR, "the provider's, not the arm's: not graded")
+MODEL_MISMATCH = Fault("patch", "with `--arena-strict-models`, the served model is not the asked one",
+                       CellStatus.HARNESS_ERROR, "the provider's, not the arm's: not counted, not graded")
 PATCH_REJECTED = Fault("grade", "the arm's patch does not apply to a fresh checkout of base, or the environment's "
                        "install fails on the patched tree", CellStatus.ARM_ERROR,
                        "the arm's own patch cannot be graded: its failure, counted")
-GRADING_BROKE = Fault("grade", "the harness's grading fails: a ``test_patch`` that does not apply on base, a venv "
+GRADING_BROKE = Fault("grade", "the harness's grading fails: a `test_patch` that does not apply on base, a venv "
                       "that cannot be built, the grading run's own infrastructure", CellStatus.HARNESS_ERROR,
-                      HARNESS)
+                      _HARNESS)
 GRADE_TIMED_OUT = Fault("grade", "pytest-timeout fires while the patch is graded", CellStatus.TIMEOUT,
                         "counted; the patch is not scored")
 
