@@ -228,7 +228,7 @@ def environment_phase(case: Case, cell: CellEnvironment, workspace: Workspace, h
     template: EnvironmentTemplate | None = None
     original_base = workspace.base_commit
     if case.instance.env is not None and case.instance.source.kind != "image":
-        store = EnvironmentStore(case.cache or cell.root / "cache")
+        store = EnvironmentStore(case.settings.cache or cell.root / "cache")
         try:
             with timed(timings, "env"):
                 python_env, template, workspace = build_environment(case, cell, workspace, store)
@@ -239,7 +239,7 @@ def environment_phase(case: Case, cell: CellEnvironment, workspace: Workspace, h
         extraction_base = seed_extraction(harness / "extract.git", workspace, original_base)
     except ExtractionError as error:
         return stop(EXTRACTION_SEED, outcome, f"patch extraction could not be prepared: {error}")
-    grading = grading_network(case.instance.network_needs, sandboxed=case.sandbox == "bwrap",
+    grading = grading_network(case.instance.network_needs, sandboxed=case.settings.sandboxed,
                               container=container_host(case) is not None)
     return Setup(case, cell, workspace, harness, timings, original_base, extraction_base, grading, python_env,
                  template)
@@ -260,7 +260,7 @@ def meter_phase(case: Case, outcome: CellOutcome) -> CellRoute | None | Verdict:
 def arm_phase(setup: Setup, route: CellRoute | None, outcome: CellOutcome) -> ArmRun | Verdict:
     """The arm's run, in its sandbox behind its network's gate; its ending set by its limits."""
     case, cell, workspace = setup.case, setup.cell, setup.workspace
-    network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
+    network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.settings.sandboxed)
     gate: CellGate | None = None
     sandbox: CellSandbox | None = None
     with timed(setup.timings, "arm"):
@@ -330,7 +330,7 @@ def spend_phase(setup: Setup, ran: ArmRun, outcome: CellOutcome) -> Spent | Verd
     # Checked after the meter: a cost the meter could not price is the agent's, held to the metered tokens.
     asked = result.asked_model
     usage, models, implausible = checked_costs(
-        usage, models, lambda model: price_for_served(case.prices, model, asked), result.served_model)
+        usage, models, lambda model: price_for_served(case.settings.prices, model, asked), result.served_model)
     cell_flags = (*cleared, *((IntegrityFlag("implausible_cost", "", str(implausible["implausible_cost"])),)
                               if implausible else ()))
     if implausible:
@@ -363,11 +363,11 @@ def patch_phase(setup: Setup, spent: Spent) -> Patched | Verdict:
     try:
         with timed(setup.timings, "patch"):
             if setup.extraction_base is None or workspace.objects is None:
-                patch = extract_patch(workspace, case.caps.max_patch_bytes)  # an image's /testbed: no snapshot
+                patch = extract_patch(workspace, case.settings.caps.max_patch_bytes)  # an image's /testbed: no snapshot
                 excluded = excluded_from_workspace(workspace)
             else:
                 extraction = extract(workspace.path, setup.extraction_base, workspace.objects,
-                                     setup.harness / "extract.git", case.caps.max_patch_bytes)
+                                     setup.harness / "extract.git", case.settings.caps.max_patch_bytes)
                 patch, nested, excluded = extraction.patch, extraction.nested_repositories, list(extraction.excluded)
     except OutputOverCap as error:
         return stop(PATCH_OVER_CAP, outcome, f"{result.error + '; ' if result.error else ''}{error}", ended)
@@ -376,7 +376,7 @@ def patch_phase(setup: Setup, spent: Spent) -> Patched | Verdict:
                else f"patch extraction: {error}")
         return stop(PATCH_UNREADABLE, outcome, why, ended)
     outcome = outcome.replace(details={**outcome.details, "patch_excluded": excluded_details(excluded)})
-    too_large = patch_over_cap(patch, case.caps)
+    too_large = patch_over_cap(patch, case.settings.caps)
     if too_large is not None:
         return stop(PATCH_OVER_CAP, outcome, f"{result.error + '; ' if result.error else ''}{too_large}", ended)
     outcome = outcome.replace(patch=patch)
@@ -385,7 +385,7 @@ def patch_phase(setup: Setup, spent: Spent) -> Patched | Verdict:
                                            "integrity": integrity_details(nested, spent.cell_flags)})
     if ended is not None:
         return stop(ARM_ENDED, outcome, result.error, ended)
-    if spent.mismatch and case.strict_models:
+    if spent.mismatch and case.settings.strict_models:
         return stop(MODEL_MISMATCH, outcome, f"served model {result.served_model!r} is not the asked "
                     f"{result.asked_model!r} (--arena-strict-models)")
     return Patched(outcome, patch, nested, spent.cell_flags)
@@ -416,34 +416,34 @@ def graded(setup: Setup, patched: Patched) -> tuple[VerifyResult, CellOutcome]:
     """The grading run's verdict, and the row with whose grade it shares and the integrity flags it raised."""
     case, cell, workspace, outcome, patch = setup.case, setup.cell, setup.workspace, patched.outcome, patched.patch
     grading, nested, cell_flags = setup.grading, patched.nested, patched.cell_flags
-    if not (fresh_tree_grading(case.verify_on, workspace) and workspace.objects is not None):
+    if not (fresh_tree_grading(case.settings.verify_on, workspace) and workspace.objects is not None):
         verdict = run_verify(
-            workspace, case.instance, patch, verify_on=case.verify_on,
-            env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
+            workspace, case.instance, patch, verify_on=case.settings.verify_on,
+            env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.settings.verify_timeout,
             host=container_host(case), sandbox=in_place_grading_sandbox(case, cell, workspace, setup.python_env,
                                                                          grading),
-            rules=RULE_SETS[case.grading_rules],
+            rules=RULE_SETS[case.settings.grading_rules],
         )
         if verdict.integrity or nested:
             outcome = outcome.replace(details={**outcome.details,
                                                "integrity": integrity_details(nested, verdict.integrity)})
         return verdict, outcome
-    objects = workspace.objects
+    objects, limits = workspace.objects, case.enforced_limits
 
     def grading_run() -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
         return grade_on_fresh_tree(
             case.instance, patch, objects=objects, base_commit=setup.original_base, root=setup.harness / "grading",
-            run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-            template=setup.template, rules=RULE_SETS[case.grading_rules], limits=case.limits,
-            limit_mechanism=case.limit_mechanism, network=grading)
+            run_dir=cell.run_dir, timeout=case.settings.verify_timeout, sandboxed=case.settings.sandboxed,
+            template=setup.template, rules=RULE_SETS[case.settings.grading_rules], limits=limits,
+            limit_mechanism=case.settings.limit_mechanism, network=grading)
 
-    if case.sweep_cache is None or case.grade_every_cell:
+    if case.settings.sweep_cache is None or case.settings.grade_every_cell:
         verdict, flags = grading_run()
     else:
-        key = grade_key(case.instance, patch, rules=case.grading_rules, sandbox=case.sandbox,
-                        timeout=case.verify_timeout, template=setup.template.key if setup.template else None,
-                        limits=case.limits.to_json() if case.limits is not None and case.limits.any else None)
-        shared = grade_once(case.sweep_cache / "grades", key, case.key, grading_run)
+        key = grade_key(case.instance, patch, rules=case.settings.grading_rules, sandbox=case.settings.sandbox,
+                        timeout=case.settings.verify_timeout, template=setup.template.key if setup.template else None,
+                        limits=limits.to_json() if limits is not None else None)
+        shared = grade_once(case.settings.sweep_cache / "grades", key, case.key, grading_run)
         verdict, flags = shared.verdict, shared.flags
         if shared.shared_with is not None:
             outcome = outcome.replace(verify_shared_with=shared.shared_with)
@@ -458,7 +458,7 @@ def finish(verdict: Verdict, case: Case, run_dir: Path, workspace: Workspace, ha
            timings: Mapping[str, float]) -> CellOutcome:
     """The cell's row: its verdict, its run dir's files (what the caps cut said), and its integrity record."""
     outcome = verdict.outcome
-    collected = collect_run_dir(run_dir, case.caps, first=HARNESS_LOGS)
+    collected = collect_run_dir(run_dir, case.settings.caps, first=HARNESS_LOGS)
     if collected.cut:  # what the caps left out or cut, with why
         outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
     if workspace.snapshot_rebuilt:
@@ -544,14 +544,15 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
     """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
     read-write, the base snapshot's objects read-only (the workspace's history), and so are the venv's
     entries hardlinked to the template's; nothing else of the harness."""
-    if case.sandbox != "bwrap":
+    if not case.settings.sandboxed:
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    limits = (LimitGroup.create(case.limits, case.limit_mechanism, (cell.root, *outside))
-              if case.limits is not None and case.limits.any else None)
+    limits = case.enforced_limits
+    group = None if limits is None else LimitGroup.create(limits, case.settings.limit_mechanism,
+                                                          (cell.root, *outside))
     return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
-                       limits=limits, gate=gate)
+                       limits=group, gate=gate)
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:
@@ -583,6 +584,7 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
     to check the template out from builds its venv in place, as before templates.
     """
     assert case.instance.env is not None
+    settings = case.settings
     log = cell.run_dir / "env.log"
     shipped = case.instance.shipped_spec
     if shipped is None:
@@ -600,20 +602,21 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
         if case.instance.verify is None:
             # Without a working environment every test of every arm, GOLD too, would fail: a harness error instead.
             check_health(case.instance, repo_runner(case.instance), environment, store, checkout, check_env, log,
-                         case.verify_timeout)
+                         case.settings.verify_timeout)
 
     template = None
     if workspace.objects is None:
-        python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, case.verify_timeout)
+        python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, settings.verify_timeout)
     else:
         template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
                                      objects=workspace.objects, cell_env=cell.env(), log=log,
-                                     timeout=case.verify_timeout, check=check,
-                                     failures=case.sweep_cache / "failed-templates" if case.sweep_cache else None,
+                                     timeout=settings.verify_timeout, check=check,
+                                     failures=(settings.sweep_cache / "failed-templates"
+                                               if settings.sweep_cache else None),
                                      cell=CellName(case.instance.instance_id, case.arm.spec.name, case.trial).shown)
         # Linked only where a fresh tree's grading shows the template's files read-only; grading in place keeps
         # the seed's venv, a copy of the cell's own (its sandbox shows the cell's venv read-write).
-        linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)
+        linked = case.settings.sandboxed and fresh_tree_grading(case.settings.verify_on, workspace)
         python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=linked)
     # Remembered per environment: a second instance on the same template checks its own tests once.
     check(python_env, workspace.path, log)
@@ -630,7 +633,7 @@ def in_place_grading_sandbox(case: Case, cell: CellEnvironment, workspace: Works
     The code it runs is the arm's, on the arm's tree: unsandboxed, it would write wherever the harness's
     user can (the out dir, the cache, the instance files).
     """
-    if case.sandbox != "bwrap" or case.instance.source.kind == "image":
+    if not case.settings.sandboxed or case.instance.source.kind == "image":
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     shown: list[Path] = [] if workspace.objects is None else [workspace.objects]
@@ -643,7 +646,7 @@ def in_place_grading_sandbox(case: Case, cell: CellEnvironment, workspace: Works
 
 def container_host(case: Case) -> ContainerHost | None:
     source = case.instance.source
-    return ContainerHost(case.engine, source.location) if source.kind == "image" else None
+    return ContainerHost(case.settings.engine, source.location) if source.kind == "image" else None
 
 
 def is_pytest_timeout(error: BaseException) -> bool:
