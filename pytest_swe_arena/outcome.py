@@ -388,8 +388,8 @@ def _of_case(case: Case, nodeid: str, status: CellStatus, error: str | None) -> 
         error=error,
         provenance={"plugin_version": __version__},
         host=socket.gethostname(),
-        worker=case.worker,
-        sandbox=case.sandbox,
+        worker=case.settings.worker,
+        sandbox=case.settings.sandbox,
         ended_at=timestamp(),
         instance=case.instance.card(),
     )

@@ -121,12 +121,10 @@ class ArenaState:
 
 
 @dataclass(frozen=True)
-class Case:
-    """What one pytest item stands for: an instance, an arm, a trial."""
+class CellSettings:
+    """The settings every cell of a session runs with: made once per instance file (``cell_settings``) and
+    shared by reference from each of its ``Case``s. Where a setting enters a cell: this, and ``Case``."""
 
-    instance: Instance
-    arm: Arm
-    trial: int
     verify_on: str
     verify_timeout: float
     #: The xdist worker id ("gw0"...) or "controller" when running in one process.
@@ -140,8 +138,6 @@ class Case:
     engine: str = "docker"
     #: "bwrap": the arm's processes and the graded tests run in the cell's sandbox; "none": unsandboxed.
     sandbox: str = "none"
-    #: The session's meter when this cell's arm is metered.
-    meter: SessionMeter | None = None
     #: How a SWE-bench runner's results are graded (a name in ``grading.rules.RULE_SETS``).
     grading_rules: str = "swebench"
     #: What of the run dir reaches the out dir, and the largest patch kept (--arena-run-dir-max-bytes...).
@@ -153,14 +149,49 @@ class Case:
     grade_every_cell: bool = False
     #: The suite's price table (``[tool.swe_arena.prices]``): what an agent's reported cost is checked against.
     prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    #: The cell's limits (``cell.limits.CellLimits``; None: none) and the mechanism that enforces them.
-    limits: CellLimits | None = None
+    #: The mechanism that enforces the cells' limits ("cgroup-v2", "cgroup-v1", "rlimit").
     limit_mechanism: str = "rlimit"
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.sandbox == "bwrap"
+
+
+def cell_settings(state: ArenaState, worker: str) -> CellSettings:
+    """The session's settings for its cells, from its ``Settings``, its suite and what the session probed."""
+    settings = state.settings
+    return CellSettings(
+        verify_on=settings.verify_on, verify_timeout=settings.verify_timeout, worker=worker,
+        strict_models=settings.strict_models, cache=settings.cache, cache_max=settings.cache_max,
+        engine=settings.engine, sandbox=state.sandbox,
+        grading_rules=settings.grading_rules, caps=settings.caps, sweep_cache=sweep_cache(state),
+        grade_every_cell=settings.grade_every_cell, prices=state.suite.prices, limit_mechanism=state.limit_mechanism,
+    )
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one pytest item stands for: an instance, an arm, a trial; the session's settings, and its arm's."""
+
+    instance: Instance
+    arm: Arm
+    trial: int
+    settings: CellSettings
+    #: The session's meter when this cell's arm is metered.
+    meter: SessionMeter | None = None
+    #: The arm's cell limits (``cell.limits.CellLimits``; None: none).
+    limits: CellLimits | None = None
+
+    @property
+    def enforced_limits(self) -> CellLimits | None:
+        """The cell's limits when any is set; None when there is nothing to enforce."""
+        return self.limits if self.limits is not None and self.limits.any else None
 
     @cached_property
     def key(self) -> str:
         # The default rules keep the keys cells had before the option existed.
-        graded = self.verify_on if self.grading_rules == "swebench" else f"{self.verify_on}+{self.grading_rules}"
+        verify_on, rules = self.settings.verify_on, self.settings.grading_rules
+        graded = verify_on if rules == "swebench" else f"{verify_on}+{rules}"
         return cell_key(self.instance.content_sha256, self.arm.spec.identity, graded, self.trial)
 
 

@@ -7,8 +7,9 @@ mkdocs runs this file as a hook (``hooks:`` in ``mkdocs.yml``):
 - ``on_page_markdown`` replaces each ``<!-- generated: NAME -->`` marker with a
   table built from ``pytest_swe_arena``: every option (``settings.OPTIONS``), the
   fields of an instance, of a ledger row and of ``summary.json`` (the JSON Schemas in
-  the package; the ledger's is generated from ``ledger.row.LedgerRow``) and the cell
-  statuses (``outcome.STATUSES``).
+  the package; the ledger's is generated from ``ledger.row.LedgerRow``), the cell
+  statuses (``outcome.STATUSES``) and what can go wrong in each phase of a cell with
+  the status it gives (``worker.attribution.FAULTS``).
 
 A marker without a generator, a generator whose marker no page holds, and a schema
 field that nothing describes all stop the build. Field descriptions come from the
@@ -105,6 +106,24 @@ def statuses_table() -> str:
                      meaning.description])
     return _table(["status", "pytest outcome", "in the resolve rate", "on `--arena-resume`", "report.html",
                    "SWE-bench's report ([evaluate](coming-from-swe-bench.md))", "meaning"], rows)
+
+
+def attribution_table() -> str:
+    """What can go wrong in each phase of a cell and the status it gives (``worker.attribution.FAULTS``)."""
+    from pytest_swe_arena.worker.attribution import FAULTS
+
+    rows = []
+    for fault in FAULTS:
+        if fault.status is None:
+            status, counted = "the arm's ending", "as its ending"
+        else:
+            status, counted = f"`{fault.status}`", "yes" if fault.status.counted else "no"
+            if fault.ending_first:
+                status += " (the arm's ending, if it had one)"
+            if fault.ends_arm:
+                status += " as the arm's ending"
+        rows.append([fault.phase, fault.what, status, counted, fault.why])
+    return _table(["phase", "what goes wrong", "status", "in the resolve rate", "why"], rows)
 
 
 # -- schema fields ---------------------------------------------------------------------------------
@@ -252,6 +271,7 @@ def instance_fields_table() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "options": options_table,
     "statuses": statuses_table,
+    "attribution": attribution_table,
     "instance-fields": instance_fields_table,
     "ledger-fields": lambda: fields_table("ledger.schema.json", "ledger", markdown=True),
     "summary-fields": lambda: fields_table("summary.schema.json", "summary"),

@@ -296,7 +296,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     ``install_again``) fails on the patched tree (the arm's failure); ``TestPatchRejected``,
     ``EnvBuildError`` (before the patch) and ``WorkspaceError`` are the harness's.
 
-    With ``limits`` (sandboxed only: they ride on the sandbox), the patched install and the tests run inside the
+    With ``limits`` (the cell's, when any is set: ``Case.enforced_limits``; sandboxed only: they ride on the
+    sandbox), the patched install and the tests run inside the
     cell's limits, in groups of their own; passing one is ``LimitPassed`` (a ``PatchRejected``: the arm's
     failure, since the code under test is the arm's).
 
@@ -308,7 +309,7 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     tree_dir = root / "tree"
     log = cell.run_dir / "env.log"
     group = (LimitGroup.create(limits, limit_mechanism, (cell.root, tree_dir))
-             if sandboxed and limits is not None and limits.any else None)
+             if sandboxed and limits is not None else None)
 
     def sandbox() -> Sandbox | None:
         policy = cell_policy(cell, read_write=(tree_dir,), read_only=(objects,))

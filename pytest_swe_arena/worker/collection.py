@@ -25,7 +25,7 @@ from ..instances.swebench_specs import load_shipped_specs
 from ..naming import CellName, file_node_path
 from ..outcome import CellStatus
 from ..spend.budget import halted_reason
-from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut, sweep_cache
+from ..state import CASE_KEY, PHASES_KEY, SHORTCUT_KEY, STARTED_KEY, STATE_KEY, Case, Shortcut, cell_settings
 
 
 def parametrization(params: tuple[str, ...]) -> Any:
@@ -80,7 +80,8 @@ class InstanceFile(pytest.File):
             raise self.CollectError(f"invalid instance file: {error}") from None
 
         repeat = state.settings.repeat
-        worker = getattr(self.config, "workerinput", {}).get("workerid", "controller")
+        # One for every cell of the file, shared by reference.
+        settings = cell_settings(state, getattr(self.config, "workerinput", {}).get("workerid", "controller"))
         registered: set[str] = set()
         # Every cell has the same test function and sees the same fixtures, so the fixture
         # closure is computed once per file and shared, as pytest shares it between the
@@ -108,16 +109,9 @@ class InstanceFile(pytest.File):
                     )
                     fixtureinfo = item._fixtureinfo
                     item.stash[CASE_KEY] = Case(
-                        instance=instance, arm=arm, trial=trial,
-                        verify_on=state.settings.verify_on, verify_timeout=state.settings.verify_timeout,
-                        worker=worker, strict_models=state.settings.strict_models,
-                        cache=state.settings.cache, cache_max=state.settings.cache_max,
-                        engine=state.settings.engine, sandbox=state.sandbox,
+                        instance=instance, arm=arm, trial=trial, settings=settings,
                         meter=state.meter if state.meter is not None and state.meter.metered(arm_name) else None,
-                        grading_rules=state.settings.grading_rules, caps=state.settings.caps,
-                        sweep_cache=sweep_cache(state), grade_every_cell=state.settings.grade_every_cell,
-                        prices=state.suite.prices, limits=state.limits.get(arm_name),
-                        limit_mechanism=state.limit_mechanism,
+                        limits=state.limits.get(arm_name),
                     )
                     for mark in marks:
                         item.add_marker(decorators[mark])

@@ -86,7 +86,7 @@ def arena_workspace(request: pytest.FixtureRequest, arena_instance: Instance,
     clock = time.monotonic()
     try:
         workspace = materialize(arena_instance, arena_repo_store, arena_cell_env.root / "workspace",
-                                engine=_case(request).engine)
+                                engine=_case(request).settings.engine)
     except WorkspaceError as error:
         pytest.fail(f"harness_error: {error}", pytrace=False)
     request.node.stash[PHASES_KEY]["workspace"] = time.monotonic() - clock

@@ -1,8 +1,9 @@
-"""One cell, after its fixtures, in phases: environment -> arm -> patch -> grade.
+"""One cell, after its fixtures, in phases: environment -> meter -> arm -> spend -> patch -> grade.
 
-This is where the line between a failing arm (counts against the arm) and a
-failing harness (not counted, run again on resume) is drawn; grading itself is
-``grading.verify``'s.
+Each phase is a small function that returns what the next continues with, or the cell's ``Verdict``.
+What can go wrong in each, and the status it gives (the line between a failing arm, counted, and a
+failing harness, not counted and run again on resume), is one table: ``attribution.FAULTS``. Grading
+itself is ``grading.verify``'s.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,7 +28,7 @@ from ..cache import process_leases
 from ..cell.environment import CellEnvironment
 from ..cell.git import ExtractionError, HarnessGit, OutputOverCap, WorkspaceError
 from ..cell.limits import LimitGroup
-from ..cell.network import CellGate, GradingNetwork, agent_network, grading_network, open_gate
+from ..cell.network import CellGate, CellNetwork, GradingNetwork, agent_network, grading_network, open_gate
 from ..cell.patches import commit_environment_setup, excluded_details, excluded_from_workspace, extract, extract_patch
 from ..cell.rundir import collect_run_dir, patch_over_cap
 from ..cell.sandbox import CellSandbox, Sandbox, cell_policy, program_mounts_outside
@@ -56,7 +60,32 @@ from ..spend.prices import price_for_served, same_model
 from ..spend.usage import Usage, accounting_errors, checked_spend
 from ..state import Case
 from ..transcripts.atif import ATIF_FILE, AgentIdentity, write_trajectory
+from .attribution import (
+    ARM_ENDED,
+    ARM_FAILED,
+    ARM_NOT_STARTED,
+    ARM_RAISED,
+    ARM_TIMED_OUT,
+    ENV_BUILD,
+    EXTRACTION_SEED,
+    GRADE_TIMED_OUT,
+    GRADING_BROKE,
+    LIMIT_PASSED,
+    LIMITS_NOT_SET,
+    METER_CLOSE,
+    METER_OPEN,
+    MISCONFIGURED,
+    MODEL_MISMATCH,
+    OVER_BUDGET,
+    PATCH_OVER_CAP,
+    PATCH_REJECTED,
+    PATCH_UNREADABLE,
+    Fault,
+)
 from .health import check_health, unreachable_server
+
+if TYPE_CHECKING:
+    from ..spend.meter.accounts import CellRoute
 from .swebench_envs import shipped_env_spec
 
 #: The harness's own files of a run dir: collected first, so a flood of the agent's files cannot crowd them out.
@@ -94,120 +123,216 @@ def run_cell(
 def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspace, phases: Mapping[str, float],
               started_at: str, harness: Path) -> CellOutcome:
     timings = dict(phases)
-    outcome = started(case, nodeid, started_at)
+    verdict = cell_phases(case, cell, workspace, harness, timings, started(case, nodeid, started_at))
+    return finish(verdict, case, cell.run_dir, workspace, harness, timings)
 
-    def finish(outcome: CellOutcome, status: CellStatus, error: str | None) -> CellOutcome:
-        collected = collect_run_dir(cell.run_dir, case.caps, first=HARNESS_LOGS)
-        if collected.cut:  # what the caps left out or cut, with why
-            outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
-        if workspace.snapshot_rebuilt:
-            outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
-        # The cell's integrity record, from what the harness saw: never a verdict by itself.
-        record = integrity_record(collected.logs, outcome.patch if "patch_excluded" in outcome.details else None,
-                                  outcome.details, harness / "extract.git", workspace.path)
-        if record:
-            outcome = outcome.replace(details={**outcome.details, "integrity": [
-                *(outcome.details.get("integrity") or []), *(flag.to_json() for flag in record)]})
-        return finished(outcome, status, error, timings, collected.logs)
 
+@dataclass(frozen=True)
+class Verdict:
+    """How a cell ended: its row so far, its status and why."""
+
+    outcome: CellOutcome
+    status: CellStatus
+    error: str | None
+
+
+def stop(fault: Fault, outcome: CellOutcome, error: str | None, ending: CellStatus | None = None) -> Verdict:
+    """The cell ends on ``fault`` (``attribution.FAULTS`` says with which status)."""
+    return Verdict(outcome, fault.status_after(ending), error)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the environment phase leaves the others."""
+
+    case: Case
+    #: The cell, with its venv's variables; its workspace, with what the environment's steps changed committed.
+    cell: CellEnvironment
+    workspace: Workspace
+    #: Beside the cell's root, what the arm must not reach: the harness's git dir, the fresh grading tree.
+    harness: Path
+    timings: dict[str, float]
+    #: The instance's commit, and the base the patch is taken against (None: no snapshot, an image's /testbed).
+    original_base: str
+    extraction_base: str | None
+    #: The graded tests' network (``details.network.grading``).
+    grading: GradingNetwork
     python_env: PythonEnvironment | None = None
     template: EnvironmentTemplate | None = None
-    store = EnvironmentStore(case.cache or cell.root / "cache", case.cache_max)
+
+
+@dataclass(frozen=True)
+class ArmRun:
+    """What the arm phase leaves: the arm's result (its ending set by what went wrong) and the cell's networks."""
+
+    result: ArmResult
+    network: CellNetwork
+    gate: CellGate | None
+    route: CellRoute | None
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What the spend phase leaves: the row with the arm's spend and models, and what the patch phase needs."""
+
+    outcome: CellOutcome
+    result: ArmResult
+    mismatch: bool
+    #: What the harness refused at the crossing after the arm, and a reported cost its tokens cannot explain.
+    cell_flags: tuple[IntegrityFlag, ...]
+
+
+@dataclass(frozen=True)
+class Patched:
+    """What the patch phase leaves for grading: the row with the patch, and the nested repositories it holds."""
+
+    outcome: CellOutcome
+    patch: bytes
+    nested: tuple[str, ...]
+    cell_flags: tuple[IntegrityFlag, ...]
+
+
+def cell_phases(case: Case, cell: CellEnvironment, workspace: Workspace, harness: Path, timings: dict[str, float],
+                outcome: CellOutcome) -> Verdict:
+    """The cell's phases in order (``attribution.PHASES``), each continuing with what the last left, or ending it."""
+    setup = environment_phase(case, cell, workspace, harness, timings, outcome)
+    if isinstance(setup, Verdict):
+        return setup
+    route = meter_phase(case, outcome)
+    if isinstance(route, Verdict):
+        return route
+    ran = arm_phase(setup, route, outcome)
+    if isinstance(ran, Verdict):
+        return ran
+    spent = spend_phase(setup, ran, outcome)
+    if isinstance(spent, Verdict):
+        return spent
+    patched = patch_phase(setup, spent)
+    if isinstance(patched, Verdict):
+        return patched
+    return grade_phase(setup, patched)
+
+
+@contextmanager
+def timed(timings: dict[str, float], phase: str) -> Iterator[None]:
+    """The seconds of the block as ``timings[phase]``, however it ends."""
+    clock = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[phase] = time.monotonic() - clock
+
+
+def environment_phase(case: Case, cell: CellEnvironment, workspace: Workspace, harness: Path,
+                      timings: dict[str, float], outcome: CellOutcome) -> Setup | Verdict:
+    """The instance's venv (``build_environment``), and the harness's git dir for extraction."""
+    python_env: PythonEnvironment | None = None
+    template: EnvironmentTemplate | None = None
     original_base = workspace.base_commit
     if case.instance.env is not None and case.instance.source.kind != "image":
-        clock = time.monotonic()
+        store = EnvironmentStore(case.settings.cache or cell.root / "cache", case.settings.cache_max)
         try:
-            python_env, template, workspace = build_environment(case, cell, workspace, store)
+            with timed(timings, "env"):
+                python_env, template, workspace = build_environment(case, cell, workspace, store)
         except (EnvBuildError, WorkspaceError) as error:
-            timings["env"] = time.monotonic() - clock
-            return finish(outcome, CellStatus.HARNESS_ERROR, f"env: {error}")
-        timings["env"] = time.monotonic() - clock
+            return stop(ENV_BUILD, outcome, f"env: {error}")
         cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
     try:
         extraction_base = seed_extraction(harness / "extract.git", workspace, original_base)
     except ExtractionError as error:
-        return finish(outcome, CellStatus.HARNESS_ERROR, f"patch extraction could not be prepared: {error}")
-    route = None
-    if case.meter is not None:
-        from ..spend.meter.accounts import MeterError  # only a metered cell loads the meter
-
-        try:
-            route = case.meter.open(case.key, case.arm.spec.name)
-        except MeterError as error:
-            return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
-    network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.sandbox == "bwrap")
-    fresh_tree = fresh_tree_grading(case.verify_on, workspace)
-    grading = grading_network(case.instance.network_needs, sandboxed=case.sandbox == "bwrap",
+        return stop(EXTRACTION_SEED, outcome, f"patch extraction could not be prepared: {error}")
+    grading = grading_network(case.instance.network_needs, sandboxed=case.settings.sandboxed,
                               container=container_host(case) is not None)
-    clock = time.monotonic()
+    return Setup(case, cell, workspace, harness, timings, original_base, extraction_base, grading, python_env,
+                 template)
+
+
+def meter_phase(case: Case, outcome: CellOutcome) -> CellRoute | None | Verdict:
+    """The cell's route through the metering proxy (None: its arm is not metered)."""
+    if case.meter is None:
+        return None
+    from ..spend.meter.accounts import MeterError  # only a metered cell loads the meter
+
+    try:
+        return case.meter.open(case.key, case.arm.spec.name)
+    except MeterError as error:
+        return stop(METER_OPEN, outcome, f"meter: {error}")
+
+
+def arm_phase(setup: Setup, route: CellRoute | None, outcome: CellOutcome) -> ArmRun | Verdict:
+    """The arm's run, in its sandbox behind its network's gate; its ending set by its limits."""
+    case, cell, workspace = setup.case, setup.cell, setup.workspace
+    network = agent_network(case.arm, None if route is None else route.base_urls.values(), case.settings.sandboxed)
     gate: CellGate | None = None
     sandbox: CellSandbox | None = None
-    try:
-        with open_gate(network) as gate:  # a sealed cell's model endpoints, for as long as its arm runs
-            try:
-                sandbox = cell_sandbox(case, cell, workspace, python_env, gate)
-            except OSError as error:  # the cell's cgroups could not be made: the machine's, not the arm's
-                return finish(outcome, CellStatus.HARNESS_ERROR, f"limits: cannot set the cell's limits: {error}")
-            request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
-                                  sandbox=sandbox, meter=route)
-            result = case.arm.run(request)
-    except ArmError as error:
-        result = ArmResult(status=ArmStatus.ARM_ERROR, error=str(error))
-    except ArmStartError as error:
-        # The agent never started: nothing was spent, and the setup (not the arm) is at fault.
-        timings["arm"] = time.monotonic() - clock
-        return finish(outcome, CellStatus.HARNESS_ERROR, str(error))
-    except pytest.fail.Exception as error:
-        if not is_pytest_timeout(error):
-            raise
-        result = ArmResult(status=ArmStatus.TIMEOUT, error=f"pytest-timeout fired while the arm ran: {error}")
-    except Exception:
-        timings["arm"] = time.monotonic() - clock
-        # The arm started and may have spent: what it spent is unknown, never "did not run" ($0).
-        return finish(outcome.replace(usage=Usage().to_json()), CellStatus.HARNESS_ERROR,
-                      f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
-    finally:
-        limits = sandbox.limits if sandbox is not None else None
-        passed = limits.close() if limits is not None else None
-    timings["arm"] = time.monotonic() - clock
+    with timed(setup.timings, "arm"):
+        try:
+            with open_gate(network) as gate:  # a sealed cell's model endpoints, for as long as its arm runs
+                try:
+                    sandbox = cell_sandbox(case, cell, workspace, setup.python_env, gate)
+                except OSError as error:  # the cell's cgroups could not be made: the machine's, not the arm's
+                    return stop(LIMITS_NOT_SET, outcome, f"limits: cannot set the cell's limits: {error}")
+                request = CellRequest(instance=case.instance, workspace=workspace, cell=cell, trial=case.trial,
+                                      sandbox=sandbox, meter=route)
+                result = case.arm.run(request)
+        except ArmError as error:
+            result = ArmResult(status=ARM_FAILED.arm_status, error=str(error))
+        except ArmStartError as error:
+            return stop(ARM_NOT_STARTED, outcome, str(error))
+        except pytest.fail.Exception as error:
+            if not is_pytest_timeout(error):
+                raise
+            result = ArmResult(status=ARM_TIMED_OUT.arm_status,
+                               error=f"pytest-timeout fired while the arm ran: {error}")
+        except Exception:
+            return stop(ARM_RAISED, outcome.replace(usage=Usage().to_json()),
+                        f"arm {case.arm.spec.name} raised:\n{traceback.format_exc(limit=8)}")
+        finally:
+            limits = sandbox.limits if sandbox is not None else None
+            passed = limits.close() if limits is not None else None
     if limits is not None:
         result = dataclasses.replace(result, details={**result.details, "limits": limits.details(passed)})
     if passed is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR, ArmStatus.TIMEOUT):
-        # A limit passed is the arm's failure, counted, whatever its process said after: named in the error.
-        result = dataclasses.replace(result, status=ArmStatus.ARM_ERROR, error=f"limit passed: {passed}"
+        result = dataclasses.replace(result, status=LIMIT_PASSED.arm_status, error=f"limit passed: {passed}"
                                      f"{'; ' + result.error if result.error else ''}")
+    return ArmRun(result, network, gate, route)
+
+
+def spend_phase(setup: Setup, ran: ArmRun, outcome: CellOutcome) -> Spent | Verdict:
+    """What the arm spent, checked (and metered), in the row; its trajectory; whether its setup failed."""
     from ..spend.meter.cells import CALLS_FILE
 
+    case, run_dir, result, route = setup.case, setup.cell.run_dir, ran.result, ran.route
     # The harness writes its own files in the run dir next: whatever the arm left at their names (a link to a
     # host file, say) is removed, never written through, and flagged.
     cleared = tuple(IntegrityFlag("crossing", name, why)
-                    for name, why in crossing.clear(cell.run_dir, (*HARNESS_LOGS, CALLS_FILE, ATIF_FILE)))
+                    for name, why in crossing.clear(run_dir, (*HARNESS_LOGS, CALLS_FILE, ATIF_FILE)))
     # Compared as the price table compares them: mini's served "gpt-4o" is the asked "openai/gpt-4o".
     mismatch = bool(result.asked_model and result.served_model
                     and not same_model(result.asked_model, result.served_model))
     # Whatever the kind, no implausible figure (NaN, negative, absurd) reaches the ledger.
     usage, models, problems = checked_spend(result.usage, result.models)
-    details = {**accounting_errors(result.details, problems), "network": {**network.to_json(gate), **grading.to_json()}}
+    details = {**accounting_errors(result.details, problems),
+               "network": {**ran.network.to_json(ran.gate), **setup.grading.to_json()}}
     metered_refusal: str | None = None
     if case.meter is not None and route is not None:
+        from ..spend.meter.accounts import MeterError
         from ..spend.meter.cells import metered_spend
 
         try:
-            spent = metered_spend(usage, models, case.meter.close(route, cell.run_dir),
+            spent = metered_spend(usage, models, case.meter.close(route, run_dir),
                                   case.meter.plans[case.arm.spec.name].partial)
         except MeterError as error:
-            # The proxy failed, not the agent: what the agent reported is kept, the cell runs again on resume.
-            outcome = outcome.replace(usage=usage.to_json(), details=details)
-            return finish(outcome, CellStatus.HARNESS_ERROR, f"meter: {error}")
+            return stop(METER_CLOSE, outcome.replace(usage=usage.to_json(), details=details), f"meter: {error}")
         usage, models, details = spent.usage, dict(spent.models), {**details, **spent.details}
         metered_refusal = spent.config_failure
         if spent.over_budget_reason is not None and result.status in (ArmStatus.COMPLETED, ArmStatus.ARM_ERROR):
-            result = dataclasses.replace(result, status=ArmStatus.OVER_BUDGET,
+            result = dataclasses.replace(result, status=OVER_BUDGET.arm_status,
                                          error=f"metering proxy: {spent.over_budget_reason}")
     # Checked after the meter: a cost the meter could not price is the agent's, held to the metered tokens.
+    asked = result.asked_model
     usage, models, implausible = checked_costs(
-        usage, models, lambda model: price_for_served(case.prices, model, result.asked_model), result.served_model)
-    # What the harness refused at the crossing after the arm, and a reported cost its tokens cannot explain.
+        usage, models, lambda model: price_for_served(case.settings.prices, model, asked), result.served_model)
     cell_flags = (*cleared, *((IntegrityFlag("implausible_cost", "", str(implausible["implausible_cost"])),)
                               if implausible else ()))
     if implausible:
@@ -215,7 +340,7 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
     if cell_flags:
         details = {**details, "integrity": integrity_details((), cell_flags)}
     if usage.cost_source != CostSource.NONE.value:  # an arm that calls no model has no trajectory
-        details = {**details, **cell_trajectory(case, cell.run_dir, result, usage)}
+        details = {**details, **cell_trajectory(case, run_dir, result, usage)}
     outcome = outcome.replace(
         usage=usage.to_json(),
         models={model: model_usage.to_json() for model, model_usage in models.items()},
@@ -225,106 +350,128 @@ def _run_cell(case: Case, nodeid: str, cell: CellEnvironment, workspace: Workspa
         provenance={**outcome.provenance, **result.provenance},
         details=details,
     )
-    ended = result.status.cell_status
-    misconfigured = configuration_failure(case, result, usage, cell.run_dir, metered=route is not None,
+    misconfigured = configuration_failure(case, result, usage, run_dir, metered=route is not None,
                                           metered_refusal=metered_refusal)
     if misconfigured is not None:
-        # The arm's setup failed before its agent did anything: not counted, and its other cells wait for a fix.
-        return finish(outcome, CellStatus.CONFIG_ERROR, misconfigured)
+        return stop(MISCONFIGURED, outcome, misconfigured)
+    return Spent(outcome, result, mismatch, cell_flags)
 
-    clock = time.monotonic()
+
+def patch_phase(setup: Setup, spent: Spent) -> Patched | Verdict:
+    """The arm's patch, extracted with the harness's git dir; a cell whose arm did not complete ends here."""
+    case, workspace, outcome, result = setup.case, setup.workspace, spent.outcome, spent.result
+    ended = result.status.cell_status
     nested: tuple[str, ...] = ()
     try:
-        if extraction_base is None or workspace.objects is None:
-            patch = extract_patch(workspace, case.caps.max_patch_bytes)  # an image's /testbed: no snapshot
-            excluded = excluded_from_workspace(workspace)
-        else:
-            extraction = extract(workspace.path, extraction_base, workspace.objects, harness / "extract.git",
-                                 case.caps.max_patch_bytes)
-            patch, nested, excluded = extraction.patch, extraction.nested_repositories, list(extraction.excluded)
+        with timed(setup.timings, "patch"):
+            if setup.extraction_base is None or workspace.objects is None:
+                patch = extract_patch(workspace, case.settings.caps.max_patch_bytes)  # an image's /testbed: no snapshot
+                excluded = excluded_from_workspace(workspace)
+            else:
+                extraction = extract(workspace.path, setup.extraction_base, workspace.objects,
+                                     setup.harness / "extract.git", case.settings.caps.max_patch_bytes)
+                patch, nested, excluded = extraction.patch, extraction.nested_repositories, list(extraction.excluded)
     except OutputOverCap as error:
-        # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).
-        timings["patch"] = time.monotonic() - clock
-        return finish(outcome, ended or CellStatus.ARM_ERROR, f"{result.error + '; ' if result.error else ''}{error}")
+        return stop(PATCH_OVER_CAP, outcome, f"{result.error + '; ' if result.error else ''}{error}", ended)
     except WorkspaceError as error:
-        if ended is not None:
-            # Nothing would be scored anyway: the arm's own ending (timeout, arm_error...) is the verdict.
-            return finish(outcome, ended, f"{result.error or result.status}; patch extraction also failed: {error}")
-        # The arm has run: what it left cannot be read, and that is the arm's failure, counted in its rate.
-        return finish(outcome, CellStatus.ARM_ERROR, f"patch extraction: {error}")
-    timings["patch"] = time.monotonic() - clock
+        why = (f"{result.error or result.status}; patch extraction also failed: {error}" if ended is not None
+               else f"patch extraction: {error}")
+        return stop(PATCH_UNREADABLE, outcome, why, ended)
     outcome = outcome.replace(details={**outcome.details, "patch_excluded": excluded_details(excluded)})
-    too_large = patch_over_cap(patch, case.caps)
+    too_large = patch_over_cap(patch, case.settings.caps)
     if too_large is not None:
-        # Cut, it would not apply: the arm's failure, counted (the cap is the harness's, the size the arm's).
-        return finish(outcome, ended or CellStatus.ARM_ERROR, f"{result.error + '; ' if result.error else ''}"
-                      f"{too_large}")
+        return stop(PATCH_OVER_CAP, outcome, f"{result.error + '; ' if result.error else ''}{too_large}", ended)
     outcome = outcome.replace(patch=patch)
     if nested:
-        outcome = outcome.replace(details={**outcome.details, "integrity": integrity_details(nested, cell_flags)})
-
+        outcome = outcome.replace(details={**outcome.details,
+                                           "integrity": integrity_details(nested, spent.cell_flags)})
     if ended is not None:
-        # Never scored from partial work: keep the patch for forensics, do not verify it.
-        return finish(outcome, ended, result.error)
-    if mismatch and case.strict_models:
-        return finish(outcome, CellStatus.HARNESS_ERROR,
-                      f"served model {result.served_model!r} is not the asked {result.asked_model!r} "
-                      "(--arena-strict-models)")
+        return stop(ARM_ENDED, outcome, result.error, ended)
+    if spent.mismatch and case.settings.strict_models:
+        return stop(MODEL_MISMATCH, outcome, f"served model {result.served_model!r} is not the asked "
+                    f"{result.asked_model!r} (--arena-strict-models)")
+    return Patched(outcome, patch, nested, spent.cell_flags)
 
-    clock = time.monotonic()
+
+def grade_phase(setup: Setup, patched: Patched) -> Verdict:
+    """The patch graded: on a fresh tree (shared by identical patches of the sweep) or on the workspace."""
+    outcome = patched.outcome
     try:
-        if fresh_tree and workspace.objects is not None:
-            objects = workspace.objects
-
-            def grading_run() -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
-                return grade_on_fresh_tree(
-                    case.instance, patch, objects=objects, base_commit=original_base, root=harness / "grading",
-                    run_dir=cell.run_dir, timeout=case.verify_timeout, sandboxed=case.sandbox == "bwrap",
-                    template=template, rules=RULE_SETS[case.grading_rules], limits=case.limits,
-                    limit_mechanism=case.limit_mechanism, network=grading)
-
-            if case.sweep_cache is None or case.grade_every_cell:
-                verdict, flags = grading_run()
-            else:
-                key = grade_key(case.instance, patch, rules=case.grading_rules, sandbox=case.sandbox,
-                                timeout=case.verify_timeout, template=template.key if template else None,
-                                limits=case.limits.to_json() if case.limits is not None and case.limits.any else None)
-                shared = grade_once(case.sweep_cache / "grades", key, case.key, grading_run)
-                verdict, flags = shared.verdict, shared.flags
-                if shared.shared_with is not None:
-                    outcome = outcome.replace(verify_shared_with=shared.shared_with)
-                    note_shared_grade(cell.run_dir / "verify.log", shared)
-            if flags or nested or cell_flags:
-                outcome = outcome.replace(details={**outcome.details,
-                                                   "integrity": integrity_details(nested, (*cell_flags, *flags))})
-        else:
-            verdict = run_verify(
-                workspace, case.instance, patch, verify_on=case.verify_on,
-                env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.verify_timeout,
-                host=container_host(case), sandbox=in_place_grading_sandbox(case, cell, workspace, python_env, grading),
-                rules=RULE_SETS[case.grading_rules],
-            )
-            if verdict.integrity or nested:
-                outcome = outcome.replace(details={**outcome.details,
-                                                   "integrity": integrity_details(nested, verdict.integrity)})
+        with timed(setup.timings, "verify"):
+            verdict, outcome = graded(setup, patched)
     except PatchRejected as error:
-        # The arm's own patch cannot be graded on a fresh tree: its failure, counted in its rate.
-        timings["verify"] = time.monotonic() - clock
         if isinstance(error, SharedPatchRejected):
             outcome = outcome.replace(verify_shared_with=error.shared_with)
-        return finish(outcome, CellStatus.ARM_ERROR, f"verify: {error}")
+        return stop(PATCH_REJECTED, outcome, f"verify: {error}")
     except (VerifyInfrastructureError, TestPatchRejected, WorkspaceError, EnvBuildError) as error:
-        timings["verify"] = time.monotonic() - clock
-        return finish(outcome, CellStatus.HARNESS_ERROR, f"verify: {error}")
+        return stop(GRADING_BROKE, outcome, f"verify: {error}")
     except pytest.fail.Exception as fired:
         if not is_pytest_timeout(fired):
             raise
-        timings["verify"] = time.monotonic() - clock
-        return finish(outcome.replace(patch_scored=False), CellStatus.TIMEOUT,
-                      f"pytest-timeout fired during verify: {fired}")
-    timings["verify"] = time.monotonic() - clock
-    status, why = graded_status(verdict, patch)
-    return finish(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+        return stop(GRADE_TIMED_OUT, outcome.replace(patch_scored=False),
+                    f"pytest-timeout fired during verify: {fired}")
+    status, why = graded_status(verdict, patched.patch)
+    return Verdict(outcome.replace(verify=verdict.to_json(), patch_scored=True), status, why)
+
+
+def graded(setup: Setup, patched: Patched) -> tuple[VerifyResult, CellOutcome]:
+    """The grading run's verdict, and the row with whose grade it shares and the integrity flags it raised."""
+    case, cell, workspace, outcome, patch = setup.case, setup.cell, setup.workspace, patched.outcome, patched.patch
+    grading, nested, cell_flags = setup.grading, patched.nested, patched.cell_flags
+    if not (fresh_tree_grading(case.settings.verify_on, workspace) and workspace.objects is not None):
+        verdict = run_verify(
+            workspace, case.instance, patch, verify_on=case.settings.verify_on,
+            env=cell.env(), log=cell.run_dir / "verify.log", timeout=case.settings.verify_timeout,
+            host=container_host(case), sandbox=in_place_grading_sandbox(case, cell, workspace, setup.python_env,
+                                                                         grading),
+            rules=RULE_SETS[case.settings.grading_rules],
+        )
+        if verdict.integrity or nested:
+            outcome = outcome.replace(details={**outcome.details,
+                                               "integrity": integrity_details(nested, verdict.integrity)})
+        return verdict, outcome
+    objects, limits = workspace.objects, case.enforced_limits
+
+    def grading_run() -> tuple[VerifyResult, tuple[IntegrityFlag, ...]]:
+        return grade_on_fresh_tree(
+            case.instance, patch, objects=objects, base_commit=setup.original_base, root=setup.harness / "grading",
+            run_dir=cell.run_dir, timeout=case.settings.verify_timeout, sandboxed=case.settings.sandboxed,
+            template=setup.template, rules=RULE_SETS[case.settings.grading_rules], limits=limits,
+            limit_mechanism=case.settings.limit_mechanism, network=grading)
+
+    if case.settings.sweep_cache is None or case.settings.grade_every_cell:
+        verdict, flags = grading_run()
+    else:
+        key = grade_key(case.instance, patch, rules=case.settings.grading_rules, sandbox=case.settings.sandbox,
+                        timeout=case.settings.verify_timeout, template=setup.template.key if setup.template else None,
+                        limits=limits.to_json() if limits is not None else None)
+        shared = grade_once(case.settings.sweep_cache / "grades", key, case.key, grading_run)
+        verdict, flags = shared.verdict, shared.flags
+        if shared.shared_with is not None:
+            outcome = outcome.replace(verify_shared_with=shared.shared_with)
+            note_shared_grade(cell.run_dir / "verify.log", shared)
+    if flags or nested or cell_flags:
+        outcome = outcome.replace(details={**outcome.details,
+                                           "integrity": integrity_details(nested, (*cell_flags, *flags))})
+    return verdict, outcome
+
+
+def finish(verdict: Verdict, case: Case, run_dir: Path, workspace: Workspace, harness: Path,
+           timings: Mapping[str, float]) -> CellOutcome:
+    """The cell's row: its verdict, its run dir's files (what the caps cut said), and its integrity record."""
+    outcome = verdict.outcome
+    collected = collect_run_dir(run_dir, case.settings.caps, first=HARNESS_LOGS)
+    if collected.cut:  # what the caps left out or cut, with why
+        outcome = outcome.replace(details={**outcome.details, "run_dir_cut": list(collected.cut)})
+    if workspace.snapshot_rebuilt:
+        outcome = outcome.replace(details={**outcome.details, "snapshot_rebuilt": workspace.snapshot_rebuilt})
+    # The cell's integrity record, from what the harness saw: never a verdict by itself.
+    record = integrity_record(collected.logs, outcome.patch if "patch_excluded" in outcome.details else None,
+                              outcome.details, harness / "extract.git", workspace.path)
+    if record:
+        outcome = outcome.replace(details={**outcome.details, "integrity": [
+            *(outcome.details.get("integrity") or []), *(flag.to_json() for flag in record)]})
+    return finished(outcome, verdict.status, verdict.error, timings, collected.logs)
 
 
 #: Most object names of a transcript looked up in base's objects (each is one ``git cat-file``).
@@ -399,14 +546,15 @@ def cell_sandbox(case: Case, cell: CellEnvironment, workspace: Workspace,
     """The sandbox of the cell's arm (None with --arena-sandbox=none): the cell and its workspace
     read-write, the base snapshot's objects read-only (the workspace's history), and so are the venv's
     entries hardlinked to the template's; nothing else of the harness."""
-    if case.sandbox != "bwrap":
+    if not case.settings.sandboxed:
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     objects = () if workspace.objects is None else (workspace.objects,)
-    limits = (LimitGroup.create(case.limits, case.limit_mechanism, (cell.root, *outside))
-              if case.limits is not None and case.limits.any else None)
+    limits = case.enforced_limits
+    group = None if limits is None else LimitGroup.create(limits, case.settings.limit_mechanism,
+                                                          (cell.root, *outside))
     return CellSandbox(cell, read_write=outside, read_only=(*objects, *(python_env.read_only if python_env else ())),
-                       limits=limits, gate=gate)
+                       limits=group, gate=gate)
 
 
 def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> str | None:
@@ -438,6 +586,7 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
     to check the template out from builds its venv in place, as before templates.
     """
     assert case.instance.env is not None
+    settings = case.settings
     log = cell.run_dir / "env.log"
     shipped = case.instance.shipped_spec
     if shipped is None:
@@ -455,20 +604,21 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
         if case.instance.verify is None:
             # Without a working environment every test of every arm, GOLD too, would fail: a harness error instead.
             check_health(case.instance, repo_runner(case.instance), environment, store, checkout, check_env, log,
-                         case.verify_timeout)
+                         case.settings.verify_timeout)
 
     template = None
     if workspace.objects is None:
-        python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, case.verify_timeout)
+        python_env = store.build(spec, cell.root / "venv", workspace.path, cell.env(), log, settings.verify_timeout)
     else:
         template = instance_template(store, spec, repo=case.instance.repo, base_commit=workspace.base_commit,
                                      objects=workspace.objects, cell_env=cell.env(), log=log,
-                                     timeout=case.verify_timeout, check=check,
-                                     failures=case.sweep_cache / "failed-templates" if case.sweep_cache else None,
+                                     timeout=settings.verify_timeout, check=check,
+                                     failures=(settings.sweep_cache / "failed-templates"
+                                               if settings.sweep_cache else None),
                                      cell=CellName(case.instance.instance_id, case.arm.spec.name, case.trial).shown)
         # Linked only where a fresh tree's grading shows the template's files read-only; grading in place keeps
         # the seed's venv, a copy of the cell's own (its sandbox shows the cell's venv read-write).
-        linked = case.sandbox == "bwrap" and fresh_tree_grading(case.verify_on, workspace)
+        linked = case.settings.sandboxed and fresh_tree_grading(case.settings.verify_on, workspace)
         python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=linked)
     # Remembered per environment: a second instance on the same template checks its own tests once.
     check(python_env, workspace.path, log)
@@ -485,7 +635,7 @@ def in_place_grading_sandbox(case: Case, cell: CellEnvironment, workspace: Works
     The code it runs is the arm's, on the arm's tree: unsandboxed, it would write wherever the harness's
     user can (the out dir, the cache, the instance files).
     """
-    if case.sandbox != "bwrap" or case.instance.source.kind == "image":
+    if not case.settings.sandboxed or case.instance.source.kind == "image":
         return None
     outside = () if cell.root in workspace.path.parents else (workspace.path,)
     shown: list[Path] = [] if workspace.objects is None else [workspace.objects]
@@ -498,7 +648,7 @@ def in_place_grading_sandbox(case: Case, cell: CellEnvironment, workspace: Works
 
 def container_host(case: Case) -> ContainerHost | None:
     source = case.instance.source
-    return ContainerHost(case.engine, source.location) if source.kind == "image" else None
+    return ContainerHost(case.settings.engine, source.location) if source.kind == "image" else None
 
 
 def is_pytest_timeout(error: BaseException) -> bool:
