@@ -257,7 +257,7 @@ SECRETS = table("secrets", '`{dir = "secrets", files = ["model.env"], dotenvx = 
 MAX_USD = number("max_usd", "the live per-cell cap in dollars ([Live caps](index.md#live-caps))")
 MAX_TOKENS = number("max_tokens", "the live per-cell cap in tokens ([Live caps](index.md#live-caps))")
 METER = boolean("meter", "send the agent's model calls through the harness's metering proxy",
-                shown="`--arena-meter`")
+                shown="`--arena-meter` decides")
 UPSTREAM = text("upstream", "the URL the agent's model calls go to, for the meter")
 #: The settings every agent kind reads, in the order the docs list them after its own.
 AGENT_SETTINGS = (TIMEOUT, GRACE, WORKER_SUFFIX, ENV, NETWORK, SECRETS)

@@ -96,8 +96,8 @@ class CommandArm:
         COMMAND, SHELL, MODEL.but(meaning="the asked model: filled into `{model}`, priced, compared with the "
                                           "served one; required when the command uses `{model}`"),
         STDIN, USAGE, *AGENT_SETTINGS,
-        MAX_USD.but(meaning=MAX_USD.meaning + ONLY_WITH_OPENCODE + " or the meter"),
-        MAX_TOKENS.but(meaning=MAX_TOKENS.meaning + ONLY_WITH_OPENCODE + " or the meter"),
+        MAX_USD.but(meaning=f"{MAX_USD.meaning}: with `usage = \"opencode\"` or the meter only"),
+        MAX_TOKENS.but(meaning=f"{MAX_TOKENS.meaning}: with `usage = \"opencode\"` or the meter only"),
         OPENCODE, *(setting.but(meaning=setting.meaning + ONLY_WITH_OPENCODE) for setting in OPENCODE_HOME_SETTINGS),
         METER, UPSTREAM.but(meaning="the URL the agent's model calls go to: `{base_url}`, and the meter's upstream"),
         BASE_URL_ENV,

@@ -95,7 +95,7 @@ SUPERVISOR_SETTINGS = (
     LOOPS_REPO, WORKER_MODEL, DRIVER_MODEL, SHIM, EXTENSION, COMMAND, BUDGET, MAX_SANDBOXES, MAX_USD, MAX_DEPTH,
     VERIFY_CMD, TIMEOUT.but(default=2800.0),
     GRACE.but(default=None, shown_default="`DRIVER_CANCEL_TIMEOUT_MS` / 1000 + 10"),
-    WORKER_SUFFIX.but(default=""), ENV.but(meaning="the env knobs, over the defaults above"), NETWORK, SECRETS,
+    WORKER_SUFFIX.but(default=""), ENV.but(meaning="the driver's env knobs, over its defaults"), NETWORK, SECRETS,
     OPENCODE, *(setting.but(meaning=f"{setting.meaning} (the workers')") for setting in OPENCODE_HOME_SETTINGS),
     METER, UPSTREAM,
 )
