@@ -9,6 +9,7 @@ verification are the harness's job, not the arm's.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 from collections.abc import Callable, Mapping
@@ -118,15 +119,21 @@ def runs_agent(arm: Arm) -> bool:
 ArmKind = Callable[[ArmSpec, Suite], Arm]
 
 
-#: A setting's default that says it must be given.
-REQUIRED = "required"
+class Required:
+    """The default of a setting that must be given (``REQUIRED``)."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = Required()
 
 
 @dataclass(frozen=True)
 class Setting(Generic[T]):
     """One setting of an arm kind's table, as the kind declares it: the one place its name, what it accepts,
     its default and its meaning live. The kind reads it with ``SettingsReader.read``, and its docs page shows
-    it (``docs/hooks/reference.py`` generates each kind's table from its ``settings``).
+    it (``docs/hooks/reference.py`` generates each kind's table from its ``arm_settings``).
 
     Made by ``text``, ``number``, ``strings``, ``table``, ``boolean``, ``path`` (typed reads) or ``other`` (a
     setting the kind reads itself, through ``SettingsReader.get``); ``but`` gives a kind's own default of a
@@ -161,7 +168,7 @@ class Setting(Generic[T]):
             return self.shown_default
         if self.default is None:
             return "none"
-        if self.default == REQUIRED:
+        if self.default is REQUIRED:
             return "required"
         return f"`{_toml(self.default)}`"
 
@@ -279,7 +286,7 @@ def read_worker_suffix(reader: SettingsReader, suite: Suite) -> str:
 class SettingsReader:
     """Reads an arm's settings table, with errors that name the table, field and accepted values.
 
-    A kind that declares its ``settings`` passes them: a setting is then read by its declaration (``read``),
+    A kind that declares its ``arm_settings`` passes them: a setting is then read by its declaration (``read``),
     with the kind's default, and reading one the kind does not declare is a bug caught at once.
     """
 
@@ -293,9 +300,10 @@ class SettingsReader:
         """``setting`` as the kind declares it (its default, or required), with the reader's errors."""
         declared = setting if self._declared is None else self._declared.get(setting.name)
         assert declared is not None and declared.method is not None, f"{setting.name!r} is not declared to be read"
-        if declared.default == REQUIRED:
+        if declared.default is REQUIRED:
             return cast("T", getattr(self, declared.method)(declared.name, required=True))
-        return cast("T", getattr(self, declared.method)(declared.name, declared.default))
+        # a fresh copy of a list or table default: one arm's value is never another's
+        return cast("T", getattr(self, declared.method)(declared.name, copy.deepcopy(declared.default)))
 
     def _fail(self, key: str, message: str) -> ArmConfigError:
         return ArmConfigError(f"{self.spec.origin}: field {key!r}: {message}")
