@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from pytest_swe_arena.arms.base import AGENT_SETTINGS
+from pytest_swe_arena.arms.kinds import BUILTIN_KINDS
 from pytest_swe_arena.outcome import CellStatus
 from pytest_swe_arena.settings import OPTIONS
 
@@ -94,6 +96,35 @@ def test_the_field_references_list_every_schema_property_with_a_description(
 def test_the_status_table_has_every_status(reference: ModuleType) -> None:
     table = reference.statuses_table()
     assert documented_paths(table) == list(CellStatus)
+
+
+@pytest.mark.parametrize("kind", sorted(BUILTIN_KINDS))
+def test_each_kind_page_lists_every_setting_the_kind_declares(reference: ModuleType, kind: str) -> None:
+    """The kind's page holds its generated table, and every setting it reads (its ``arm_settings``) is on it."""
+    declared = [setting.name for setting in reference.kind_settings(kind)]
+    if not declared:  # gold and empty take none
+        assert f"arm-settings-{kind}" not in reference.GENERATORS
+        return
+    pages = [path for path in (ROOT / "docs" / "arms").glob("*.md")
+             if f"<!-- generated: arm-settings-{kind} -->" in path.read_text()]
+    assert len(pages) == 1, pages
+    page = reference.fill_markers(pages[0].read_text(), pages[0].name)
+    assert [name for name in declared if f"`{name}`" not in page] == []
+    if "timeout" in declared:  # the agent kinds: the shared table has each shared setting, with this kind's default
+        shared = reference.shared_arm_settings_table()
+        assert [setting.name for setting in AGENT_SETTINGS] == documented_paths(shared)
+        assert {setting.name for setting in AGENT_SETTINGS} <= set(declared)
+
+
+def test_a_settings_table_shows_the_kinds_own_default(reference: ModuleType) -> None:
+    """The supervisor's timeout and suffix differ from the other kinds': both tables say so, from the declarations."""
+    shared = reference.shared_arm_settings_table()
+    assert "| `timeout` | `1000` (`supervisor`: `2800`) |" in shared
+    assert "| `worker_suffix` | the suite's `worker_suffix` (`supervisor`: `\"\"`) |" in shared
+    assert "| `model` | required | a string | `PROVIDER/MODEL` |" in reference.arm_settings_table("opencode")
+    assert "| `model` | none | a string |" in reference.arm_settings_table("command")
+    assert "`model`" not in reference.arm_settings_table("supervisor").replace("`worker_model`", "").replace(
+        "`driver_model`", "")
 
 
 def test_a_schema_field_nobody_describes_stops_the_build(

@@ -8,8 +8,10 @@ mkdocs runs this file as a hook (``hooks:`` in ``mkdocs.yml``):
   table built from ``pytest_swe_arena``: every option (``settings.OPTIONS``), the
   fields of an instance, of a ledger row and of ``summary.json`` (the JSON Schemas in
   the package; the ledger's is generated from ``ledger.row.LedgerRow``), the cell
-  statuses (``outcome.STATUSES``) and what can go wrong in each phase of a cell with
-  the status it gives (``worker.attribution.FAULTS``).
+  statuses (``outcome.STATUSES``), what can go wrong in each phase of a cell with
+  the status it gives (``worker.attribution.FAULTS``), and each built-in arm kind's
+  settings as the kind declares them (its ``arm_settings``: ``arm-settings-KIND``), with
+  the settings every agent kind shares (``arm-settings-shared``).
 
 A marker without a generator, a generator whose marker no page holds, and a schema
 field that nothing describes all stop the build. Field descriptions come from the
@@ -20,6 +22,7 @@ row's fields are all described in the schema, by their declarations in ``ledger/
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -124,6 +127,65 @@ def attribution_table() -> str:
                 status += " as the arm's ending"
         rows.append([fault.phase, fault.what, status, counted, fault.why])
     return _table(["phase", "what goes wrong", "status", "in the resolve rate", "why"], rows)
+
+
+# -- arm settings ----------------------------------------------------------------------------------
+
+
+def kind_settings(kind: str) -> tuple[Any, ...]:
+    """The settings a built-in kind declares (``arm_settings`` of its class), in its order."""
+    import importlib
+
+    from pytest_swe_arena.arms.kinds import BUILTIN_KINDS, PACKAGE
+
+    module = importlib.import_module(f"{PACKAGE}.{BUILTIN_KINDS[kind]}")
+    return tuple(module.pytest_arena_arm_kinds()[kind].arm_settings)
+
+
+def arm_settings_table(kind: str) -> str:
+    """A kind's settings (the shared ones are in ``shared_arm_settings_table``, and left out here)."""
+    from pytest_swe_arena.arms.base import AGENT_SETTINGS
+
+    shared = {setting.name for setting in AGENT_SETTINGS}
+    declared = kind_settings(kind)
+    rows = [[f"`{setting.name}`", setting.default_text, setting.accepts, setting.meaning]
+            for setting in declared if setting.name not in shared]
+    markdown = _table(["setting", "default", "accepts", "meaning"], rows)
+    common = {setting.name: setting.default_text for setting in AGENT_SETTINGS}
+    taken = [f"`{setting.name}`" + (f" ({setting.default_text})" if setting.default_text != common[setting.name]
+                                    else "") for setting in declared if setting.name in shared]
+    if taken:
+        markdown += (f"\nplus {', '.join(taken)} "
+                     "([settings every agent kind accepts](index.md#settings-every-agent-kind-accepts)).\n")
+    return markdown
+
+
+def shared_arm_settings_table() -> str:
+    """The settings every agent kind takes (``arms.base.AGENT_SETTINGS``), with each kind's own default or meaning."""
+    from pytest_swe_arena.arms.base import AGENT_SETTINGS
+    from pytest_swe_arena.arms.kinds import BUILTIN_KINDS
+
+    rows = []
+    for shared in AGENT_SETTINGS:
+        default, meaning = shared.default_text, shared.meaning
+        taken = [(kind, setting) for kind in BUILTIN_KINDS for setting in kind_settings(kind)
+                 if setting.name == shared.name]
+        defaults = [f"`{kind}`: {setting.default_text}" for kind, setting in taken
+                    if setting.default_text != default]
+        meanings = [f"`{kind}`: {setting.meaning}" for kind, setting in taken if setting.meaning != meaning]
+        rows.append([f"`{shared.name}`", default + (f" ({'; '.join(defaults)})" if defaults else ""), shared.accepts,
+                     meaning + (f" ({'; '.join(meanings)})" if meanings else "")])
+    return _table(["setting", "default", "accepts", "meaning"], rows)
+
+
+def _arm_settings_generators() -> dict[str, Callable[[], str]]:
+    from pytest_swe_arena.arms.kinds import BUILTIN_KINDS
+
+    generators: dict[str, Callable[[], str]] = {"arm-settings-shared": shared_arm_settings_table}
+    for kind in BUILTIN_KINDS:
+        if kind_settings(kind):
+            generators[f"arm-settings-{kind}"] = functools.partial(arm_settings_table, kind)
+    return generators
 
 
 # -- schema fields ---------------------------------------------------------------------------------
@@ -275,6 +337,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "instance-fields": instance_fields_table,
     "ledger-fields": lambda: fields_table("ledger.schema.json", "ledger", markdown=True),
     "summary-fields": lambda: fields_table("summary.schema.json", "summary"),
+    **_arm_settings_generators(),
 }
 
 

@@ -33,7 +33,19 @@ from ..spend.meter.accounts import Upstream
 from ..spend.meter.cells import Metering
 from ..spend.prices import Price
 from ..suite import Suite
-from .base import ArmConfigError, ArmStartError, CellRequest, SettingsReader
+from .base import (
+    ENV,
+    MAX_TOKENS,
+    MAX_USD,
+    METER,
+    NETWORK,
+    SECRETS,
+    UPSTREAM,
+    ArmConfigError,
+    ArmStartError,
+    CellRequest,
+    SettingsReader,
+)
 from .misconfig import tail_lines
 
 if TYPE_CHECKING:
@@ -132,7 +144,7 @@ class Secrets:
 
 
 def read_secrets(reader: SettingsReader, suite: Suite) -> Secrets | None:
-    table = reader.table("secrets")
+    table = reader.read(SECRETS)
     if table is None:
         return None
     origin = f"{reader.spec.origin}: field 'secrets'"
@@ -162,9 +174,10 @@ def files_named(env: Mapping[str, str]) -> list[Path]:
     return [Path(value) for value in env.values() if os.path.isabs(value) and os.path.isfile(value)]
 
 
-def read_env(reader: SettingsReader, key: str = "env") -> dict[str, str]:
+def read_env(reader: SettingsReader) -> dict[str, str]:
     """An ``env = {NAME = "value"}`` table: plain (non-secret) variables for the agent."""
-    table = reader.table(key, {})
+    key = ENV.name
+    table: dict[str, Any] = reader.read(ENV)
     env = {}
     for name, value in table.items():
         if not ENV_NAME.match(name) or isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -175,7 +188,7 @@ def read_env(reader: SettingsReader, key: str = "env") -> dict[str, str]:
 
 def read_network(reader: SettingsReader) -> tuple[str, tuple[str, ...]]:
     """``network``: the agent phase's network (``cell.network``): sealed, open, or sealed with an allow-list."""
-    value = reader.get("network", (str, list), None, NETWORK_ACCEPTED)
+    value = reader.get(NETWORK.name, (str, list), None, NETWORK_ACCEPTED)
     try:
         return parse_network(value, reader.spec.origin)
     except ValueError as error:
@@ -189,8 +202,8 @@ def read_cap(reader: SettingsReader, price: Price | None, model: str | None) -> 
     so without a price the dollar cap could never fire: that is a
     configuration error, not a cap that silently does nothing.
     """
-    max_usd = reader.number("max_usd")
-    max_tokens = reader.number("max_tokens")
+    max_usd = reader.read(MAX_USD)
+    max_tokens = reader.read(MAX_TOKENS)
     if max_usd is not None and price is None:
         whose = f"model {model!r}" if model else "the arm, which names no 'model',"
         add = f'[tool.swe_arena.prices."{model}"]' if model else "'model' and its [tool.swe_arena.prices]"
@@ -209,9 +222,9 @@ def read_metering(reader: SettingsReader, cap: SpendCap, known: Mapping[str, str
     on an arm whose model calls the meter cannot route.
     """
     origin = reader.spec.origin
-    wanted = reader.boolean("meter")
+    wanted = reader.read(METER)
     urls = dict(known or {})
-    upstream = reader.string("upstream")
+    upstream = reader.read(UPSTREAM)
     if upstream is not None:
         try:
             urls[upstream_name] = Upstream.parse(upstream_name, upstream, f"{origin}: field 'upstream'").url

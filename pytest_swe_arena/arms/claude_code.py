@@ -22,8 +22,8 @@ import pytest
 from ..agents.claude_code import StreamAndSubagents, read_claude_spend
 from ..agents.reports import AgentSpend, CallFollower
 from ..outcome import AgentOutcome, ArmStatus
-from .base import ArmKind, CellRequest
-from .cli_agent import AgentCall, CliAgentArm, under
+from .base import MODEL, ArmKind, CellRequest
+from .cli_agent import AgentCall, CliAgentArm, cli_settings, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
 from .preflight import ProbeCall
 
@@ -54,6 +54,7 @@ class ClaudeCodeArm(CliAgentArm):
     program = "claude"
     private_variables = ("CLAUDE_CONFIG_DIR",)
     login_file = ".credentials.json"
+    arm_settings = cli_settings(program, MODEL.required("`--model`"), "`~/.claude/.credentials.json`")
     base_url_variable = "ANTHROPIC_BASE_URL"  # no /v1: it POSTs {base URL}/v1/messages
     default_base_url = "https://api.anthropic.com"
 

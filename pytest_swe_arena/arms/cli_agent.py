@@ -58,14 +58,43 @@ from .agent import (
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmResult, CellRequest, ResolvedProgram, SettingsReader
+from .base import (
+    AGENT_SETTINGS,
+    ARGS,
+    EXECUTABLE,
+    MAX_TOKENS,
+    MAX_USD,
+    METER,
+    MODEL,
+    UPSTREAM,
+    ArmConfigError,
+    ArmResult,
+    CellRequest,
+    ResolvedProgram,
+    Setting,
+    SettingsReader,
+    read_run,
+    text,
+)
 from .misconfig import NO_FAILURES, KindFailures
 from .preflight import ProbeCall
 
-DEFAULT_TIMEOUT = 1000.0
-DEFAULT_GRACE = 10.0
 #: Where the agent's transcripts are copied, inside the run dir.
 TRANSCRIPT_DIR = "transcript"
+
+
+AUTH = text("auth", "a login file, copied into each cell's config dir, mode 0600")
+
+
+def cli_settings(program: str, model: Setting[Any], auth: str, *own: Setting[Any]) -> tuple[Setting[Any], ...]:
+    """An agent CLI kind's settings: its ``model`` (required or not), its own, then those every such kind reads.
+
+    :param program: the CLI looked up when ``executable`` is not set.
+    :param auth: what its login file is (``~/.claude/.credentials.json``).
+    """
+    return (model, *own, EXECUTABLE.but(default=program), ARGS,
+            AUTH.but(meaning=f"a login file ({auth}), copied into each cell's config dir, mode 0600"),
+            *AGENT_SETTINGS, MAX_USD, MAX_TOKENS, METER, UPSTREAM)
 
 
 @dataclass(frozen=True)
@@ -81,16 +110,17 @@ class AgentCall:
 class CliAgentArm:
     """An agent CLI run non-interactively in the workspace; subclasses say what is the agent's own.
 
-    Settings every such kind reads: ``model``, ``executable``, ``args`` (added to its command
-    line), ``auth`` (a login file), ``timeout``, ``grace``, ``env``, ``secrets``,
-    ``worker_suffix``, ``max_usd``, ``max_tokens``; a subclass adds its own in ``configure``.
+    Settings every such kind reads (``cli_settings``): ``model``, ``executable``, ``args`` (added to its command
+    line), ``auth`` (a login file), ``timeout``, ``grace``, ``worker_suffix``, ``env``, ``network``, ``secrets``,
+    ``max_usd``, ``max_tokens``, ``meter``, ``upstream``; a subclass declares its own and reads them in ``configure``.
     """
 
     #: The kind's name, also ``provenance.agent``.
     kind: ClassVar[str]
-    #: The program looked up when ``executable`` is not set.
+    #: The program looked up when ``executable`` is not set (``cli_settings``).
     program: ClassVar[str]
-    model_required: ClassVar[bool] = True
+    #: The kind's settings (``cli_settings``): what it reads, and what its docs page lists.
+    arm_settings: ClassVar[tuple[Setting[Any], ...]]
     #: The variable(s) that must point into the cell; the user's values never pass through.
     private_variables: ClassVar[tuple[str, ...]] = ()
     #: Where a login file (``auth``) goes, relative to the agent's config dir.
@@ -104,17 +134,15 @@ class CliAgentArm:
     config_failures: ClassVar[KindFailures] = NO_FAILURES
 
     def __init__(self, spec: ArmSpec, suite: Suite):
-        reader = SettingsReader(spec)
+        reader = SettingsReader(spec, self.arm_settings)
         self.spec = spec
-        self.model: str | None = (reader.string("model", required=True) if self.model_required
-                                  else reader.string("model"))
-        named = reader.string("executable", self.program)
+        self.model: str | None = reader.read(MODEL)
+        named = reader.read(EXECUTABLE)
+        assert named is not None  # its default is the kind's program
         self.executable = find_program(named, suite, spec.origin, "executable")
         self.resolved_program = ResolvedProgram(named, self.executable)
-        self.args: list[str] = reader.strings("args", [])
-        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
-        self.grace: float = reader.number("grace", DEFAULT_GRACE)
-        self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
+        self.args: list[str] = reader.read(ARGS)
+        self.timeout, self.grace, self.suffix = read_run(reader, suite)
         self.env = read_env(reader)
         self.network = read_network(reader)  # the agent phase's (cell.network)
         clash = sorted(set(self.env) & set(self.private_variables))
@@ -131,7 +159,7 @@ class CliAgentArm:
         self.version = self.agent_version()
 
     def _read_auth(self, reader: SettingsReader) -> Path | None:
-        value: str | None = reader.string("auth")
+        value = reader.read(AUTH)
         if value is None:
             return None
         path = (reader.spec.base_dir / os.path.expanduser(value)).resolve()
@@ -146,7 +174,7 @@ class CliAgentArm:
         problem = self.unmeterable()
         if problem is None:
             return read_metering(reader, self.cap, {MODEL_UPSTREAM: self.model_base_url()})
-        wanted, _ = reader.boolean("meter"), reader.string("upstream")
+        wanted, _ = reader.read(METER), reader.read(UPSTREAM)
         if wanted:
             raise ArmConfigError(f"{reader.spec.origin}: {problem} (meter = true)")
         return Metering(wanted, (), self.cap, f"{reader.spec.origin}: {problem}")

@@ -32,8 +32,8 @@ from ..agents.reports import AgentSpend, CallFollower
 from ..files import write_atomic
 from ..suite import Suite
 from .agent import MODEL_UPSTREAM
-from .base import ArmConfigError, ArmKind, CellRequest, SettingsReader
-from .cli_agent import AgentCall, CliAgentArm, under
+from .base import MODEL, ArmConfigError, ArmKind, CellRequest, SettingsReader, path, table, text
+from .cli_agent import AgentCall, CliAgentArm, cli_settings, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
 from .preflight import ProbeCall
 
@@ -57,13 +57,22 @@ PROVIDER_DEFAULTS = {"name": "arena", "env_key": "OPENAI_API_KEY", "wire_api": "
                      "base_url": "https://api.openai.com/v1"}
 
 
+PROVIDER = table("provider", "a model provider named `arena`, and chosen: "
+                 '`{base_url, env_key = "OPENAI_API_KEY", wire_api = "responses", name = "arena"}`')
+SANDBOX = text("sandbox", 'Codex\'s own sandbox for its commands: `"workspace-write"`, `"danger-full-access"` '
+                          'or `"bypass"`',
+               shown='`"bypass"` in a sandboxed cell, else `"workspace-write"`')
+CONFIG = path("config", "a `config.toml` for the cell's `CODEX_HOME`")
+OVERRIDES = table("overrides", 'more `-c key=value` overrides, `{"model_reasoning_effort" = "high"}`', {})
+
+
 def provider_overrides(reader: SettingsReader) -> dict[str, Any]:
     """``provider = {base_url, env_key, wire_api, name}``: a model provider named ``arena``, and chosen.
 
     ``env_key`` names the variable that holds the API key (default ``OPENAI_API_KEY``, from
     ``secrets``); Codex sends it as a Bearer token to ``{base_url}/responses``.
     """
-    provider = reader.table("provider")
+    provider = reader.read(PROVIDER)
     if provider is None:
         return {}
     origin = f"{reader.spec.origin}: field 'provider'"
@@ -115,18 +124,20 @@ class CodexArm(CliAgentArm):
     program = "codex"
     private_variables = ("CODEX_HOME",)
     login_file = "auth.json"
+    arm_settings = cli_settings(program, MODEL.required("`-m`"), "`~/.codex/auth.json`",
+                                PROVIDER, CONFIG, OVERRIDES, SANDBOX)
 
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
-        self.sandbox: str | None = reader.string("sandbox")
+        self.sandbox: str | None = reader.read(SANDBOX)
         if self.sandbox is not None and self.sandbox not in SANDBOXES:
             raise ArmConfigError(f"{reader.spec.origin}: field 'sandbox': {self.sandbox!r} is not one of "
                                  f"{', '.join(SANDBOXES)}")
-        config = reader.path("config")
+        config = reader.read(CONFIG)
         if config is not None and not config.is_file():
             raise ArmConfigError(f"{reader.spec.origin}: field 'config': {config} is not a file "
                                  "(Codex's config.toml for the cell)")
         self.config_text = config.read_bytes() if config is not None else b""
-        overrides = reader.table("overrides", {})
+        overrides = reader.read(OVERRIDES)
         for key, value in overrides.items():
             if isinstance(value, (dict, list)) or value is None:
                 raise ArmConfigError(f"{reader.spec.origin}: field 'overrides': {key} = {value!r} is not a "

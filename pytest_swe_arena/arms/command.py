@@ -26,7 +26,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -51,22 +51,62 @@ from .agent import (
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
-from .opencode import DEFAULT_GRACE, DEFAULT_TIMEOUT, settle_opencode_run
-from .opencode_home import OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
+from .base import (
+    AGENT_SETTINGS,
+    MAX_TOKENS,
+    MAX_USD,
+    METER,
+    MODEL,
+    UPSTREAM,
+    ArmConfigError,
+    ArmKind,
+    ArmResult,
+    CellRequest,
+    ResolvedProgram,
+    Setting,
+    SettingsReader,
+    boolean,
+    other,
+    read_run,
+    strings,
+    text,
+)
+from .opencode import settle_opencode_run
+from .opencode_home import OPENCODE_HOME_SETTINGS, OPENCODE_QUIET_ENV, OpencodeHome, read_opencode_home
 
 PLACEHOLDERS = ("prompt_file", "workspace", "model", "run_dir", "base_url")
 USAGE_SOURCES = ("file", "opencode")
 USAGE_FILE_VARIABLE = "ARENA_USAGE_FILE"
 
+COMMAND = other("command", "a list of strings (or a string with shell = true)",
+                "the argv list, or one string with `shell = true`", shown="required")
+SHELL = boolean("shell", "run `command` as a shell string", False)
+STDIN = text("stdin", '`"prompt"`: the prompt file on stdin; `"none"`: `/dev/null`', "none")
+USAGE = text("usage", '`"file"` or `"opencode"` (see above)', "file")
+OPENCODE = text("opencode", 'the opencode CLI, with `usage = "opencode"` only', "opencode")
+BASE_URL_ENV = strings("base_url_env", "the variables set to the cell's route at the meter (the upstream's URL "
+                                       'unmetered), `["OPENAI_BASE_URL"]`', [])
+ONLY_WITH_OPENCODE = ' (with `usage = "opencode"` only)'
+
 
 class CommandArm:
     """An agent CLI run from a template; usage from its usage file or a stream parser."""
 
+    arm_settings: ClassVar[tuple[Setting[Any], ...]] = (
+        COMMAND, SHELL, MODEL.but(meaning="the asked model: filled into `{model}`, priced, compared with the "
+                                          "served one; required when the command uses `{model}`"),
+        STDIN, USAGE, *AGENT_SETTINGS,
+        MAX_USD.but(meaning=f"{MAX_USD.meaning}: with `usage = \"opencode\"` or the meter only"),
+        MAX_TOKENS.but(meaning=f"{MAX_TOKENS.meaning}: with `usage = \"opencode\"` or the meter only"),
+        OPENCODE, *(setting.but(meaning=setting.meaning + ONLY_WITH_OPENCODE) for setting in OPENCODE_HOME_SETTINGS),
+        METER, UPSTREAM.but(meaning="the URL the agent's model calls go to: `{base_url}`, and the meter's upstream"),
+        BASE_URL_ENV,
+    )
+
     def __init__(self, spec: ArmSpec, suite: Suite):
-        reader = SettingsReader(spec)
-        self.shell: bool = reader.boolean("shell", False)
-        command = reader.get("command", (list, str), None, "a list of strings (or a string with shell = true)")
+        reader = SettingsReader(spec, self.arm_settings)
+        self.shell: bool = reader.read(SHELL)
+        command = reader.get(COMMAND.name, (list, str), None, COMMAND.accepts)
         if command is None:
             raise ArmConfigError(f"{spec.origin}: field 'command' is required (a list of strings)")
         if isinstance(command, str) and not self.shell:
@@ -79,20 +119,18 @@ class CommandArm:
         self.command: str | list[str] = command if isinstance(command, str) else [str(part) for part in command]
         used = check_template([self.command] if isinstance(self.command, str) else self.command, PLACEHOLDERS,
                               spec.origin, "command")
-        self.model: str | None = reader.string("model")
+        self.model: str | None = reader.read(MODEL)
         if "model" in used and not self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model' is required: the command uses {{model}}")
         if isinstance(command, list):
             found = check_program(command, suite, spec.origin, "command")
             self.command = [found, *self.command[1:]] if found else self.command
             self.resolved_program = ResolvedProgram(command[0], found) if found else None
-        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
-        self.grace: float = reader.number("grace", DEFAULT_GRACE)
-        self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
-        self.stdin: str = reader.string("stdin", "none")
+        self.timeout, self.grace, self.suffix = read_run(reader, suite)
+        self.stdin: str = reader.read(STDIN)
         if self.stdin not in ("none", "prompt"):
             raise ArmConfigError(f"{spec.origin}: field 'stdin': {self.stdin!r} is not one of none, prompt")
-        self.usage_source: str = reader.string("usage", "file")
+        self.usage_source: str = reader.read(USAGE)
         if self.usage_source not in USAGE_SOURCES:
             raise ArmConfigError(f"{spec.origin}: field 'usage': {self.usage_source!r} is not one of "
                                  f"{', '.join(USAGE_SOURCES)}")
@@ -108,10 +146,10 @@ class CommandArm:
         self.cap = read_cap(reader, self.price, self.model)
         self.home: OpencodeHome | None = None
         if self.usage_source == "opencode":
-            executable = find_program(reader.string("opencode", "opencode"), suite, spec.origin, "opencode")
+            executable = find_program(reader.read(OPENCODE), suite, spec.origin, "opencode")
             self.home = read_opencode_home(reader, executable)
-        self.upstream = reader.string("upstream")
-        self.base_url_env: list[str] = reader.strings("base_url_env", [])
+        self.upstream = reader.read(UPSTREAM)
+        self.base_url_env: list[str] = reader.read(BASE_URL_ENV)
         bad = [name for name in self.base_url_env if not ENV_NAME.match(name)]
         if bad:
             raise ArmConfigError(f"{spec.origin}: field 'base_url_env': {bad[0]!r} is not a variable name")

@@ -28,8 +28,8 @@ from ..agents.reports import AgentSpend, CallFollower
 from ..files import json_table, write_atomic
 from ..outcome import AgentOutcome, ArmStatus
 from ..suite import Suite
-from .base import ArmKind, CellRequest, SettingsReader
-from .cli_agent import AgentCall, CliAgentArm, under
+from .base import MODEL, ArmKind, CellRequest, SettingsReader, table, text
+from .cli_agent import AgentCall, CliAgentArm, cli_settings, under
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
 from .preflight import ProbeCall
 
@@ -55,21 +55,28 @@ CONFIG_FAILURES = KindFailures(
 )
 
 
+AUTH_TYPE = text("auth_type", '`security.auth.selectedType` (`"oauth-personal"` with a login file, `"vertex-ai"`)',
+                 "gemini-api-key")
+SETTINGS = table("settings", "more of its `settings.json`", {})
+
+
 class GeminiCliArm(CliAgentArm):
     """Gemini CLI in YOLO mode (its write and shell tools without asking), API-key auth by default."""
 
     config_failures = CONFIG_FAILURES
     kind = "gemini-cli"
     program = "gemini"
-    model_required = False  # without one, Gemini CLI routes each prompt to a model of its choice
     private_variables = ("GEMINI_CLI_HOME",)
     login_file = ".gemini/oauth_creds.json"
+    # Its model may be left out: Gemini CLI then routes each prompt to a model of its choice.
+    arm_settings = cli_settings(program, MODEL.but(meaning="`-m`", shown_default="none (its router)"),
+                                "`~/.gemini/oauth_creds.json`", AUTH_TYPE, SETTINGS)
     base_url_variable = "GOOGLE_GEMINI_BASE_URL"  # it calls {base URL}/v1beta/models/M:streamGenerateContent
     default_base_url = "https://generativelanguage.googleapis.com"
 
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
-        self.auth_type: str = reader.string("auth_type", "gemini-api-key")
-        self.settings: dict[str, Any] = reader.table("settings", {})
+        self.auth_type: str = reader.read(AUTH_TYPE)
+        self.settings: dict[str, Any] = reader.read(SETTINGS)
 
     def probe_call(self) -> ProbeCall | None:
         return ProbeCall("gemini", self.base_url_variable, self.default_base_url, "GEMINI_API_KEY",

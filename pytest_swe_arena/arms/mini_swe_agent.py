@@ -27,8 +27,8 @@ import pytest
 from ..agents.mini_swe_agent import Trajectory, read_mini_spend
 from ..agents.reports import AgentSpend, CallFollower
 from ..suite import Suite
-from .base import ArmConfigError, ArmError, ArmKind, CellRequest, SettingsReader
-from .cli_agent import AgentCall, CliAgentArm
+from .base import MODEL, ArmConfigError, ArmError, ArmKind, CellRequest, SettingsReader, number, strings
+from .cli_agent import AgentCall, CliAgentArm, cli_settings
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
 from .preflight import ProbeCall
 
@@ -36,7 +36,8 @@ QUIET_ENV = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1", "LITELLM_L
              "MSWEA_COST_TRACKING": "ignore_errors"}
 #: The longest task mini's ``-t`` can take: Linux refuses a single argument of 128 KiB or more.
 MAX_TASK_BYTES = 128 * 1024 - 1
-DEFAULT_COMMAND_TIMEOUT = 600.0
+COMMAND_TIMEOUT = number("command_timeout", "seconds mini lets one command run", 600.0)
+CONFIG = strings("config", "mini's `-c` config files and `key=value` pairs", ["mini.yaml"])
 
 
 @functools.lru_cache
@@ -68,12 +69,14 @@ class MiniSweAgentArm(CliAgentArm):
     program = "mini"
     private_variables = ("MSWEA_GLOBAL_CONFIG_DIR",)
     login_file = ".env"
+    arm_settings = cli_settings(program, MODEL.required("`-m`, litellm's `provider/model`"), "an `.env` file",
+                                COMMAND_TIMEOUT, CONFIG)
     base_url_variable = "OPENAI_BASE_URL"  # litellm's openai/ provider: it POSTs {base URL}/chat/completions
     default_base_url = "https://api.openai.com/v1"
 
     def configure(self, reader: SettingsReader, suite: Suite) -> None:
-        self.command_timeout: float = reader.number("command_timeout", DEFAULT_COMMAND_TIMEOUT)
-        self.config: list[str] = reader.strings("config", ["mini.yaml"])
+        self.command_timeout: float = reader.read(COMMAND_TIMEOUT)
+        self.config: list[str] = reader.read(CONFIG)
 
     def unmeterable(self) -> str | None:
         if str(self.model).startswith("openai/"):

@@ -35,31 +35,51 @@ from .agent import (
     run_agent,
     write_prompt,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, ResolvedProgram, SettingsReader
-from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
+from .base import (
+    AGENT_SETTINGS,
+    ARGS,
+    EXECUTABLE,
+    MAX_TOKENS,
+    MAX_USD,
+    METER,
+    MODEL,
+    UPSTREAM,
+    ArmConfigError,
+    ArmKind,
+    ArmResult,
+    CellRequest,
+    ResolvedProgram,
+    SettingsReader,
+    read_run,
+)
+from .opencode_home import CONFIG_FAILURES, OPENCODE_HOME_SETTINGS, OPENCODE_QUIET_ENV, read_opencode_home
 from .preflight import ProbeCall
 
-DEFAULT_TIMEOUT = 1000.0
-DEFAULT_GRACE = 10.0
+OPENCODE_MODEL = MODEL.required("`PROVIDER/MODEL`")
 
 
 class OpencodeArm:
     """SOLO: ``opencode run`` on the problem statement plus the worker suffix."""
 
     config_failures = CONFIG_FAILURES
+    arm_settings = (OPENCODE_MODEL,
+                    EXECUTABLE.but(default="opencode", meaning="the opencode CLI (on `PATH`, then "
+                                   "`node_modules/.bin`, or a path); its `--version` goes into "
+                                   "`provenance.agent_version`"),
+                    *OPENCODE_HOME_SETTINGS, ARGS.but(meaning="more `opencode run` arguments"), *AGENT_SETTINGS,
+                    MAX_USD, MAX_TOKENS, METER, UPSTREAM)
 
     def __init__(self, spec: ArmSpec, suite: Suite):
-        reader = SettingsReader(spec)
-        self.model: str = reader.string("model", required=True)
+        reader = SettingsReader(spec, self.arm_settings)
+        self.model: str = reader.read(OPENCODE_MODEL)
         if "/" not in self.model:
             raise ArmConfigError(f"{spec.origin}: field 'model': {self.model!r} is not PROVIDER/MODEL")
-        named = reader.string("executable", "opencode")
+        named = reader.read(EXECUTABLE)
+        assert named is not None  # declared with its default
         self.executable = find_program(named, suite, spec.origin, "executable")
         self.resolved_program = ResolvedProgram(named, self.executable)
-        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
-        self.grace: float = reader.number("grace", DEFAULT_GRACE)
-        self.suffix: str = reader.string("worker_suffix", suite.worker_suffix)
-        self.args: list[str] = reader.strings("args", [])
+        self.timeout, self.grace, self.suffix = read_run(reader, suite)
+        self.args: list[str] = reader.read(ARGS)
         self.env = read_env(reader)
         self.network = read_network(reader)  # the agent phase's (cell.network)
         self.secrets = read_secrets(reader, suite)

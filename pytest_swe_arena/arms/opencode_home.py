@@ -17,7 +17,8 @@ from typing import Any
 from ..files import write_atomic
 from ..spend.meter.accounts import CellRoute
 from .agent import agent_version
-from .base import ArmConfigError, CellRequest, SettingsReader
+from .base import ArmConfigError, CellRequest, SettingsReader, other
+from .base import path as path_setting
 from .misconfig import KindFailures, credentials, endpoint, quota, rate_limit
 from .preflight import ProbeCall
 
@@ -177,10 +178,21 @@ def _user_dir(variable: str, fallback: str) -> Path:
     return Path(value) if value else Path.home() / fallback
 
 
+CONFIG = other("config", "a file name or an inline table",
+               "an opencode config file (relative to the suite's config file), or an inline table",
+               shown="the user's")
+AUTH = path_setting("auth", "provider logins, copied into the cell (mode 0600) when the file exists",
+                    shown="`$XDG_DATA_HOME/opencode/auth.json`")
+PACKAGES = path_setting("packages", "shared directory for provider packages opencode installs at run time",
+                        shown="`$XDG_CACHE_HOME/opencode/packages`")
+#: The settings ``read_opencode_home`` reads: opencode's setup carried into a cell.
+OPENCODE_HOME_SETTINGS = (CONFIG, AUTH, PACKAGES)
+
+
 def read_opencode_home(reader: SettingsReader, executable: str) -> OpencodeHome:
     """Settings ``config`` (a file or an inline table), ``auth``, ``packages``; defaults from the user's setup."""
     origin = reader.spec.origin
-    config_setting = reader.get("config", (str, dict), None, "a file name or an inline table")
+    config_setting = reader.get(CONFIG.name, (str, dict), None, CONFIG.accepts)
     config: str | None
     if isinstance(config_setting, dict):
         try:
@@ -195,11 +207,11 @@ def read_opencode_home(reader: SettingsReader, executable: str) -> OpencodeHome:
         config, source = path.read_text(encoding="utf-8"), str(path)
     else:
         config, source = _user_config()
-    auth_setting = reader.path("auth")
+    auth_setting = reader.read(AUTH)
     if auth_setting is not None and not auth_setting.is_file():
         raise ArmConfigError(f"{origin}: field 'auth': {auth_setting} does not exist")
     auth = auth_setting or _user_dir("XDG_DATA_HOME", ".local/share") / "opencode" / "auth.json"
-    packages = reader.path("packages") or _user_dir("XDG_CACHE_HOME", ".cache") / "opencode" / "packages"
+    packages = reader.read(PACKAGES) or _user_dir("XDG_CACHE_HOME", ".cache") / "opencode" / "packages"
     return OpencodeHome(config, source, auth if auth.is_file() else None, packages,
                         agent_version(executable, origin))
 

@@ -16,9 +16,10 @@ class GoldArm:
     """Applies the instance's gold ``patch``: must resolve every calibrated instance."""
 
     runs_agent = False
+    arm_settings = ()
 
     def __init__(self, spec: ArmSpec, suite: Suite):
-        SettingsReader(spec).finish()
+        SettingsReader(spec, self.arm_settings).finish()
         self.spec = spec
 
     def run(self, request: CellRequest) -> ArmResult:
@@ -36,9 +37,10 @@ class EmptyArm:
     """Changes nothing: must not resolve any calibrated instance."""
 
     runs_agent = False
+    arm_settings = ()
 
     def __init__(self, spec: ArmSpec, suite: Suite):
-        SettingsReader(spec).finish()
+        SettingsReader(spec, self.arm_settings).finish()
         self.spec = spec
 
     def run(self, request: CellRequest) -> ArmResult:

@@ -28,24 +28,31 @@ from ..instances.predictions import GOLD, PredictionsError, load_predictions
 from ..outcome import ArmStatus
 from ..spend.usage import Usage
 from ..suite import ArmSpec, Suite
-from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader
+from .base import ArmConfigError, ArmError, ArmKind, ArmResult, CellRequest, SettingsReader, path, text
 
 APPLY_MODES = ("swebench", "strict")
+PREDICTIONS = path("predictions", "a SWE-bench predictions file in any form SWE-bench's `run_evaluation` reads: "
+                                  'JSON Lines or a JSON array of `{"instance_id", "model_name_or_path", '
+                                  '"model_patch"}`, a JSON object keyed by instance id (SWE-agent\'s `preds.json`), '
+                                  'or the word `"gold"` (each instance\'s own gold patch)')
+PATCHES = path("patches", "a folder of `<instance_id>.patch` files")
+APPLY = text("apply", '`"swebench"`: SWE-bench\'s apply chain, below; `"strict"`: `git apply` alone', APPLY_MODES[0])
 
 
 class ReplayArm:
     """Applies the patch recorded for this instance."""
 
     runs_agent = False
+    arm_settings = (PREDICTIONS, PATCHES, APPLY)
 
     def __init__(self, spec: ArmSpec, suite: Suite):
-        reader = SettingsReader(spec)
+        reader = SettingsReader(spec, self.arm_settings)
         self.gold = spec.settings.get("predictions") == GOLD
-        predictions = None if self.gold else reader.path("predictions")
+        predictions = None if self.gold else reader.read(PREDICTIONS)
         if self.gold:
             reader.string("predictions")
-        self.patches_dir = reader.path("patches")
-        self.apply = reader.string("apply", APPLY_MODES[0])
+        self.patches_dir = reader.read(PATCHES)
+        self.apply: str = reader.read(APPLY)
         reader.finish()
         if self.apply not in APPLY_MODES:
             raise ArmConfigError(f"{spec.origin}: field 'apply': {self.apply!r} is not one of {APPLY_MODES}")

@@ -43,8 +43,27 @@ from .agent import (
     read_secrets,
     run_agent,
 )
-from .base import ArmConfigError, ArmKind, ArmResult, CellRequest, SettingsReader
-from .opencode_home import CONFIG_FAILURES, OPENCODE_QUIET_ENV, read_opencode_home
+from .base import (
+    ENV,
+    GRACE,
+    METER,
+    NETWORK,
+    SECRETS,
+    TIMEOUT,
+    UPSTREAM,
+    WORKER_SUFFIX,
+    ArmConfigError,
+    ArmKind,
+    ArmResult,
+    CellRequest,
+    SettingsReader,
+    number,
+    path,
+    read_worker_suffix,
+    strings,
+    text,
+)
+from .opencode_home import CONFIG_FAILURES, OPENCODE_HOME_SETTINGS, OPENCODE_QUIET_ENV, read_opencode_home
 from .preflight import ProbeCall
 
 DEFAULT_COMMAND = ["node", "--import", "tsx", "{shim}", "{extension}", "{workspace}", "{params}"]
@@ -59,7 +78,27 @@ DEFAULT_KNOBS = {
 }
 #: Time the driver gets beyond its own cancellation deadline to settle its workers.
 SETTLE_SECONDS = 10.0
-DEFAULT_TIMEOUT = 2800.0
+
+LOOPS_REPO = path("loops_repo", "the loops checkout (a git repository with a commit)").required()
+COMMAND = strings("command", "the driver's argv template", DEFAULT_COMMAND, shown="see above")
+SHIM = path("shim", "the driver shim file (`{shim}`)")
+EXTENSION = path("extension", "`{extension}`", shown="`<loops_repo>/extensions/pi/loops.ts`")
+WORKER_MODEL = text("worker_model", "the workers' model, passed in `params.json`").required()
+DRIVER_MODEL = text("driver_model", "the driver's model, passed in `params.json`").required()
+BUDGET = number("budget", "`params.json`'s `budget`", 40)
+MAX_SANDBOXES = number("max_sandboxes", "`params.json`'s `maxSandboxes`", 4)
+MAX_USD = number("max_usd", "`params.json`'s `maxUsd` (the driver's own limit, not a cap the harness holds)", 8)
+MAX_DEPTH = number("max_depth", "`params.json`'s `maxDepth`", 3)
+VERIFY_CMD = text("verify_cmd", "`params.json`'s `verifyCmd`", shown="the instance's `verify`")
+OPENCODE = text("opencode", "the workers' opencode CLI", "opencode")
+SUPERVISOR_SETTINGS = (
+    LOOPS_REPO, WORKER_MODEL, DRIVER_MODEL, SHIM, EXTENSION, COMMAND, BUDGET, MAX_SANDBOXES, MAX_USD, MAX_DEPTH,
+    VERIFY_CMD, TIMEOUT.but(default=2800.0),
+    GRACE.but(default=None, shown_default="`DRIVER_CANCEL_TIMEOUT_MS` / 1000 + 10"),
+    WORKER_SUFFIX.but(default=""), ENV.but(meaning="the driver's env knobs, over its defaults"), NETWORK, SECRETS,
+    OPENCODE, *(setting.but(meaning=f"{setting.meaning} (the workers')") for setting in OPENCODE_HOME_SETTINGS),
+    METER, UPSTREAM,
+)
 SUBTASK_LABEL_LIMIT = 100
 
 
@@ -182,39 +221,41 @@ class SupervisorArm:
     #: the run dir (beside its brain log) as ``<worker>.stderr.log``.
     config_failures = replace(CONFIG_FAILURES, outputs=("*.stderr.log",))
 
+    arm_settings = SUPERVISOR_SETTINGS
+
     def __init__(self, spec: ArmSpec, suite: Suite):
-        reader = SettingsReader(spec)
+        reader = SettingsReader(spec, self.arm_settings)
         origin = spec.origin
-        loops_repo = reader.path("loops_repo", required=True)
+        loops_repo = reader.read(LOOPS_REPO)
         assert loops_repo is not None
         if not loops_repo.is_dir():
             raise ArmConfigError(f"{origin}: field 'loops_repo': {loops_repo} is not a directory")
         self.loops_repo = loops_repo
         self.loops_commit = _git_head(loops_repo, origin)
-        self.command: list[str] = reader.strings("command", DEFAULT_COMMAND)
+        self.command: list[str] = reader.read(COMMAND)
         if not self.command:
             raise ArmConfigError(f"{origin}: field 'command' must not be empty")
-        self.shim = reader.path("shim")
-        self.extension = reader.path("extension") or loops_repo / "extensions" / "pi" / "loops.ts"
+        self.shim = reader.read(SHIM)
+        self.extension = reader.read(EXTENSION) or loops_repo / "extensions" / "pi" / "loops.ts"
         self._check_template(origin)
         check_program(self.command, suite, origin, "command")
-        self.worker_model: str = reader.string("worker_model", required=True)
-        self.driver_model: str = reader.string("driver_model", required=True)
+        self.worker_model: str = reader.read(WORKER_MODEL)
+        self.driver_model: str = reader.read(DRIVER_MODEL)
         self.params_defaults = {
-            "budget": reader.number("budget", 40),
-            "maxSandboxes": reader.number("max_sandboxes", 4),
-            "maxUsd": reader.number("max_usd", 8),
-            "maxDepth": reader.number("max_depth", 3),
+            "budget": reader.read(BUDGET),
+            "maxSandboxes": reader.read(MAX_SANDBOXES),
+            "maxUsd": reader.read(MAX_USD),
+            "maxDepth": reader.read(MAX_DEPTH),
         }
-        self.verify_cmd: str | None = reader.string("verify_cmd")
-        self.suffix: str = reader.string("worker_suffix", "")
-        self.timeout: float = reader.number("timeout", DEFAULT_TIMEOUT)
+        self.verify_cmd: str | None = reader.read(VERIFY_CMD)
+        self.suffix: str = read_worker_suffix(reader, suite)
+        self.timeout: float = reader.read(TIMEOUT)
         self.knobs = {**DEFAULT_KNOBS, **read_env(reader)}
         self.network = read_network(reader)  # the agent phase's (cell.network)
         computed_grace = cancel_grace(self.knobs, origin)  # validates the knob even when 'grace' overrides it
-        self.grace: float = reader.number("grace") or computed_grace
+        self.grace: float = reader.read(GRACE) or computed_grace
         self.secrets = read_secrets(reader, suite)
-        named = reader.string("opencode", "opencode")
+        named: str = reader.read(OPENCODE)
         executable = find_program(named, suite, origin, "opencode")
         #: What the driver's workers run, as named (a link in another node_modules, say) and as found:
         #: both shown read-only in the sandbox, with their node_modules.
