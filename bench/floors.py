@@ -49,6 +49,26 @@ from pytest_swe_arena.cell.venvs import find_interpreter, find_uv
 SUITE = Path(__file__).resolve().parents[1] / "instances"
 
 
+#: The template build's commands as ``env.log`` names them (``$ ...``, then ``# took N.NNs``).
+BUILD_STEPS = {"$ uv pip compile": "resolve (uv pip compile)", "$ uv venv": "uv venv --seed",
+               "$ uv pip sync": "install (uv pip sync)", "$ python -m compileall": "compileall"}
+
+
+def build_steps(log: Path) -> dict[str, float]:
+    """The seconds of each step of a template build, from the first cell's ``env.log``; {} if there is none."""
+    steps: dict[str, float] = {}
+    step = None
+    for line in (log.read_text(errors="replace").splitlines() if log.is_file() else []):
+        if line.startswith("$ "):
+            step = next((name for prefix, name in BUILD_STEPS.items() if line.startswith(prefix)), None)
+        elif line.startswith("# took ") and step is not None:
+            steps[step] = steps.get(step, 0.0) + float(line.split()[2].rstrip("s"))
+            step = None
+        elif "built in " in line and line.startswith("# environment template"):
+            steps["template built"] = float(line.rsplit("built in ", 1)[1].rstrip("s"))
+    return steps
+
+
 def seconds_between(started: str, ended: str) -> float:
     return (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
 
@@ -155,6 +175,10 @@ def main() -> None:
                       if cell["status"] != "resolved"]
         if unresolved or len(cells) != len(rows) * (1 + args.trials):
             raise SystemExit(f"bench: the sweep did not resolve every cell ({unresolved}):\n{completed.stdout[-4000:]}")
+        firsts = {row["instance_id"]: min((cell for cell in cells if cell["instance_id"] == row["instance_id"]),
+                                          key=lambda cell: cell["started_at"]) for row in rows}
+        steps = [build_steps(root / "out" / "runs" / iid / "GOLD" / f"r{cell['trial']}" / "env.log")
+                 for iid, cell in firsts.items()]
 
         for row in rows:
             builds[row["instance_id"]].append(hand.build()[0])
@@ -196,7 +220,7 @@ def main() -> None:
 
     def phase_medians(phases: list[dict[str, float]]) -> str:
         names = sorted({name for entry in phases for name in entry})
-        return ", ".join(f"{name} {statistics.median(entry.get(name, 0.0) for entry in phases):.3f} s"
+        return ", ".join(f"{name} {statistics.median(entry[name] for entry in phases if name in entry):.3f} s"
                          for name in names)
 
     report("Time per row against its floor (bundled suite, GOLD, warm uv cache in both)", [
@@ -217,6 +241,8 @@ def main() -> None:
         f"{statistics.median(cold_trees):.3f} s (median row) against "
         f"{statistics.median(statistics.median(v) for v in verifies.values()):.3f} s with it",
         f"first cells' phases (median): {phase_medians(first_phases)}",
+        f"first cells' template build, from env.log (median over the rows that ran the step): "
+        f"{phase_medians([entry for entry in steps if entry]) or 'no env.log'}",
         f"by hand, what the harness's build adds: --seed {seed_extra:+.3f} s over uv venv + uv pip install, "
         f"compileall -j 0 of the seeded site-packages {compile_seeded:.3f} s (of the requirements alone, "
         f"unseeded: {compile_plain:.3f} s)",
