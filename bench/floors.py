@@ -104,9 +104,10 @@ class Hand:
         venv = self.fresh("venv")
         return timed(lambda: self.install(venv)), venv
 
-    def extras(self) -> tuple[float, float, float]:
+    def extras(self) -> tuple[float, float, float, float]:
         """What the harness's build adds, by hand: ``--seed`` over a plain venv, then ``compileall`` of the
-        seeded venv's site-packages (as the template's) and of the plain one's (the requirements alone)."""
+        seeded venv's site-packages (as the template's) and of the plain one's (the requirements alone); and the
+        floor's install with uv's own ``--compile-bytecode``."""
         plain, seeded = self.fresh("plain"), self.fresh("seeded")
         plain_seconds = timed(lambda: self.install(plain))
         seeded_seconds = timed(lambda: self.install(seeded, "--seed"))
@@ -115,7 +116,14 @@ class Hand:
             sites = [str(path) for path in (venv / "lib").glob("python*/site-packages")]
             return timed(lambda: self.run(str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", *sites))
 
-        return seeded_seconds - plain_seconds, compiled(seeded), compiled(plain)
+        compiling = self.fresh("compiling")  # uv's own byte-compile, as part of the install
+
+        def install_compiled() -> None:
+            self.run(self.uv, "venv", "--quiet", "--python", str(self.interpreter), str(compiling))
+            self.run(self.uv, "pip", "install", "--quiet", "--compile-bytecode", "--python",
+                     str(compiling / "bin" / "python"), *self.requirements)
+
+        return seeded_seconds - plain_seconds, compiled(seeded), compiled(plain), timed(install_compiled)
 
     def checkout(self, row: dict[str, Any], bundle: Path) -> Path:
         """A checkout of base with the gold patch and the test patch applied."""
@@ -182,7 +190,7 @@ def main() -> None:
 
         for row in rows:
             builds[row["instance_id"]].append(hand.build()[0])
-        seed_extra, compile_seeded, compile_plain = hand.extras()
+        seed_extra, compile_seeded, compile_plain, uv_compiled = hand.extras()
         verifies: dict[str, list[float]] = {row["instance_id"]: [] for row in rows}
         trees = {row["instance_id"]: hand.checkout(row, suite / "instances" / row["source"]["bundle"])
                  for row in rows}
@@ -245,7 +253,8 @@ def main() -> None:
         f"{phase_medians([entry for entry in steps if entry]) or 'no env.log'}",
         f"by hand, what the harness's build adds: --seed {seed_extra:+.3f} s over uv venv + uv pip install, "
         f"compileall -j 0 of the seeded site-packages {compile_seeded:.3f} s (of the requirements alone, "
-        f"unseeded: {compile_plain:.3f} s)",
+        f"unseeded: {compile_plain:.3f} s); the floor's uv venv + uv pip install --compile-bytecode: "
+        f"{uv_compiled:.3f} s",
         f"{len(rows)} rows x {1 + args.trials} GOLD cells, no xdist, --arena-grade-every-cell, default sandbox; "
         f"sweep {sweep_seconds:.1f} s; uv cache warm in both; Python {python} ({interpreter})",
     ])
