@@ -47,6 +47,8 @@ SMOKE_RUNS = {
     "witness.py": (["--cells", "2"], ["graded cell with witnesses", "graded cell with witnesses, CPU",
                                       "graded cell with witnesses, against the start-up rules alone"]),
     "crossing.py": (["--cells", "3"], ["one cell's crossings", "one cell's crossings, CPU"]),
+    "floors.py": (["--instances", "2", "--trials", "1", "--floor-runs", "1"],
+                  ["warm GOLD cell, median row", "first cell's environment build, median row"]),
     "cache.py": (["--instances", "2"],
                  ["cache, 2 templates, uv hardlinks", "cache after the sweep, budget half its need"]),
     "viewer_scale.py": (["--instances", "25", "--repeat", "1"],
