@@ -218,7 +218,7 @@ class EnvironmentStore:
         if not config.is_file():
             config.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(config, uv_config_text(spec.as_of).encode())
-        return {**variables, **uv_environment(spec.as_of, config)}
+        return {**variables, **uv_environment(spec.as_of, config, python_version)}
 
     def build(self, spec: EnvSpec, venv: Path, workspace: Path, cell_env: Mapping[str, str],
               log: Path, timeout: float) -> PythonEnvironment:

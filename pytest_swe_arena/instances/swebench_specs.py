@@ -325,7 +325,7 @@ def uv_config_text(as_of: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
-def uv_environment(as_of: datetime, config_file: Path) -> dict[str, str]:
+def uv_environment(as_of: datetime, config_file: Path, python_version: str) -> dict[str, str]:
     """Variables for every uv call and install step of an environment resolved as of ``as_of``.
 
     ``config_file`` must hold ``uv_config_text(as_of)``. It replaces uv's own config discovery (a
@@ -333,8 +333,14 @@ def uv_environment(as_of: datetime, config_file: Path) -> dict[str, str]:
     that reads only the variable. ``UV_COMPILE_BYTECODE``: pip compiles what it installs, and SWE-bench's
     environments were installed by pip; without it a dependency's first import compiles it under the
     tests' warning filters (flask's ``filterwarnings = error`` makes blinker's invalid escape a SyntaxError).
+    Not before Python 3.7 (``python_version``, e.g. ``3.6.15``): uv's compile script needs
+    ``py_compile.PycInvalidationMode`` and every install would fail (astropy 1.3 and 2.0); the template's
+    own ``compileall`` compiles those environments after the build.
     """
-    return {"UV_CONFIG_FILE": str(config_file), "UV_EXCLUDE_NEWER": uv_timestamp(as_of), "UV_COMPILE_BYTECODE": "1"}
+    variables = {"UV_CONFIG_FILE": str(config_file), "UV_EXCLUDE_NEWER": uv_timestamp(as_of)}
+    if tuple(int(part) for part in python_version.split(".")[:2]) >= (3, 7):
+        variables["UV_COMPILE_BYTECODE"] = "1"
+    return variables
 
 
 # --- requirements from the repository -----------------------------------------------------------------------

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_swe_arena.cell.venvs import find_uv
+from pytest_swe_arena.cell.venvs import find_interpreter, find_uv
 from pytest_swe_arena.instances.swebench_specs import (
     SETUPTOOLS_EDITABLE_FLOOR,
     CondaNames,
@@ -150,9 +151,29 @@ def test_uv_config_takes_setuptools_from_its_first_editable_release_only_before_
     after = tomllib.loads(uv_config_text(utc("2023-07-01")))
     assert after == {"exclude-newer": "2023-07-01T00:00:00Z"}
     config = tmp_path / "uv.toml"
-    assert uv_environment(utc("2023-07-01"), config) == {"UV_CONFIG_FILE": str(config),
-                                                         "UV_EXCLUDE_NEWER": "2023-07-01T00:00:00Z",
-                                                         "UV_COMPILE_BYTECODE": "1"}
+    assert uv_environment(utc("2023-07-01"), config, "3.9.18") == {"UV_CONFIG_FILE": str(config),
+                                                                   "UV_EXCLUDE_NEWER": "2023-07-01T00:00:00Z",
+                                                                   "UV_COMPILE_BYTECODE": "1"}
+    # uv's compile script needs Python 3.7's py_compile.PycInvalidationMode: on 3.6 every install failed.
+    assert "UV_COMPILE_BYTECODE" not in uv_environment(utc("2021-06-01"), config, "3.6.15")
+
+
+def test_uv_installs_into_a_python_3_6_environment_under_the_dated_variables(tmp_path):
+    """astropy 1.3 and 2.0 run on Python 3.6: uv's bytecode compile (UV_COMPILE_BYTECODE) failed every install."""
+    uv = find_uv()
+    assert uv is not None, "the test extra installs uv"
+    interpreter, version = find_interpreter("3.6")
+    config = tmp_path / "uv.toml"
+    config.write_text(uv_config_text(utc("2021-06-01")))
+    (tmp_path / "demo-1.0-py3-none-any.whl").write_bytes(wheel("demo", "1.0"))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("UV_")}
+    env.update(uv_environment(utc("2021-06-01"), config, version), UV_CACHE_DIR=str(tmp_path / "cache"))
+    venv = tmp_path / "venv"
+    subprocess.run([uv, "venv", "--quiet", "--python", str(interpreter), str(venv)], env=env, check=True, timeout=120)
+    installed = subprocess.run([uv, "pip", "install", "--quiet", "--offline", "--python", str(venv / "bin" / "python"),
+                                str(tmp_path / "demo-1.0-py3-none-any.whl")], capture_output=True, text=True,
+                               env=env, timeout=120, check=False)
+    assert installed.returncode == 0, installed.stderr
 
 
 def wheel(name: str, version: str) -> bytes:
@@ -232,7 +253,7 @@ def compiled(tmp_path: Path, index: str, as_of: datetime, requirement: str) -> s
     config.write_text(uv_config_text(as_of))
     (tmp_path / "requirements.in").write_text(requirement + "\n")
     env = {key: value for key, value in os.environ.items() if not key.startswith("UV_")}
-    env.update(uv_environment(as_of, config), UV_CACHE_DIR=str(tmp_path / "cache"))
+    env.update(uv_environment(as_of, config, platform.python_version()), UV_CACHE_DIR=str(tmp_path / "cache"))
     completed = subprocess.run([uv, "pip", "compile", "--quiet", "--no-header", "--index-url", index, "--python",
                                 sys.executable, str(tmp_path / "requirements.in")], capture_output=True, text=True,
                                env=env, cwd=tmp_path, timeout=300, check=False)
