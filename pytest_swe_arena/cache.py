@@ -4,6 +4,7 @@ What lies under the cache's root, by kind of entry::
 
     mirrors/<repo>-<digest>.git        mirror     a repository's bare mirror (``cell.workspace``)
     snapshots/<mirror>/<sha>.git       snapshot   the objects reachable from one base commit
+    snapshots/<mirror>/<sha>.tree.git  snapshot   one base's commit and tree alone (a SWE-smith row)
     templates/<key>/                   template   an environment built once per spec and base (``cell.templates``)
     envs/<digest>/ (and .uv.toml)      resolution a spec's resolved ``requirements.lock`` (``cell.venvs``)
     uv/, pip/                          packages   uv's and pip's package caches, shared by every build
