@@ -96,12 +96,12 @@ def build(spec: ShippedSpec, row: dict[str, Any], mirror: Path, workspace: Path,
     config.write_text(uv_config_text(as_of))
     log = scratch / "env.log"
     base_env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "VIRTUAL_ENV", "PIP_"))}
-    dated = {"UV_COMPILE_BYTECODE": "1"} if today else uv_environment(as_of, config)
+    interpreter, python_version = find_interpreter(spec.python)
+    dated = {"UV_COMPILE_BYTECODE": "1"} if today else uv_environment(as_of, config, python_version)
     if today:
         result.as_of = "today"
     uv_env = {**base_env, **dated, "UV_CACHE_DIR": str(scratch.parent / "uv-cache"),
               "UV_PYTHON_DOWNLOADS": "never"}
-    interpreter, _ = find_interpreter(spec.python)
     venv = scratch / "venv"
     run([uv, "venv", "--quiet", "--seed", "--python", str(interpreter), str(venv)], scratch, uv_env, log)
 
