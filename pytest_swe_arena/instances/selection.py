@@ -18,22 +18,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
-#: ``created_at`` as the datasets write it: ``2023-04-01T12:00:00Z``, ``2025-03-05T09:12:27.123456``, ``2024-01-02``.
-_DATE = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")
+
+def created_at(row: Mapping[str, Any]) -> datetime | None:
+    """The row's ``created_at`` as the datasets write it (``2023-04-01T12:00:00Z``, ``2025-03-05 09:12:27.123456``,
+    ``2024-01-02``), UTC when it names no zone; None when it has none the harness can read."""
+    created = row.get("created_at")
+    if not isinstance(created, str) or not created:
+        return None
+    try:
+        parsed = datetime.fromisoformat(created.strip().replace(" ", "T"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def created_on(row: Mapping[str, Any]) -> date | None:
     """The day of the row's ``created_at``, or None when it has none the harness can read."""
-    found = _DATE.match(str(row.get("created_at") or ""))
-    if not found:
-        return None
-    try:
-        return date(int(found.group(1)), int(found.group(2)), int(found.group(3)))
-    except ValueError:
-        return None
+    created = created_at(row)
+    return created.date() if created is not None else None
 
 
 def difficulty(row: Mapping[str, Any]) -> str | None:

@@ -52,6 +52,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .selection import created_at
+
 #: The first day packages (numpy and pytest wheels, a setuptools that imports) supported each Python,
 #: about three months after its x.0 release: resolving as of an earlier date gives packages that do not run
 #: on it (setuptools 41, of 2019, fails to import on Python 3.9). Checked by bench/swebench_env_check.py.
@@ -280,14 +282,7 @@ def row_date(row: Mapping[str, Any], commit_date: Callable[[str], datetime | Non
         found = commit_date(commit)
         if found is not None:
             return found
-    created = row.get("created_at")
-    if isinstance(created, str) and created:
-        try:
-            parsed = datetime.fromisoformat(created.replace(" ", "T"))
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return None
+    return created_at(row)
 
 
 def git_commit_date(git_dir: Path, commit: str) -> datetime | None:
