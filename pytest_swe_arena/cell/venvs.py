@@ -339,13 +339,28 @@ def shell_argv(command: str) -> list[str]:
     return [shutil.which("bash") or "/bin/sh", "-c", command]
 
 
+#: Lines by which a step says it reached for the network and did not get there (git, curl, pip, requests, socket).
+UNREACHED_NETWORK = re.compile(r"Could not resolve host|Temporary failure in name resolution|Name or service not "
+                               r"known|Network is unreachable|Failed to establish a new connection|No route to host")
+
+
 def _last_error(log: Path) -> str:
-    """The log's last line that says why (``error:``, ``ERROR``...), as ``: line``; empty when there is none."""
+    """Why the log's last step failed, as ``: line``; empty when it does not say.
+
+    A line showing the step reached for the network and did not get there wins (the build needs a
+    network it was not given: an install that clones a submodule from github.com); otherwise the last
+    line that says why (``error:``, ``ERROR``...).
+    """
     try:
-        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-200:]
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return ""
-    said = [line.strip() for line in lines if re.search(r"\berror\b|Error|No matching|not found", line)]
+    starts = [index for index, line in enumerate(lines) if line.startswith("$ ")]
+    step = lines[starts[-1]:] if starts else lines
+    unreached = [line.strip() for line in step if UNREACHED_NETWORK.search(line)]
+    if unreached:
+        return f": it needs the network, which it could not reach: {unreached[0][:300]}"
+    said = [line.strip() for line in step[-200:] if re.search(r"\berror\b|Error|No matching|not found", line)]
     return f": {said[-1][:300]}" if said else ""
 
 

@@ -80,6 +80,33 @@ def test_an_eval_script_without_its_markers_is_an_error_naming_it(tmp_path):
     assert error.field == "eval_script" and ">>>>> Start Test Output" in str(error)
 
 
+@pytest.fixture(scope="module")
+def testbed_image(tmp_path_factory):
+    """A small SWE-bench-style image of the calc project (its checkout in /testbed); skipped where no engine answers."""
+    from helpers.testbed_image import calc_testbed_image
+
+    yield from calc_testbed_image(tmp_path_factory, "swebench5")
+
+
+def test_a_swe_bench_5_row_without_a_mirror_is_graded_in_its_image(suite, testbed_image):
+    engine, tag, calc = testbed_image
+    script = ("#!/bin/bash\nset -uxo pipefail\ncd /testbed\n: '>>>>> Start Test Output'\n"
+              "python -m pytest -rA tests/test_ops.py\n: '>>>>> End Test Output'\n")
+    row = {"instance_id": "demo__calc-5", "repo": "demo/calc", "version": "1.0", "base_commit": calc.base,
+           "patch": calc.patch, "test_patch": calc.test_patch, "problem_statement": "mul adds",
+           "created_at": "2025-07-01T00:00:00Z", "FAIL_TO_PASS": '["tests/test_ops.py::test_mul"]',
+           "PASS_TO_PASS": '["tests/test_ops.py::test_add"]', "image": tag, "log_parser": "parse_log_pytest",
+           "eval_type": "pass_and_fail", "eval_script": script}
+    suite.instances([row], name="instances/swe-bench-5.jsonl")
+    suite.run(f"--arena-engine={engine}", "--arena-arms=GOLD,EMPTY")
+    gold, empty = sorted(suite.ledger(), key=lambda r: r["arm"] != "GOLD")
+    assert gold["status"] == "resolved", gold
+    assert gold["verify"]["tests"]["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "passed"}
+    assert gold["verify"]["tests"]["log_parser"] == "parse_log_pytest"
+    assert empty["status"] == "unresolved" and empty["verify"]["tests"]["failing"] == ["tests/test_ops.py::test_mul"]
+    assert "PASSED tests/test_ops.py::test_mul" in (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text()
+
+
 # SWE-bench 5 task directories -------------------------------------------------------------------------------
 
 

@@ -100,16 +100,22 @@ def test_two_cells_of_an_instance_build_its_environment_once_and_each_use_a_copy
     assert rows["CHECK"]["patch_lines"] == 0
 
 
+#: A host no resolver answers for (``.invalid`` is reserved, RFC 2606), here or anywhere.
+UNREACHABLE = "https://astropy-helpers.invalid/astropy-helpers.git"
+
+
 def test_missing_python_and_failed_build_are_harness_errors_with_their_log(suite, shapes):
     row, repo = shapes
     rows = [{**row, "instance_id": "acme__shapes-1", "env": {"python": "2.5"}},
             {**row, "instance_id": "acme__shapes-2", "env": {"pre_install": ["echo building; exit 3"]}},
             {**row, "instance_id": "acme__shapes-3"},
             # Graded by the default pytest runner in a venv without pytest: every test would be missing.
-            {**row, "instance_id": "acme__shapes-4", "env": {"python": HERE}}]
+            {**row, "instance_id": "acme__shapes-4", "env": {"python": HERE}},
+            # An install that clones a submodule from the network (astropy's astropy_helpers) on a machine without it.
+            {**row, "instance_id": "acme__shapes-5", "env": {"pre_install": [f"git clone -q {UNREACHABLE} helpers"]}}]
     write_export(suite, rows)
     result = suite.run(f"--arena-repos={repo.parent}", "--arena-arms=GOLD")
-    result.assert_outcomes(passed=1, errors=3)
+    result.assert_outcomes(passed=1, errors=4)
     by_id = {row["instance_id"]: row for row in suite.ledger()}
     assert by_id["acme__shapes-1"]["status"] == "harness_error"
     assert by_id["acme__shapes-1"]["error"].startswith("env: Python 2.5 is not installed on this machine (looked on")
@@ -119,6 +125,11 @@ def test_missing_python_and_failed_build_are_harness_errors_with_their_log(suite
                                "(see env.log)")
     log = (suite.path / "arena-out" / failed["run_dir"] / "env.log").read_text()
     assert "building" in log
+    # The reason is the network the step reached for, not the last line that says "error".
+    assert by_id["acme__shapes-5"]["error"] == (
+        f"env: environment build failed: pre_install step `git clone -q {UNREACHABLE} helpers` exited 128: it needs "
+        f"the network, which it could not reach: fatal: unable to access '{UNREACHABLE}/': Could not resolve host: "
+        "astropy-helpers.invalid (see env.log)")
     assert by_id["acme__shapes-3"]["status"] == "resolved"
     no_pytest = by_id["acme__shapes-4"]
     assert no_pytest["status"] == "harness_error"
