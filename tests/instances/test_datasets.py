@@ -104,7 +104,8 @@ def test_a_swe_bench_5_row_without_a_mirror_is_graded_in_its_image(suite, testbe
     assert gold["verify"]["tests"]["FAIL_TO_PASS"] == {"tests/test_ops.py::test_mul": "passed"}
     assert gold["verify"]["tests"]["log_parser"] == "parse_log_pytest"
     assert empty["status"] == "unresolved" and empty["verify"]["tests"]["failing"] == ["tests/test_ops.py::test_mul"]
-    assert "PASSED tests/test_ops.py::test_mul" in (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text()
+    log = (suite.path / "arena-out" / gold["run_dir"] / "verify.log").read_text()
+    assert "PASSED tests/test_ops.py::test_mul" in log
 
 
 # SWE-bench 5 task directories -------------------------------------------------------------------------------
