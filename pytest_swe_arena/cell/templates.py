@@ -52,13 +52,15 @@ from typing import Any
 from .. import __version__
 from ..cache import process_leases, prune
 from ..files import write_atomic
+from ..instances.swebench_specs import uv_compiles_bytecode
 from . import processes
 from .git import WorkspaceError, git_bytes
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, find_interpreter
 from .workspace import check_out_base
 
 #: Bumped when the template's layout or what a copy does changes: older templates are not reused.
-TEMPLATE_FORMAT = 2  # 2: checkouts laid with the repository's attributes neutralised
+TEMPLATE_FORMAT = 3  # 2: checkouts laid with the repository's attributes neutralised; 3: no pip in a venv of
+# requirements alone, uv's byte-compile
 
 #: Files of a venv that hold absolute paths the install wrote (beside every file of ``bin/``).
 _PATH_FILES = ("*.pth", "__editable__*", "*.egg-link", "*.dist-info/direct_url.json")
@@ -86,6 +88,8 @@ class EnvironmentTemplate:
     files: tuple[str, ...] = ()
     #: Paths of base the steps removed.
     removed: tuple[str, ...] = ()
+    #: The checkout's ``__pycache__`` folders (hash-checked bytecode of base's modules, ``_compile_checkout``).
+    bytecode: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -126,6 +130,36 @@ class EnvironmentTemplate:
         else:
             _copy_tree(self.venv, venv)
         rewritten = relocate(venv, moves)
+        self._lay(workspace)
+        how = f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied"
+        _log(log, f"# environment template {self.key}: copied to {venv} ({how}; {rewritten} files relocated, "
+                  f"{len(self.files)} files of the install laid into the workspace) in {time.monotonic() - clock:.2f}s")
+        return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key,
+                                 read_only=tuple(protected))
+
+
+    def lay_into(self, workspace: Path, log: Path) -> None:
+        """Only the steps' files laid into ``workspace``, no venv: for a cell that runs nothing in its workspace
+        (a reference arm's, whose patch a fresh tree with a venv of its own grades)."""
+        clock = time.monotonic()
+        self._lay(workspace)
+        _log(log, f"# environment template {self.key}: no venv for this cell (its arm runs nothing in the "
+                  f"workspace); {len(self.files)} files of the install laid into the workspace in "
+                  f"{time.monotonic() - clock:.2f}s")
+
+    def lay_bytecode(self, tree: Path) -> None:
+        """Copies (never links: the tree's code may write them) of the checkout's bytecode, into a fresh grading
+        tree, patched: its tests import base's modules without compiling them, and a module the patch changed no
+        longer matches its source's hash, so Python compiles it again. Only into folders the tree still has (a
+        folder of bytecode alone would import as a namespace package), reached without a link (the patch's link
+        must not lead a copy out of the tree)."""
+        real = os.path.realpath(tree)
+        kept = tuple(folder for folder in self.bytecode
+                     if os.path.realpath(tree / folder) == os.path.join(real, folder)
+                     and (tree / folder).parent.is_dir() and not os.path.lexists(tree / folder))
+        _copy_paths(kept, self.checkout, tree)
+
+    def _lay(self, workspace: Path) -> None:
         for path in self.removed:
             target = workspace / path
             if target.is_dir() and not target.is_symlink():
@@ -133,11 +167,6 @@ class EnvironmentTemplate:
             else:
                 target.unlink(missing_ok=True)
         _copy_paths(self.files, self.checkout, workspace)
-        how = f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied"
-        _log(log, f"# environment template {self.key}: copied to {venv} ({how}; {rewritten} files relocated, "
-                  f"{len(self.files)} files of the install laid into the workspace) in {time.monotonic() - clock:.2f}s")
-        return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key,
-                                 read_only=tuple(protected))
 
 
 def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base_commit: str, objects: Path,
@@ -179,7 +208,8 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
         _log(log, f"# environment template {root.name}: building")
         start = log.stat().st_size if log.is_file() else 0
         try:
-            template = _build(store, spec, root, base_commit, objects, cell_env, log, timeout, check)
+            template = _build(store, spec, python_version, root, base_commit, objects, cell_env, log, timeout,
+                              check)
         except EnvBuildError as error:
             shutil.rmtree(root, ignore_errors=True)
             if failed is not None:
@@ -196,6 +226,7 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
         write_atomic(template.manifest, json.dumps({
             "format": TEMPLATE_FORMAT, "key": root.name, "repo": repo, "base_commit": base_commit,
             "spec": dataclasses.asdict(spec), "files": list(template.files), "removed": list(template.removed),
+            "bytecode": list(template.bytecode),
             "built_at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(),
         }, indent=1, default=str).encode())
         with open(root.parent / "builds.log", "a") as builds:
@@ -217,31 +248,67 @@ def _raise_if_failed(failed: Path | None, key: str, log: Path) -> None:
     raise EnvBuildError(message)
 
 
-def _build(store: EnvironmentStore, spec: EnvSpec, root: Path, base_commit: str, objects: Path,
-           cell_env: Mapping[str, str], log: Path, timeout: float, check: HealthCheck | None) -> EnvironmentTemplate:
+def _build(store: EnvironmentStore, spec: EnvSpec, python_version: str, root: Path, base_commit: str,
+           objects: Path, cell_env: Mapping[str, str], log: Path, timeout: float,
+           check: HealthCheck | None) -> EnvironmentTemplate:
     checkout = root / "checkout"
     try:
         check_out_base(checkout, objects, base_commit)
     except WorkspaceError as error:
         raise EnvBuildError(f"environment template: checkout of base failed: {error}") from None
     built = store.build(spec, root / "venv", checkout, cell_env, log, timeout)
-    _compile_bytecode(built.venv, log, timeout)
+    if spec.runs_steps or not uv_compiles_bytecode(python_version):
+        _compile_bytecode(built.venv, log, timeout)
     files, removed = _changed_paths(checkout)
-    template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed)
+    bytecode = _compile_checkout(built.venv, checkout, python_version, log, timeout)
+    template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed, bytecode)
     if check is not None:
         check(template.environment(), checkout, log)
     return template
 
 
+#: What the template's compile leaves out: pip, which the graded tests never import (the steps that ran it, at
+#: build time, wrote its bytecode where they used it).
+_NOT_COMPILED = r"/site-packages/pip/"
+
+
 def _compile_bytecode(venv: Path, log: Path, timeout: float) -> None:
     """Byte-compile site-packages once, in the template: every copy imports without compiling (a linked copy's
-    packages are read-only in the sandbox, where Python could not write its bytecode cache)."""
+    packages are read-only in the sandbox, where Python could not write its bytecode cache).
+
+    Only where something may have installed without compiling: the steps (``pip``, ``setup.py``), the seeded
+    setuptools, or a Python uv cannot compile for (3.6); else ``uv pip sync --compile-bytecode`` did it all.
+    Already compiled files are skipped (their ``.pyc`` is up to date), pip is left out (``_NOT_COMPILED``)."""
     sites = [str(site) for site in venv.glob("lib/python*/site-packages")]
-    _log(log, "$ python -m compileall -q -j 0 " + " ".join(sites))
+    argv = ["-m", "compileall", "-q", "-j", "0", "-x", _NOT_COMPILED, *sites]
+    _log(log, "$ python " + " ".join(argv))
     # Files this interpreter cannot compile (another Python's syntax, test data) are no reason to fail.
-    result = processes.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", *sites],
+    result = processes.run([str(venv / "bin" / "python"), *argv],
                            cwd=venv, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=log, timeout=timeout)
     _log(log, f"# took {result.seconds:.2f}s (exit {result.returncode})")
+
+
+def _compile_checkout(venv: Path, checkout: Path, python_version: str, log: Path,
+                      timeout: float) -> tuple[str, ...]:
+    """Byte-compile the checkout's modules with the venv's Python, hash-checked (PEP 552: valid while the source
+    has the same bytes, whatever its mtime, so they hold in every fresh checkout of base); the ``__pycache__``
+    folders written, relative to the checkout. None before Python 3.7 (no hash-checked bytecode)."""
+    if not uv_compiles_bytecode(python_version):
+        return ()
+    argv = ["-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-x", r"/\.git/", "."]
+    _log(log, "$ python " + " ".join(argv) + " (the checkout)")
+    # Files this interpreter cannot compile (test data, another Python's syntax) are no reason to fail.
+    result = processes.run([str(venv / "bin" / "python"), *argv], cwd=checkout,
+                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=log, timeout=timeout)
+    _log(log, f"# took {result.seconds:.2f}s (exit {result.returncode})")
+    found: list[str] = []
+    for folder, folders, _ in os.walk(checkout):
+        if ".git" in folders:
+            folders.remove(".git")
+        if "__pycache__" in folders:
+            folders.remove("__pycache__")
+            found.append(os.path.relpath(os.path.join(folder, "__pycache__"), checkout))
+    return tuple(sorted(found))
 
 
 def _changed_paths(checkout: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -269,7 +336,8 @@ def _load(root: Path, spec: EnvSpec, variables: Mapping[str, str]) -> Environmen
         manifest: dict[str, Any] = json.loads((root / "template.json").read_bytes())
     except (OSError, ValueError):
         return None
-    return EnvironmentTemplate(root, spec, variables, tuple(manifest["files"]), tuple(manifest["removed"]))
+    return EnvironmentTemplate(root, spec, variables, tuple(manifest["files"]), tuple(manifest["removed"]),
+                               tuple(manifest.get("bytecode", ())))
 
 
 def relocate(venv: Path, paths: Mapping[str, str]) -> int:

@@ -325,6 +325,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     try:
         tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
                                   instance=instance, setup=setup if template is not None else None)
+        if template is not None:
+            template.lay_bytecode(tree.path)  # after the setup's commit: bytecode is never part of base
         extra: dict[str, str] = {}
         grading_sandbox = sandbox()
         if built:
