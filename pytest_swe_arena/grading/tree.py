@@ -148,6 +148,8 @@ def run_config_reason(path: str, base_text: str | None, tree_text: str | None, b
 def _restore_run_config(harness: HarnessGit, base_commit: str, touched: list[str]) -> list[IntegrityFlag]:
     flags = []
     for path in touched:
+        if not may_configure_run(path):
+            continue  # no need to read it at base (two git calls per file)
         reason = run_config_reason(path, _text_at(harness, base_commit, path), _text_in(harness.work_tree / path),
                                    _exists_at(harness, base_commit, path.split("/", 1)[0]))
         if reason is None:
@@ -157,6 +159,16 @@ def _restore_run_config(harness: HarnessGit, base_commit: str, touched: list[str
         done = "taken from base" if at_base else "left out (base has no such file)"
         flags.append(IntegrityFlag("run_config", path, f"{reason}: the patch changed it; {done}"))
     return flags
+
+
+def may_configure_run(path: str) -> bool:
+    """Whether ``run_config_reason`` could find a reason for ``path``, whatever its text and base: its name, a
+    metadata folder, or a top-level name of the runner's or the standard library's."""
+    name, top = path.rsplit("/", 1)[-1], path.split("/", 1)[0]
+    module = top.removesuffix(".py") if "/" not in path else top
+    return (name in RUN_CONFIG_NAMES or name.endswith(".pth") or name in PYTEST_CONFIGS
+            or any(part.endswith((".dist-info", ".egg-info")) for part in path.split("/")[:-1])
+            or module in RUNNER_MODULES or module in STDLIB_MODULES)
 
 
 def _text_at(harness: HarnessGit, commit: str, path: str) -> str | None:
@@ -323,9 +335,13 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
         built.append(grading_environment(template, tree, cell, log, linked=sandboxed and not install_again(patch)))
 
     try:
+        # A template whose steps left no files changes nothing in the tree: no setup to commit before the patch.
+        lays_files = template is not None and bool(template.files or template.removed)
         tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
-                                  instance=instance, setup=setup if template is not None else None)
+                                  instance=instance, setup=setup if lays_files else None)
         if template is not None:
+            if not built:
+                setup(tree.path)
             template.lay_bytecode(tree.path)  # after the setup's commit: bytecode is never part of base
         extra: dict[str, str] = {}
         grading_sandbox = sandbox()

@@ -30,6 +30,7 @@ from pytest_swe_arena.grading.tree import (
     grade_tree,
     grading_environment,
     integrity_details,
+    may_configure_run,
     run_config_reason,
 )
 from pytest_swe_arena.grading.verify import run_verify
@@ -311,6 +312,18 @@ def test_run_config_rules():
     assert run_config_reason("_pytest/main.py", "x", "y", True) is None  # pytest's own repository
     assert run_config_reason("pytest.py", None, "x", False) is not None
     assert run_config_reason("pytestutils/x.py", None, "x", False) is None
+
+
+@pytest.mark.parametrize("path", ["a/b/conftest.py", "pkg/x.pth", "setup.cfg", "pyproject.toml", "tox.ini",
+                                  "_pytest/main.py", "pytest.py", "pytestutils/x.py", "calc/ops.py", "email/x.py",
+                                  "json.py", "json/__init__.py", "src/pkg-1.0.dist-info/entry_points.txt",
+                                  "x.egg-info/entry_points.txt", "docs/conf.py", "pytest.ini", "sitecustomize.py"])
+def test_a_path_read_at_base_only_when_it_may_configure_the_run(path):
+    """The fresh tree reads a touched file at base (two git calls) only when ``run_config_reason`` could give a
+    reason for its path, whatever its texts: skipping the rest changes no flag."""
+    texts = [None, "x", "[tool:pytest]\naddopts = -q\n", "[pytest]\n", "[tool.pytest.ini_options]\n"]
+    reasons = {run_config_reason(path, base, tree, top) for base in texts for tree in texts for top in (True, False)}
+    assert may_configure_run(path) or reasons == {None}
 
 
 def test_internals_flags_name_the_file_and_spare_tests_and_pytest_itself(calc):
