@@ -278,7 +278,8 @@ def _compile_bytecode(venv: Path, log: Path, timeout: float) -> None:
 
     Only where something may have installed without compiling: the steps (``pip``, ``setup.py``), the seeded
     setuptools, or a Python uv cannot compile for (3.6); else ``uv pip sync --compile-bytecode`` did it all.
-    Already compiled files are skipped (their ``.pyc`` is up to date), pip is left out (``_NOT_COMPILED``)."""
+    Already compiled files are skipped (their ``.pyc`` is up to date), pip is left out (``_NOT_COMPILED``; a
+    shipped spec's ``UV_COMPILE_BYTECODE`` has uv compile it with the rest)."""
     sites = [str(site) for site in venv.glob("lib/python*/site-packages")]
     argv = ["-m", "compileall", "-q", "-j", "0", "-x", _NOT_COMPILED, *sites]
     _log(log, "$ python " + " ".join(argv))

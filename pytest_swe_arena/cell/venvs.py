@@ -301,15 +301,17 @@ class EnvironmentStore:
 
     def _create(self, uv: str, spec: EnvSpec, interpreter: Path, python_version: str, venv: Path, lock: Path,
                 extra: Sequence[str], log: Path, timeout: float, variables: Mapping[str, str]) -> None:
-        """``uv venv`` (seeded with pip and setuptools only for a spec whose steps may call them) and ``uv pip
-        sync`` of the lock, byte-compiling what it installs (in parallel) where uv can (``uv_compiles_bytecode``)."""
+        """``uv venv`` and ``uv pip sync`` of the lock. A venv for steps is seeded with pip and setuptools, and
+        compiled after the steps (``templates``); one of requirements alone is not seeded, and uv byte-compiles
+        it (in parallel), where it can (``uv_compiles_bytecode``). uv compiles all of site-packages: a seeded pip
+        too, which the tests never import."""
         seed = ["--seed"] if spec.runs_steps else []
         self._uv(uv, ["venv", "--quiet", "--clear", *seed, *extra, "--python", str(interpreter), str(venv)],
                  log, timeout, variables)
         if lock.read_text().strip():
             constraints = lock.parent / "build-constraints.txt"
             build = ["--build-constraints", str(constraints)] if constraints.is_file() else []
-            compile_bytecode = ["--compile-bytecode"] if uv_compiles_bytecode(python_version) else []
+            compile_bytecode = ["--compile-bytecode"] if uv_compiles_bytecode(python_version) and not seed else []
             self._uv(uv, ["pip", "sync", "--quiet", *compile_bytecode, *extra, *build, "--python",
                           str(venv / "bin" / "python"), str(lock)], log, timeout, variables)
 
