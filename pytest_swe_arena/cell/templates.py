@@ -111,13 +111,17 @@ class EnvironmentTemplate:
         """The template's own environment (for its build and health check, never for a cell)."""
         return PythonEnvironment(venv=self.venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key)
 
-    def copy_to(self, venv: Path, workspace: Path, log: Path, *, linked: bool = False) -> PythonEnvironment:
+    def copy_to(self, venv: Path, workspace: Path, log: Path, *, linked: bool = False,
+                bound: bool = False) -> PythonEnvironment:
         """A copy of the template for one cell: its venv at ``venv`` (new), the steps' files laid into ``workspace``.
 
         ``workspace`` holds base's files (a cell's checkout, a grading tree); paths into the template's
         venv and checkout are rewritten to ``venv`` and ``workspace``. ``linked`` (for a venv only ever
         used in a sandbox that shows the returned environment's ``read_only`` paths read-only): what the
-        install left untouched by paths is hardlinked, not copied, where the file systems allow.
+        install left untouched by paths is hardlinked, not copied, where the file systems allow. ``bound``
+        (for a venv only ever used in a sandbox that binds the returned environment's ``bound`` pairs, a
+        grading tree's): those entries are not even linked, each is an empty stand-in that the sandbox covers
+        with the template's own entry, read-only; the venv is of no use outside that sandbox.
         """
         clock = time.monotonic()
         if venv.exists():
@@ -125,18 +129,21 @@ class EnvironmentTemplate:
         venv.parent.mkdir(parents=True, exist_ok=True)
         moves = {str(self.venv): str(venv), str(self.checkout): str(workspace)}
         protected: list[Path] = []
-        if linked and os.stat(self.venv).st_dev == os.stat(venv.parent).st_dev:
+        covered: list[tuple[Path, Path]] = []
+        if bound:
+            _link_tree(self.venv, venv, self.checkout, protected, covered)
+        elif linked and os.stat(self.venv).st_dev == os.stat(venv.parent).st_dev:
             _link_tree(self.venv, venv, self.checkout, protected)
         else:
             _copy_tree(self.venv, venv)
         rewritten = relocate(venv, moves)
         self._lay(workspace)
-        how = f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied"
+        how = (f"{len(covered)} entries bound read-only from the template in the sandbox" if covered
+               else f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied")
         _log(log, f"# environment template {self.key}: copied to {venv} ({how}; {rewritten} files relocated, "
                   f"{len(self.files)} files of the install laid into the workspace) in {time.monotonic() - clock:.2f}s")
         return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key,
-                                 read_only=tuple(protected))
-
+                                 read_only=tuple(protected), bound=tuple(covered))
 
     def lay_into(self, workspace: Path, log: Path) -> None:
         """Only the steps' files laid into ``workspace``, no venv: for a cell that runs nothing in its workspace
@@ -157,7 +164,8 @@ class EnvironmentTemplate:
         kept = tuple(folder for folder in self.bytecode
                      if os.path.realpath(tree / folder) == os.path.join(real, folder)
                      and (tree / folder).parent.is_dir() and not os.path.lexists(tree / folder))
-        _copy_paths(kept, self.checkout, tree)
+        for folder in kept:  # a few files each: copied here, not by a `cp` process per call
+            shutil.copytree(self.checkout / folder, tree / folder, symlinks=True)
 
     def _lay(self, workspace: Path) -> None:
         for path in self.removed:
@@ -389,26 +397,52 @@ _RECREATED = ("lib", "lib/python*", "lib/python*/site-packages")
 _COPIED = ("bin", "pyvenv.cfg", "*.pth", "__editable__*", "*.egg-link")
 
 
-def _link_tree(source: Path, dest: Path, checkout: Path, protected: list[Path], relative: str = "") -> None:
+def _link_tree(source: Path, dest: Path, checkout: Path, protected: list[Path],
+               covered: list[tuple[Path, Path]] | None = None, relative: str = "") -> None:
     """A linked copy of the venv ``source`` at ``dest``: folders on the way to site-packages recreated, each entry
     there (a package, its metadata) hardlinked with ``cp -al`` and listed in ``protected`` (the sandbox shows it
-    read-only: a write in place would reach the template's inode); what holds paths to rewrite is copied."""
+    read-only: a write in place would reach the template's inode); what holds paths to rewrite is copied.
+
+    With ``covered``, an entry is not linked: an empty stand-in (a folder or a file) is made in its place, and
+    (the template's entry, the stand-in) listed there, for the sandbox to bind the one read-only over the other."""
     dest.mkdir()
     shutil.copystat(source, dest)
     linked, copied = [], []
     for entry in sorted(os.scandir(source), key=lambda entry: entry.name):
         inner = f"{relative}/{entry.name}".lstrip("/")
         if entry.is_dir(follow_symlinks=False) and any(_matches(inner, shape) for shape in _RECREATED):
-            _link_tree(Path(entry.path), dest / entry.name, checkout, protected, inner)
+            _link_tree(Path(entry.path), dest / entry.name, checkout, protected, covered, inner)
         elif entry.is_symlink() or any(fnmatch.fnmatch(entry.name, shape) for shape in _COPIED) or \
                 _names_checkout(Path(entry.path), checkout):
             copied.append(entry.name)
+        elif covered is not None:
+            stand_in = dest / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                stand_in.mkdir()
+            else:
+                stand_in.touch()
+            covered.append((Path(entry.path), stand_in))
         else:
             linked.append(entry.name)
-    for names, options in ((copied, ["-a"]), (linked, ["-al"])):
-        for start in range(0, len(names), 2000):
-            _cp([*options, "-t", str(dest), "--", *names[start:start + 2000]], cwd=source, dest=dest)
+    for name in copied:  # small (scripts, config, an editable install's metadata): here, not by a `cp` process
+        _copy_entry(source / name, dest / name)
+    for start in range(0, len(linked), 2000):
+        _cp(["-al", "-t", str(dest), "--", *linked[start:start + 2000]], cwd=source, dest=dest)
     protected.extend(dest / name for name in linked)
+
+
+def _copy_entry(source: Path, dest: Path) -> None:
+    """``cp -a`` of one entry, in this process: a link as a link, a folder with its links, a file with its mode
+    and times."""
+    try:
+        if source.is_symlink():
+            dest.symlink_to(os.readlink(source))
+        elif source.is_dir():
+            shutil.copytree(source, dest, symlinks=True)
+        else:
+            shutil.copy2(source, dest, follow_symlinks=False)
+    except OSError as error:  # the template is gone (removed from the cache under the cell): the harness's failure
+        raise EnvBuildError(f"environment copy into {dest.parent} failed: {error}") from None
 
 
 def _matches(path: str, shape: str) -> bool:

@@ -87,6 +87,9 @@ class PythonEnvironment:
     identity: str = ""
     #: Paths of the venv whose files are hardlinks to a template's: every sandbox shows them read-only.
     read_only: tuple[Path, ...] = ()
+    #: (a template's entry, the empty stand-in for it in this venv): the sandbox binds the one over the other,
+    #: read-only (``Sandbox.binding``); such a venv works in that sandbox only.
+    bound: tuple[tuple[Path, Path], ...] = ()
 
     def variables(self, path: str) -> dict[str, str]:
         return {**self.spec.variables, "VIRTUAL_ENV": str(self.venv),

@@ -210,14 +210,15 @@ def _restore(harness: HarnessGit, commit: str, paths: list[str]) -> None:
 
 
 def grading_environment(template: EnvironmentTemplate, tree: Path, cell: CellEnvironment, log: Path, *,
-                        linked: bool = False) -> PythonEnvironment:
+                        bound: bool = False) -> PythonEnvironment:
     """A venv the agent never touched, for the tree: the instance's template copied into the grading cell,
     its editable install pointed at the tree, the files its steps made laid into the tree (before the patch).
 
-    ``linked``: hardlinked where it can be (``EnvironmentTemplate.copy_to``), for a grading run in a sandbox
-    that shows the environment's ``read_only`` paths read-only.
+    ``bound``: the template's installed packages are not copied nor linked (``EnvironmentTemplate.copy_to``),
+    for a grading run in a sandbox that binds them, read-only, over their stand-ins (the environment's
+    ``bound``): nothing to copy, whatever the venv's size.
     """
-    return template.copy_to(cell.root / "venv", tree, log, linked=linked)
+    return template.copy_to(cell.root / "venv", tree, log, bound=bound)
 
 
 #: Files whose change can change what an install builds: the install step runs again on a patched tree
@@ -332,7 +333,7 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     def setup(tree: Path) -> None:
         assert template is not None
         # An install on the patched tree may replace what the environment installed: a real copy for it.
-        built.append(grading_environment(template, tree, cell, log, linked=sandboxed and not install_again(patch)))
+        built.append(grading_environment(template, tree, cell, log, bound=sandboxed and not install_again(patch)))
 
     try:
         # A template whose steps left no files changes nothing in the tree: no setup to commit before the patch.
@@ -351,7 +352,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
                 # the venv is the grading cell's (writable: the install step of the patched tree writes it),
                 # but for its entries hardlinked to the template's
                 grading_sandbox = grading_sandbox.showing(
-                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)), *environment.read_only)
+                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)),
+                    *environment.read_only).binding(*environment.bound)
             if environment.spec.install and install_again(patch):
                 try:
                     run_step(environment, environment.spec.install, tree.path, cell, log, timeout,
