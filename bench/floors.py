@@ -10,8 +10,9 @@ swept GOLD x (1 + ``--trials``) by the harness as a user runs it (no xdist, the 
 same run. Two figures per row:
 
 - **warm cell**: the cells after the instance's first (the template is built), from the cell's start
-  to its end (the ledger row's ``started_at``/``ended_at``: workspace, environment copy, the GOLD arm,
-  extraction, the fresh grading tree, the sandboxed tests: the whole cell), median, against the floor:
+  to its end (the ledger row's ``started_at``/``ended_at``: workspace, the steps' files (a GOLD cell has no
+  venv of its own), the GOLD arm, extraction, the fresh grading tree with its venv (the template's packages
+  bound read-only) and its copy of base's bytecode, the sandboxed tests: the whole cell), median, against the floor:
   the row's own ``verify`` command run by hand in a checkout of base + gold patch + test patch, with the
   venv the floor built first on PATH (one untimed run first writes the venv's and the checkout's bytecode,
   then the median of ``--floor-runs``; ``PYTHONDONTWRITEBYTECODE`` is unset for the sweep and the hand alike).
