@@ -21,10 +21,10 @@ instance does in a sweep whose specs were resolved before. Its figures:
   the checkout's bytecode; median of ``--floor-runs``. Target 1.1x on the median row.
 - **first cell**: the env phase of the second sweep's first cell (template build: checkout of base, ``uv venv``
   and ``uv pip sync`` from the lock, the spec's steps, byte-compiles, health check, the cell's copy) against
-  by hand: ``uv venv`` + ``uv pip install -r`` the same lock (same date and build constraints) + ``uv pip
-  install -e`` the checkout (the repository's install, with uv), into a fresh venv, in a fresh checkout of base
-  (its clone not timed). The floor neither byte-compiles nor runs the spec's ``pre_install`` steps nor a
-  health check. Target 1.2x.
+  by hand: ``uv venv --seed`` + ``uv pip install --no-deps -r`` the same lock (exactly its pins; same date and
+  build constraints) + the spec's ``install`` step as written (``python -m pip install -e .``: uv cannot build
+  every old ``setup.py`` editable), into a fresh venv, in a fresh checkout of base (its clone not timed). The
+  floor neither byte-compiles nor runs the spec's ``pre_install`` steps nor a health check. Target 1.2x.
 
 Needs the network for the first sweep (uv fills its cache from PyPI).
 """
@@ -46,7 +46,7 @@ from floors import build_steps, seconds_between
 
 from pytest_swe_arena.cell.templates import EnvironmentTemplate
 from pytest_swe_arena.cell.venvs import EnvSpec, find_interpreter, find_uv
-from pytest_swe_arena.grading.runners import runner_for_row
+from pytest_swe_arena.grading.runners import prepare_tox_current_env, runner_for_row
 
 ROOT = Path(__file__).resolve().parents[1]
 #: One row per repository whose GOLD resolves with the shipped specs (docs/swe-bench-lite-check.md).
@@ -106,19 +106,22 @@ def hand_tests(row: dict[str, Any], template: EnvironmentTemplate, mirror: Path,
     command = runner.command(row["test_patch"])
     env = {**os.environ, **environment.variables(os.environ["PATH"]), "COLUMNS": "80"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    prepare_tox_current_env(command, tree, environment.venv)  # as the harness does for tox's rows (sphinx)
+    exits: list[int] = []
 
     def once() -> float:
         clock = time.perf_counter()
-        subprocess.run(["bash", "-c", command], cwd=tree, env=env, capture_output=True, check=False)
+        exits.append(subprocess.run(["bash", "-c", command], cwd=tree, env=env, capture_output=True,
+                                    check=False).returncode)
         return time.perf_counter() - clock
 
     once()  # untimed: the checkout's (and any uncompiled package's) bytecode written
-    return [once() for _ in range(runs)], command
+    return [once() for _ in range(runs)], f"{command} (exit {exits[-1]})"
 
 
 def hand_build(row: dict[str, Any], manifest: dict[str, Any], cache: Path, mirror: Path, root: Path,
                uv_cache: Path) -> float:
-    """The floor of a first cell: ``uv venv`` + ``uv pip install -r`` the lock + ``uv pip install -e`` the checkout."""
+    """The floor of a first cell: ``uv venv --seed`` + ``uv pip install -r`` the lock + the spec's install step."""
     spec = manifest["spec"]
     interpreter, version = find_interpreter(spec.get("python"))
     locks = list((cache / "envs").glob("*/requirements.lock"))
@@ -138,10 +141,14 @@ def hand_build(row: dict[str, Any], manifest: dict[str, Any], cache: Path, mirro
     uv, venv = find_uv() or "uv", root / "build-venv"
     python = str(venv / "bin" / "python")
 
-    def install() -> None:
-        run(uv, "venv", "--quiet", "--python", str(interpreter), str(venv), env=env)
-        run(uv, "pip", "install", "--quiet", "--offline", *build, "--python", python, "-r", str(lock), env=env)
-        run(uv, "pip", "install", "--quiet", *build, "--python", python, "-e", str(tree), env=env)
+    step_env = {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env['PATH']}", "VIRTUAL_ENV": str(venv)}
+
+    def install() -> None:  # exactly the lock's pins (resolved with the spec's overrides), then the repository
+        run(uv, "venv", "--quiet", "--seed", "--python", str(interpreter), str(venv), env=env)
+        run(uv, "pip", "install", "--quiet", "--offline", "--no-deps", *build, "--python", python, "-r", str(lock),
+            env=env)
+        if spec.get("install"):  # the spec's own (pip, as the harness runs it: uv cannot build every old setup.py)
+            run("bash", "-c", spec["install"], cwd=tree, env=step_env)
 
     return timed(install)
 
@@ -155,20 +162,28 @@ def main() -> None:
                          help="a scratch arena cache of this run's own (never one another run uses)")
     options.add_argument("--trials", type=int, default=2, help="warm cells per row, after its first (default 2)")
     options.add_argument("--floor-runs", type=int, default=3, help="test runs by hand per row (median; default 3)")
+    options.add_argument("--no-sweep", action="store_true",
+                         help="take the sweeps of an earlier run kept with --keep (same --cache), measure by hand only")
     args = options.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     by_id = {row["instance_id"]: row for row in json.loads(args.rows.read_text())}
     rows = [by_id[iid] for iid in args.instance_ids]
     scratch = args.cache.parent / f"{args.cache.name}-scratch"
-    shutil.rmtree(scratch, ignore_errors=True)
-    suite = scratch / "suite"
-    (suite / "instances").mkdir(parents=True)
-    (suite / "pyproject.toml").write_text(PYPROJECT)
-    (suite / "instances" / "lite.json").write_text(json.dumps(rows, indent=1))
     load_start = os.getloadavg()[0]
-    warm_up, _ = sweep(suite, args.repos, args.cache, scratch / "out-warm-up", 1)
-    shutil.rmtree(args.cache / "templates", ignore_errors=True)  # built again, from the lock and the warm uv cache
-    seconds, cells = sweep(suite, args.repos, args.cache, scratch / "out", 1 + args.trials)
+    if args.no_sweep:
+        shutil.rmtree(scratch / "hand", ignore_errors=True)
+        ledger = (scratch / "out" / "ledger.jsonl").read_text().splitlines()
+        warm_up = seconds = 0.0
+        cells = [json.loads(line) for line in ledger if line]
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+        suite = scratch / "suite"
+        (suite / "instances").mkdir(parents=True)
+        (suite / "pyproject.toml").write_text(PYPROJECT)
+        (suite / "instances" / "lite.json").write_text(json.dumps(rows, indent=1))
+        warm_up, _ = sweep(suite, args.repos, args.cache, scratch / "out-warm-up", 1)
+        shutil.rmtree(args.cache / "templates", ignore_errors=True)  # built again, from the lock and the warm uv cache
+        seconds, cells = sweep(suite, args.repos, args.cache, scratch / "out", 1 + args.trials)
     load_sweep = os.getloadavg()[0]
 
     warm_ratios, first_ratios, notes, warm_phases, first_phases, tests = [], [], [], [], [], []
@@ -198,7 +213,8 @@ def main() -> None:
         notes.append(f"{iid}: warm cell {warm_seconds:.2f} s / by hand {floor:.2f} s = {warm_seconds / floor:.2f}x "
                      f"(tests in the sandbox {statistics.median(c['verify']['seconds'] for c in warm):.2f} s); "
                      f"first build {build:.1f} s / uv by hand {floor_build:.1f} s = {build / floor_build:.2f}x "
-                     f"(build steps: {', '.join(f'{k} {v:.1f} s' for k, v in steps.items())}); `{command[:120]}`")
+                     f"(build steps: {', '.join(f'{k} {v:.1f} s' for k, v in steps.items())}); "
+                     f"by hand `{command[-160:]}`")
     if not warm_ratios:
         raise SystemExit("bench: no row resolved on every GOLD cell:\n" + "\n".join(notes))
     warm_median = sorted(warm_ratios)[(len(warm_ratios) - 1) // 2]
@@ -213,7 +229,7 @@ def main() -> None:
         Figure("warm GOLD cell, median row", warm_median[2], "s",
                "SWE-bench's test command by hand in a ready checkout and venv", warm_median[3], target="<= 1.1"),
         Figure("first cell's environment build, median row", first_median[2], "s",
-               "uv venv + uv pip install of the lock + uv pip install -e, fresh venv", first_median[3],
+               "uv venv + uv pip install of the lock + the spec's install, fresh venv", first_median[3],
                target="<= 1.2"),
     ], args, notes=[
         f"median rows: warm {warm_median[1]} ({warm_median[0]:.2f}x), first {first_median[1]} ({first_median[0]:.2f}x)",
