@@ -59,8 +59,8 @@ from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, 
 from .workspace import check_out_base
 
 #: Bumped when the template's layout or what a copy does changes: older templates are not reused.
-TEMPLATE_FORMAT = 3  # 2: checkouts laid with the repository's attributes neutralised; 3: no pip in a venv of
-# requirements alone, uv's byte-compile
+TEMPLATE_FORMAT = 3  # 2: checkouts laid with the repository's attributes neutralised; 3: the checkout's bytecode,
+# pip left out of the compile
 
 #: Files of a venv that hold absolute paths the install wrote (beside every file of ``bin/``).
 _PATH_FILES = ("*.pth", "__editable__*", "*.egg-link", "*.dist-info/direct_url.json")
@@ -265,8 +265,7 @@ def _build(store: EnvironmentStore, spec: EnvSpec, python_version: str, root: Pa
     except WorkspaceError as error:
         raise EnvBuildError(f"environment template: checkout of base failed: {error}") from None
     built = store.build(spec, root / "venv", checkout, cell_env, log, timeout)
-    if spec.runs_steps or not uv_compiles_bytecode(python_version):
-        _compile_bytecode(built.venv, log, timeout)
+    _compile_bytecode(built.venv, log, timeout)
     files, removed = _changed_paths(checkout)
     bytecode = _compile_checkout(built.venv, checkout, python_version, log, timeout)
     template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed, bytecode)
@@ -284,10 +283,9 @@ def _compile_bytecode(venv: Path, log: Path, timeout: float) -> None:
     """Byte-compile site-packages once, in the template: every copy imports without compiling (a linked copy's
     packages are read-only in the sandbox, where Python could not write its bytecode cache).
 
-    Only where something may have installed without compiling: the steps (``pip``, ``setup.py``), the seeded
-    setuptools, or a Python uv cannot compile for (3.6); else ``uv pip sync --compile-bytecode`` did it all.
-    Already compiled files are skipped (their ``.pyc`` is up to date), pip is left out (``_NOT_COMPILED``; a
-    shipped spec's ``UV_COMPILE_BYTECODE`` has uv compile it with the rest)."""
+    Already compiled files are skipped (their ``.pyc`` is up to date: a shipped spec's ``UV_COMPILE_BYTECODE``
+    has uv compile what it installs), pip is left out (``_NOT_COMPILED``: the seeded pip is there for the steps
+    and an agent, the graded tests never import it)."""
     sites = [str(site) for site in venv.glob("lib/python*/site-packages")]
     argv = ["-m", "compileall", "-q", "-j", "0", "-x", _NOT_COMPILED, *sites]
     _log(log, "$ python " + " ".join(argv))

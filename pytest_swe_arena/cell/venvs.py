@@ -29,7 +29,7 @@ from typing import Any
 
 from ..cache import process_leases
 from ..files import write_atomic
-from ..instances.swebench_specs import uv_compiles_bytecode, uv_config_text, uv_environment
+from ..instances.swebench_specs import uv_config_text, uv_environment
 from . import processes
 
 #: ``version_info`` of an interpreter, read by running it (shims and symlinks are resolved by the answer).
@@ -67,12 +67,6 @@ class EnvSpec:
             pre_install=tuple(data.get("pre_install") or ()),
             install=data.get("install") or None,
         )
-
-    @property
-    def runs_steps(self) -> bool:
-        """Whether the spec has shell steps (``pre_install``, ``install``): they may call pip, so its venv is seeded
-        with pip and setuptools; a venv of requirements alone holds them only (``uv venv`` + ``uv pip sync``)."""
-        return bool(self.pre_install or self.install)
 
 
 @dataclass(frozen=True)
@@ -244,11 +238,10 @@ class EnvironmentStore:
             lock = self.spec_dir(spec, python_version) / "requirements.lock"
             try:
                 # Resolved earlier and its packages are in uv's shared cache: no network needed.
-                self._create(uv, spec, interpreter, python_version, venv, lock, ["--offline"], log, timeout,
-                             variables)
+                self._create(uv, interpreter, venv, lock, ["--offline"], log, timeout, variables)
             except EnvBuildError:
                 _log(log, "offline install from the shared cache failed (pruned?); retrying online")
-                self._create(uv, spec, interpreter, python_version, venv, lock, [], log, timeout, variables)
+                self._create(uv, interpreter, venv, lock, [], log, timeout, variables)
         environment = PythonEnvironment(venv=venv, spec=spec, uv_variables=variables,
                                         identity=self.spec_dir(spec, python_version).name)
         for step in spec.pre_install:
@@ -284,7 +277,7 @@ class EnvironmentStore:
                          log, timeout, variables)
             else:
                 staging.write_text("")
-            self._create(uv, spec, interpreter, python_version, venv, staging, [], log, timeout, variables)
+            self._create(uv, interpreter, venv, staging, [], log, timeout, variables)
             os.replace(staging, lock)
             with open(directory / "arena-builds.log", "a") as builds:
                 builds.write(f"{time.time():.3f} pid={os.getpid()} resolved and built in "
@@ -302,21 +295,18 @@ class EnvironmentStore:
                 options += [option, str(directory / name)]
         return options
 
-    def _create(self, uv: str, spec: EnvSpec, interpreter: Path, python_version: str, venv: Path, lock: Path,
-                extra: Sequence[str], log: Path, timeout: float, variables: Mapping[str, str]) -> None:
-        """``uv venv`` and ``uv pip sync`` of the lock. A venv for steps is seeded with pip and setuptools, and
-        compiled after the steps (``templates``); one of requirements alone is not seeded, and uv byte-compiles
-        it (in parallel), where it can (``uv_compiles_bytecode``). uv compiles all of site-packages: a seeded pip
-        too, which the tests never import."""
-        seed = ["--seed"] if spec.runs_steps else []
-        self._uv(uv, ["venv", "--quiet", "--clear", *seed, *extra, "--python", str(interpreter), str(venv)],
+    def _create(self, uv: str, interpreter: Path, venv: Path, lock: Path, extra: Sequence[str],
+                log: Path, timeout: float, variables: Mapping[str, str]) -> None:
+        """``uv venv --seed`` and ``uv pip sync`` of the lock. Every venv is seeded with pip and setuptools: the
+        steps may call pip, and so may an agent working in its cell's copy. The template compiles it after
+        (``templates._compile_bytecode``), pip left out."""
+        self._uv(uv, ["venv", "--quiet", "--clear", "--seed", *extra, "--python", str(interpreter), str(venv)],
                  log, timeout, variables)
         if lock.read_text().strip():
             constraints = lock.parent / "build-constraints.txt"
             build = ["--build-constraints", str(constraints)] if constraints.is_file() else []
-            compile_bytecode = ["--compile-bytecode"] if uv_compiles_bytecode(python_version) and not seed else []
-            self._uv(uv, ["pip", "sync", "--quiet", *compile_bytecode, *extra, *build, "--python",
-                          str(venv / "bin" / "python"), str(lock)], log, timeout, variables)
+            self._uv(uv, ["pip", "sync", "--quiet", *extra, *build, "--python", str(venv / "bin" / "python"),
+                          str(lock)], log, timeout, variables)
 
     def _uv(self, uv: str, args: list[str], log: Path, timeout: float, variables: Mapping[str, str]) -> None:
         env = {**os.environ, **variables}
