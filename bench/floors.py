@@ -10,14 +10,16 @@ swept GOLD x (1 + ``--trials``) by the harness as a user runs it (no xdist, the 
 same run. Two figures per row:
 
 - **warm cell**: the cells after the instance's first (the template is built), from the cell's start
-  to its end (the ledger row's ``started_at``/``ended_at``: workspace, environment copy, the GOLD arm,
-  extraction, the fresh grading tree, the sandboxed tests: the whole cell), median, against the floor:
+  to its end (the ledger row's ``started_at``/``ended_at``: workspace, the steps' files (a GOLD cell has no
+  venv of its own), the GOLD arm, extraction, the fresh grading tree with its venv (the template's packages
+  bound read-only) and its copy of base's bytecode, the sandboxed tests: the whole cell), median, against the floor:
   the row's own ``verify`` command run by hand in a checkout of base + gold patch + test patch, with the
   venv the floor built first on PATH (one untimed run first writes the venv's and the checkout's bytecode,
   then the median of ``--floor-runs``; ``PYTHONDONTWRITEBYTECODE`` is unset for the sweep and the hand alike).
   Target 1.1x on the median row.
 - **first cell**: the env phase of the instance's first cell (the template: a checkout of base, uv's
-  venv and install, the health check, the byte-compile, the cell's copy) against ``uv venv`` +
+  venv and install with its byte-compile, the checkout's byte-compile; a GOLD cell makes no copy of its own)
+  against ``uv venv`` +
   ``uv pip install`` of the same requirements into a fresh venv by hand, with the same interpreter
   (median of a build before the sweep and one after). Target 1.2x.
 
@@ -25,7 +27,8 @@ The uv cache is **warm in both**: one scratch uv cache, warmed once (``uv venv -
 the requirements), is the harness's (its fresh arena cache links ``uv`` to it, as ``environments.py``
 does) and the floor's. The first instance's build also resolves the requirements (``uv pip compile``);
 later instances' builds reuse that lock offline, as a sweep does. Notes break the gaps down: the cells'
-phases (``phases``), and the harness's extra build steps (``--seed``, ``compileall``) timed by hand.
+phases (``phases``), the template's build steps from ``env.log``, and by hand ``--seed``, ``compileall``
+and ``uv pip install --compile-bytecode`` for comparison.
 Needs the network once (uv resolves ``pytest`` from PyPI).
 """
 
@@ -50,8 +53,8 @@ SUITE = Path(__file__).resolve().parents[1] / "instances"
 
 
 #: The template build's commands as ``env.log`` names them (``$ ...``, then ``# took N.NNs``).
-BUILD_STEPS = {"$ uv pip compile": "resolve (uv pip compile)", "$ uv venv": "uv venv --seed",
-               "$ uv pip sync": "install (uv pip sync)", "$ python -m compileall": "compileall"}
+BUILD_STEPS = {"$ uv pip compile": "resolve (uv pip compile)", "$ uv venv": "uv venv",
+               "$ uv pip sync": "install (uv pip sync)", "$ python -m compileall": "compileall (site-packages)"}
 
 
 def build_steps(log: Path) -> dict[str, float]:
@@ -61,6 +64,8 @@ def build_steps(log: Path) -> dict[str, float]:
     for line in (log.read_text(errors="replace").splitlines() if log.is_file() else []):
         if line.startswith("$ "):
             step = next((name for prefix, name in BUILD_STEPS.items() if line.startswith(prefix)), None)
+            if line.endswith("(the checkout)"):
+                step = "compileall (the checkout)"
         elif line.startswith("# took ") and step is not None:
             steps[step] = steps.get(step, 0.0) + float(line.split()[2].rstrip("s"))
             step = None
@@ -251,10 +256,10 @@ def main() -> None:
         f"first cells' phases (median): {phase_medians(first_phases)}",
         f"first cells' template build, from env.log (median over the rows that ran the step): "
         f"{phase_medians([entry for entry in steps if entry]) or 'no env.log'}",
-        f"by hand, what the harness's build adds: --seed {seed_extra:+.3f} s over uv venv + uv pip install, "
+        f"by hand, for comparison: --seed {seed_extra:+.3f} s over uv venv + uv pip install, "
         f"compileall -j 0 of the seeded site-packages {compile_seeded:.3f} s (of the requirements alone, "
-        f"unseeded: {compile_plain:.3f} s); the floor's uv venv + uv pip install --compile-bytecode: "
-        f"{uv_compiled:.3f} s",
+        f"unseeded: {compile_plain:.3f} s); uv venv + uv pip install --compile-bytecode (the floor with the "
+        f"byte-compile the template does): {uv_compiled:.3f} s",
         f"{len(rows)} rows x {1 + args.trials} GOLD cells, no xdist, --arena-grade-every-cell, default sandbox; "
         f"sweep {sweep_seconds:.1f} s; uv cache warm in both; Python {python} ({interpreter})",
     ])

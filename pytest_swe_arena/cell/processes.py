@@ -10,6 +10,7 @@ them. Output goes to files, never to memory.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -83,10 +84,11 @@ def run(
         )
     timed_out = killed = False
     stopped: str | None = None
+    exited = _ExitWaiter(process)
     try:
         while True:
             try:
-                process.wait(timeout=POLL_SECONDS)
+                exited(POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 pass
             else:
@@ -106,10 +108,37 @@ def run(
         terminate_tree(process, token, grace)
         raise
     finally:
+        exited.close()
         # Whatever the leader did, nothing it started may outlive it.
         kill_tree(process.pid, token)
     returncode = None if killed else process.returncode
     return ProcessResult(returncode, timed_out, stopped, clock() - started)
+
+
+class _ExitWaiter:
+    """Waits up to a timeout for a process to exit, woken the moment it does: through a pidfd where Linux has one
+    (``Popen.wait`` with a timeout sleeps in steps of up to 50 ms, which every short graded run would pay)."""
+
+    def __init__(self, process: subprocess.Popen[bytes]):
+        self.process = process
+        try:
+            self.pidfd: int | None = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):  # not Linux 5.3+, or the process is gone already
+            self.pidfd = None
+
+    def __call__(self, timeout: float) -> None:
+        """Return once the process has exited (reaped); ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        if self.pidfd is None:
+            self.process.wait(timeout=timeout)
+            return
+        select.select([self.pidfd], [], [], timeout)
+        if self.process.poll() is None:
+            raise subprocess.TimeoutExpired(self.process.args, timeout)
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 def terminate_tree(process: subprocess.Popen[bytes], token: str, grace: float) -> None:

@@ -96,6 +96,9 @@ class SandboxPolicy:
     unset_env: tuple[str, ...] = ()
     system: tuple[str, ...] = SYSTEM_PATHS
     etc: tuple[str, ...] = ETC_PATHS
+    #: (source, place): ``source`` shown read-only at ``place`` (inside a path of the policy), after the other
+    #: paths: a template's installed package over its empty stand-in in a grading tree's venv.
+    read_only_at: tuple[tuple[Path, Path], ...] = ()
 
     def binds(self) -> list[tuple[Path, bool]]:
         """(path, writable) pairs, parents before children; a path given both ways is read-only."""
@@ -122,6 +125,11 @@ class Sandbox:
     def showing(self, *read_only: Path) -> Sandbox:
         """This sandbox, with ``read_only`` shown as well."""
         policy = dataclasses.replace(self.policy, read_only=(*self.policy.read_only, *read_only))
+        return dataclasses.replace(self, policy=policy)
+
+    def binding(self, *read_only_at: tuple[Path, Path]) -> Sandbox:
+        """This sandbox, with each (source, place) of ``read_only_at`` shown: ``source`` read-only at ``place``."""
+        policy = dataclasses.replace(self.policy, read_only_at=(*self.policy.read_only_at, *read_only_at))
         return dataclasses.replace(self, policy=policy)
 
     def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
@@ -155,6 +163,10 @@ class Sandbox:
         for path, writable in policy.binds():
             _existing(path, "read-write path" if writable else "read-only path")
             command += ["--bind" if writable else "--ro-bind", str(path), str(path)]
+        for source, place in policy.read_only_at:
+            _existing(source, "read-only source")
+            _existing(place, "place of a read-only source")
+            command += ["--ro-bind", str(source), str(place)]
         if not cwd.is_absolute() or not cwd.is_dir():
             raise SandboxError(f"sandbox: the working directory {cwd} is not an existing absolute directory")
         # Last: nothing but the binds is writable, and /proc/sys cannot be written even by root.

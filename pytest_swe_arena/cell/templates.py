@@ -52,13 +52,15 @@ from typing import Any
 from .. import __version__
 from ..cache import process_leases, prune
 from ..files import write_atomic
+from ..instances.swebench_specs import uv_compiles_bytecode
 from . import processes
 from .git import WorkspaceError, git_bytes
 from .venvs import EnvBuildError, EnvironmentStore, EnvSpec, PythonEnvironment, find_interpreter
 from .workspace import check_out_base
 
 #: Bumped when the template's layout or what a copy does changes: older templates are not reused.
-TEMPLATE_FORMAT = 2  # 2: checkouts laid with the repository's attributes neutralised
+TEMPLATE_FORMAT = 3  # 2: checkouts laid with the repository's attributes neutralised; 3: the checkout's bytecode,
+# pip left out of the compile
 
 #: Files of a venv that hold absolute paths the install wrote (beside every file of ``bin/``).
 _PATH_FILES = ("*.pth", "__editable__*", "*.egg-link", "*.dist-info/direct_url.json")
@@ -86,6 +88,8 @@ class EnvironmentTemplate:
     files: tuple[str, ...] = ()
     #: Paths of base the steps removed.
     removed: tuple[str, ...] = ()
+    #: The checkout's ``__pycache__`` folders (hash-checked bytecode of base's modules, ``_compile_checkout``).
+    bytecode: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -107,13 +111,17 @@ class EnvironmentTemplate:
         """The template's own environment (for its build and health check, never for a cell)."""
         return PythonEnvironment(venv=self.venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key)
 
-    def copy_to(self, venv: Path, workspace: Path, log: Path, *, linked: bool = False) -> PythonEnvironment:
+    def copy_to(self, venv: Path, workspace: Path, log: Path, *, linked: bool = False,
+                bound: bool = False) -> PythonEnvironment:
         """A copy of the template for one cell: its venv at ``venv`` (new), the steps' files laid into ``workspace``.
 
         ``workspace`` holds base's files (a cell's checkout, a grading tree); paths into the template's
         venv and checkout are rewritten to ``venv`` and ``workspace``. ``linked`` (for a venv only ever
         used in a sandbox that shows the returned environment's ``read_only`` paths read-only): what the
-        install left untouched by paths is hardlinked, not copied, where the file systems allow.
+        install left untouched by paths is hardlinked, not copied, where the file systems allow. ``bound``
+        (for a venv only ever used in a sandbox that binds the returned environment's ``bound`` pairs, a
+        grading tree's): those entries are not even linked, each is an empty stand-in that the sandbox covers
+        with the template's own entry, read-only; the venv is of no use outside that sandbox.
         """
         clock = time.monotonic()
         if venv.exists():
@@ -121,11 +129,45 @@ class EnvironmentTemplate:
         venv.parent.mkdir(parents=True, exist_ok=True)
         moves = {str(self.venv): str(venv), str(self.checkout): str(workspace)}
         protected: list[Path] = []
-        if linked and os.stat(self.venv).st_dev == os.stat(venv.parent).st_dev:
+        covered: list[tuple[Path, Path]] = []
+        if bound:
+            _link_tree(self.venv, venv, self.checkout, protected, covered)
+        elif linked and os.stat(self.venv).st_dev == os.stat(venv.parent).st_dev:
             _link_tree(self.venv, venv, self.checkout, protected)
         else:
             _copy_tree(self.venv, venv)
         rewritten = relocate(venv, moves)
+        self._lay(workspace)
+        how = (f"{len(covered)} entries bound read-only from the template in the sandbox" if covered
+               else f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied")
+        _log(log, f"# environment template {self.key}: copied to {venv} ({how}; {rewritten} files relocated, "
+                  f"{len(self.files)} files of the install laid into the workspace) in {time.monotonic() - clock:.2f}s")
+        return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key,
+                                 read_only=tuple(protected), bound=tuple(covered))
+
+    def lay_into(self, workspace: Path, log: Path) -> None:
+        """Only the steps' files laid into ``workspace``, no venv: for a cell that runs nothing in its workspace
+        (a reference arm's, whose patch a fresh tree with a venv of its own grades)."""
+        clock = time.monotonic()
+        self._lay(workspace)
+        _log(log, f"# environment template {self.key}: no venv for this cell (its arm runs nothing in the "
+                  f"workspace); {len(self.files)} files of the install laid into the workspace in "
+                  f"{time.monotonic() - clock:.2f}s")
+
+    def lay_bytecode(self, tree: Path) -> None:
+        """Copies (never links: the tree's code may write them) of the checkout's bytecode, into a fresh grading
+        tree, patched: its tests import base's modules without compiling them, and a module the patch changed no
+        longer matches its source's hash, so Python compiles it again. Only into folders the tree still has (a
+        folder of bytecode alone would import as a namespace package), reached without a link (the patch's link
+        must not lead a copy out of the tree)."""
+        real = os.path.realpath(tree)
+        kept = tuple(folder for folder in self.bytecode
+                     if os.path.realpath(tree / folder) == os.path.join(real, folder)
+                     and (tree / folder).parent.is_dir() and not os.path.lexists(tree / folder))
+        for folder in kept:  # a few files each: copied here, not by a `cp` process per call
+            shutil.copytree(self.checkout / folder, tree / folder, symlinks=True)
+
+    def _lay(self, workspace: Path) -> None:
         for path in self.removed:
             target = workspace / path
             if target.is_dir() and not target.is_symlink():
@@ -133,11 +175,6 @@ class EnvironmentTemplate:
             else:
                 target.unlink(missing_ok=True)
         _copy_paths(self.files, self.checkout, workspace)
-        how = f"{len(protected)} entries hardlinked, read-only in the sandbox" if protected else "copied"
-        _log(log, f"# environment template {self.key}: copied to {venv} ({how}; {rewritten} files relocated, "
-                  f"{len(self.files)} files of the install laid into the workspace) in {time.monotonic() - clock:.2f}s")
-        return PythonEnvironment(venv=venv, spec=self.spec, uv_variables=self.uv_variables, identity=self.key,
-                                 read_only=tuple(protected))
 
 
 def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base_commit: str, objects: Path,
@@ -179,7 +216,8 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
         _log(log, f"# environment template {root.name}: building")
         start = log.stat().st_size if log.is_file() else 0
         try:
-            template = _build(store, spec, root, base_commit, objects, cell_env, log, timeout, check)
+            template = _build(store, spec, python_version, root, base_commit, objects, cell_env, log, timeout,
+                              check)
         except EnvBuildError as error:
             shutil.rmtree(root, ignore_errors=True)
             if failed is not None:
@@ -196,6 +234,7 @@ def instance_template(store: EnvironmentStore, spec: EnvSpec, *, repo: str, base
         write_atomic(template.manifest, json.dumps({
             "format": TEMPLATE_FORMAT, "key": root.name, "repo": repo, "base_commit": base_commit,
             "spec": dataclasses.asdict(spec), "files": list(template.files), "removed": list(template.removed),
+            "bytecode": list(template.bytecode),
             "built_at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(),
         }, indent=1, default=str).encode())
         with open(root.parent / "builds.log", "a") as builds:
@@ -217,8 +256,9 @@ def _raise_if_failed(failed: Path | None, key: str, log: Path) -> None:
     raise EnvBuildError(message)
 
 
-def _build(store: EnvironmentStore, spec: EnvSpec, root: Path, base_commit: str, objects: Path,
-           cell_env: Mapping[str, str], log: Path, timeout: float, check: HealthCheck | None) -> EnvironmentTemplate:
+def _build(store: EnvironmentStore, spec: EnvSpec, python_version: str, root: Path, base_commit: str,
+           objects: Path, cell_env: Mapping[str, str], log: Path, timeout: float,
+           check: HealthCheck | None) -> EnvironmentTemplate:
     checkout = root / "checkout"
     try:
         check_out_base(checkout, objects, base_commit)
@@ -227,21 +267,55 @@ def _build(store: EnvironmentStore, spec: EnvSpec, root: Path, base_commit: str,
     built = store.build(spec, root / "venv", checkout, cell_env, log, timeout)
     _compile_bytecode(built.venv, log, timeout)
     files, removed = _changed_paths(checkout)
-    template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed)
+    bytecode = _compile_checkout(built.venv, checkout, python_version, log, timeout)
+    template = EnvironmentTemplate(root, spec, built.uv_variables, files, removed, bytecode)
     if check is not None:
         check(template.environment(), checkout, log)
     return template
 
 
+#: What the template's compile leaves out: pip, which the graded tests never import (the steps that ran it, at
+#: build time, wrote its bytecode where they used it).
+_NOT_COMPILED = r"/site-packages/pip/"
+
+
 def _compile_bytecode(venv: Path, log: Path, timeout: float) -> None:
     """Byte-compile site-packages once, in the template: every copy imports without compiling (a linked copy's
-    packages are read-only in the sandbox, where Python could not write its bytecode cache)."""
+    packages are read-only in the sandbox, where Python could not write its bytecode cache).
+
+    Already compiled files are skipped (their ``.pyc`` is up to date: a shipped spec's ``UV_COMPILE_BYTECODE``
+    has uv compile what it installs), pip is left out (``_NOT_COMPILED``: the seeded pip is there for the steps
+    and an agent, the graded tests never import it)."""
     sites = [str(site) for site in venv.glob("lib/python*/site-packages")]
-    _log(log, "$ python -m compileall -q -j 0 " + " ".join(sites))
+    argv = ["-m", "compileall", "-q", "-j", "0", "-x", _NOT_COMPILED, *sites]
+    _log(log, "$ python " + " ".join(argv))
     # Files this interpreter cannot compile (another Python's syntax, test data) are no reason to fail.
-    result = processes.run([str(venv / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", *sites],
+    result = processes.run([str(venv / "bin" / "python"), *argv],
                            cwd=venv, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=log, timeout=timeout)
     _log(log, f"# took {result.seconds:.2f}s (exit {result.returncode})")
+
+
+def _compile_checkout(venv: Path, checkout: Path, python_version: str, log: Path,
+                      timeout: float) -> tuple[str, ...]:
+    """Byte-compile the checkout's modules with the venv's Python, hash-checked (PEP 552: valid while the source
+    has the same bytes, whatever its mtime, so they hold in every fresh checkout of base); the ``__pycache__``
+    folders written, relative to the checkout. None before Python 3.7 (no hash-checked bytecode)."""
+    if not uv_compiles_bytecode(python_version):
+        return ()
+    argv = ["-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "checked-hash", "-x", r"/\.git/", "."]
+    _log(log, "$ python " + " ".join(argv) + " (the checkout)")
+    # Files this interpreter cannot compile (test data, another Python's syntax) are no reason to fail.
+    result = processes.run([str(venv / "bin" / "python"), *argv], cwd=checkout,
+                           env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""}, stdout=log, timeout=timeout)
+    _log(log, f"# took {result.seconds:.2f}s (exit {result.returncode})")
+    found: list[str] = []
+    for folder, folders, _ in os.walk(checkout):
+        if ".git" in folders:
+            folders.remove(".git")
+        if "__pycache__" in folders:
+            folders.remove("__pycache__")
+            found.append(os.path.relpath(os.path.join(folder, "__pycache__"), checkout))
+    return tuple(sorted(found))
 
 
 def _changed_paths(checkout: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -269,7 +343,8 @@ def _load(root: Path, spec: EnvSpec, variables: Mapping[str, str]) -> Environmen
         manifest: dict[str, Any] = json.loads((root / "template.json").read_bytes())
     except (OSError, ValueError):
         return None
-    return EnvironmentTemplate(root, spec, variables, tuple(manifest["files"]), tuple(manifest["removed"]))
+    return EnvironmentTemplate(root, spec, variables, tuple(manifest["files"]), tuple(manifest["removed"]),
+                               tuple(manifest.get("bytecode", ())))
 
 
 def relocate(venv: Path, paths: Mapping[str, str]) -> int:
@@ -320,26 +395,52 @@ _RECREATED = ("lib", "lib/python*", "lib/python*/site-packages")
 _COPIED = ("bin", "pyvenv.cfg", "*.pth", "__editable__*", "*.egg-link")
 
 
-def _link_tree(source: Path, dest: Path, checkout: Path, protected: list[Path], relative: str = "") -> None:
+def _link_tree(source: Path, dest: Path, checkout: Path, protected: list[Path],
+               covered: list[tuple[Path, Path]] | None = None, relative: str = "") -> None:
     """A linked copy of the venv ``source`` at ``dest``: folders on the way to site-packages recreated, each entry
     there (a package, its metadata) hardlinked with ``cp -al`` and listed in ``protected`` (the sandbox shows it
-    read-only: a write in place would reach the template's inode); what holds paths to rewrite is copied."""
+    read-only: a write in place would reach the template's inode); what holds paths to rewrite is copied.
+
+    With ``covered``, an entry is not linked: an empty stand-in (a folder or a file) is made in its place, and
+    (the template's entry, the stand-in) listed there, for the sandbox to bind the one read-only over the other."""
     dest.mkdir()
     shutil.copystat(source, dest)
     linked, copied = [], []
     for entry in sorted(os.scandir(source), key=lambda entry: entry.name):
         inner = f"{relative}/{entry.name}".lstrip("/")
         if entry.is_dir(follow_symlinks=False) and any(_matches(inner, shape) for shape in _RECREATED):
-            _link_tree(Path(entry.path), dest / entry.name, checkout, protected, inner)
+            _link_tree(Path(entry.path), dest / entry.name, checkout, protected, covered, inner)
         elif entry.is_symlink() or any(fnmatch.fnmatch(entry.name, shape) for shape in _COPIED) or \
                 _names_checkout(Path(entry.path), checkout):
             copied.append(entry.name)
+        elif covered is not None:
+            stand_in = dest / entry.name
+            if entry.is_dir(follow_symlinks=False):
+                stand_in.mkdir()
+            else:
+                stand_in.touch()
+            covered.append((Path(entry.path), stand_in))
         else:
             linked.append(entry.name)
-    for names, options in ((copied, ["-a"]), (linked, ["-al"])):
-        for start in range(0, len(names), 2000):
-            _cp([*options, "-t", str(dest), "--", *names[start:start + 2000]], cwd=source, dest=dest)
+    for name in copied:  # small (scripts, config, an editable install's metadata): here, not by a `cp` process
+        _copy_entry(source / name, dest / name)
+    for start in range(0, len(linked), 2000):
+        _cp(["-al", "-t", str(dest), "--", *linked[start:start + 2000]], cwd=source, dest=dest)
     protected.extend(dest / name for name in linked)
+
+
+def _copy_entry(source: Path, dest: Path) -> None:
+    """``cp -a`` of one entry, in this process: a link as a link, a folder with its links, a file with its mode
+    and times."""
+    try:
+        if source.is_symlink():
+            dest.symlink_to(os.readlink(source))
+        elif source.is_dir():
+            shutil.copytree(source, dest, symlinks=True)
+        else:
+            shutil.copy2(source, dest, follow_symlinks=False)
+    except OSError as error:  # the template is gone (removed from the cache under the cell): the harness's failure
+        raise EnvBuildError(f"environment copy into {dest.parent} failed: {error}") from None
 
 
 def _matches(path: str, shape: str) -> bool:

@@ -81,6 +81,9 @@ class PythonEnvironment:
     identity: str = ""
     #: Paths of the venv whose files are hardlinks to a template's: every sandbox shows them read-only.
     read_only: tuple[Path, ...] = ()
+    #: (a template's entry, the empty stand-in for it in this venv): the sandbox binds the one over the other,
+    #: read-only (``Sandbox.binding``); such a venv works in that sandbox only.
+    bound: tuple[tuple[Path, Path], ...] = ()
 
     def variables(self, path: str) -> dict[str, str]:
         return {**self.spec.variables, "VIRTUAL_ENV": str(self.venv),
@@ -294,6 +297,9 @@ class EnvironmentStore:
 
     def _create(self, uv: str, interpreter: Path, venv: Path, lock: Path, extra: Sequence[str],
                 log: Path, timeout: float, variables: Mapping[str, str]) -> None:
+        """``uv venv --seed`` and ``uv pip sync`` of the lock. Every venv is seeded with pip and setuptools: the
+        steps may call pip, and so may an agent working in its cell's copy. The template compiles it after
+        (``templates._compile_bytecode``), pip left out."""
         self._uv(uv, ["venv", "--quiet", "--clear", "--seed", *extra, "--python", str(interpreter), str(venv)],
                  log, timeout, variables)
         if lock.read_text().strip():

@@ -148,6 +148,8 @@ def run_config_reason(path: str, base_text: str | None, tree_text: str | None, b
 def _restore_run_config(harness: HarnessGit, base_commit: str, touched: list[str]) -> list[IntegrityFlag]:
     flags = []
     for path in touched:
+        if not may_configure_run(path):
+            continue  # no need to read it at base (two git calls per file)
         reason = run_config_reason(path, _text_at(harness, base_commit, path), _text_in(harness.work_tree / path),
                                    _exists_at(harness, base_commit, path.split("/", 1)[0]))
         if reason is None:
@@ -157,6 +159,16 @@ def _restore_run_config(harness: HarnessGit, base_commit: str, touched: list[str
         done = "taken from base" if at_base else "left out (base has no such file)"
         flags.append(IntegrityFlag("run_config", path, f"{reason}: the patch changed it; {done}"))
     return flags
+
+
+def may_configure_run(path: str) -> bool:
+    """Whether ``run_config_reason`` could find a reason for ``path``, whatever its text and base: its name, a
+    metadata folder, or a top-level name of the runner's or the standard library's."""
+    name, top = path.rsplit("/", 1)[-1], path.split("/", 1)[0]
+    module = top.removesuffix(".py") if "/" not in path else top
+    return (name in RUN_CONFIG_NAMES or name.endswith(".pth") or name in PYTEST_CONFIGS
+            or any(part.endswith((".dist-info", ".egg-info")) for part in path.split("/")[:-1])
+            or module in RUNNER_MODULES or module in STDLIB_MODULES)
 
 
 def _text_at(harness: HarnessGit, commit: str, path: str) -> str | None:
@@ -198,14 +210,15 @@ def _restore(harness: HarnessGit, commit: str, paths: list[str]) -> None:
 
 
 def grading_environment(template: EnvironmentTemplate, tree: Path, cell: CellEnvironment, log: Path, *,
-                        linked: bool = False) -> PythonEnvironment:
+                        bound: bool = False) -> PythonEnvironment:
     """A venv the agent never touched, for the tree: the instance's template copied into the grading cell,
     its editable install pointed at the tree, the files its steps made laid into the tree (before the patch).
 
-    ``linked``: hardlinked where it can be (``EnvironmentTemplate.copy_to``), for a grading run in a sandbox
-    that shows the environment's ``read_only`` paths read-only.
+    ``bound``: the template's installed packages are not copied nor linked (``EnvironmentTemplate.copy_to``),
+    for a grading run in a sandbox that binds them, read-only, over their stand-ins (the environment's
+    ``bound``): nothing to copy, whatever the venv's size.
     """
-    return template.copy_to(cell.root / "venv", tree, log, linked=linked)
+    return template.copy_to(cell.root / "venv", tree, log, bound=bound)
 
 
 #: Files whose change can change what an install builds: the install step runs again on a patched tree
@@ -320,11 +333,17 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
     def setup(tree: Path) -> None:
         assert template is not None
         # An install on the patched tree may replace what the environment installed: a real copy for it.
-        built.append(grading_environment(template, tree, cell, log, linked=sandboxed and not install_again(patch)))
+        built.append(grading_environment(template, tree, cell, log, bound=sandboxed and not install_again(patch)))
 
     try:
+        # A template whose steps left no files changes nothing in the tree: no setup to commit before the patch.
+        lays_files = template is not None and bool(template.files or template.removed)
         tree = build_grading_tree(tree_dir, objects=objects, base_commit=base_commit, patch=patch,
-                                  instance=instance, setup=setup if template is not None else None)
+                                  instance=instance, setup=setup if lays_files else None)
+        if template is not None:
+            if not built:
+                setup(tree.path)
+            template.lay_bytecode(tree.path)  # after the setup's commit: bytecode is never part of base
         extra: dict[str, str] = {}
         grading_sandbox = sandbox()
         if built:
@@ -333,7 +352,8 @@ def grade_on_fresh_tree(instance: Instance, patch: bytes, *, objects: Path, base
                 # the venv is the grading cell's (writable: the install step of the patched tree writes it),
                 # but for its entries hardlinked to the template's
                 grading_sandbox = grading_sandbox.showing(
-                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)), *environment.read_only)
+                    *program_mounts_outside(environment.venv / "bin" / "python", (cell.root,)),
+                    *environment.read_only).binding(*environment.bound)
             if environment.spec.install and install_again(patch):
                 try:
                     run_step(environment, environment.spec.install, tree.path, cell, log, timeout,

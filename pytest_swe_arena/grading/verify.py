@@ -245,12 +245,15 @@ class Witnessed:
     untrusted: tuple[Path, ...]
     #: Run inside an image: its files are judged as the run saw them (``witnesses.judge``).
     inside_image: bool = False
+    #: (source, place) the sandbox bound read-only (``SandboxPolicy.read_only_at``): a hook's file there is source's.
+    shown_at: tuple[tuple[Path, Path], ...] = ()
 
     def check(self, verdict: VerifyResult, rules: GradingRules) -> VerifyResult:
         """The verdict, unresolved when the witnesses disagree with it (read under ``rules``), with their flags."""
         judgement = judge(self.data, expected=self.expected, returncode=verdict.returncode,
                           statuses=recorded_statuses(verdict.tests), tree=self.tree, untrusted=self.untrusted,
-                          started=self.started, overflow=self.overflow, inside_image=self.inside_image, rules=rules)
+                          started=self.started, overflow=self.overflow, inside_image=self.inside_image, rules=rules,
+                          shown_at=self.shown_at)
         if judgement.reason is None or verdict.timed_out:
             return dataclasses.replace(verdict, integrity=judgement.flags)
         detail = judgement.reason if verdict.passed else f"{verdict.detail}; {judgement.reason}"
@@ -276,7 +279,8 @@ def _run_witnessed(host: ContainerHost | None, command: str, workspace: Path, lo
                       pass_fds=(pipe.write_fd,))
     tree = Path("/testbed") if host is not None else workspace
     return result, Witnessed(pipe.data(), pipe.overflow, started, runs_pytest(command), tree, untrusted,
-                             inside_image=host is not None)
+                             inside_image=host is not None,
+                             shown_at=sandbox.policy.read_only_at if sandbox is not None else ())
 
 
 def run_verify(

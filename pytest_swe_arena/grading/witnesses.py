@@ -218,16 +218,21 @@ def _runner_file(path: str, runner: Path, started: float, inside_image: bool, mt
 
 
 def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: float, inside_image: bool = False,
-                  mtime: object = None) -> bool:
+                  mtime: object = None, shown_at: Sequence[tuple[Path, Path]] = ()) -> bool:
     """A hook's file pytest or an installed plugin would have: a ``conftest.py`` of the tree (taken from base), or a
     file outside the tree and the cell's writable folders that existed before the run.
 
     Inside an image the file is not this machine's: where it is, and when it was written (``mtime``), are as the
-    run saw them.
+    run saw them. A file under a place the sandbox bound another folder over (``shown_at``: (source, place), a
+    template's package over its stand-in) is that folder's file.
     """
     if not path or not os.path.isabs(path):
         return False
     where = Path(path)
+    for source, place in shown_at:
+        if where.is_relative_to(place):
+            where = source / where.relative_to(place)
+            break
     if where.is_relative_to(tree):
         return where.name == "conftest.py"
     if inside_image:
@@ -247,7 +252,8 @@ def _trusted_file(path: str, tree: Path, untrusted: Sequence[Path], started: flo
 
 def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapping[str, str], tree: Path,
           untrusted: Sequence[Path] = (), started: float = 0.0, overflow: bool = False,
-          inside_image: bool = False, rules: GradingRules = SWEBENCH) -> Judgement:
+          inside_image: bool = False, rules: GradingRules = SWEBENCH,
+          shown_at: Sequence[tuple[Path, Path]] = ()) -> Judgement:
     """Compare the witness's stream with the verdict's other witnesses.
 
     :param expected: the command runs pytest (``runs_pytest``): no stream at all is a disagreement.
@@ -257,6 +263,7 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
     :param started: when the run started (``time.time()``): a hook file written since was written by the run.
     :param inside_image: the run was in an image's container: ``tree`` and ``untrusted`` are its paths.
     :param rules: the verdict's rules: they decide which of a node id's runs stands, as for the report.
+    :param shown_at: (source, place): the sandbox showed ``source`` read-only at ``place`` (``SandboxPolicy``).
     """
     seen = read_testimony(data)
     flags = [IntegrityFlag("tree_entry_point", name, "a pytest11 entry point of a distribution in the tree: "
@@ -281,9 +288,15 @@ def judge(data: bytes, *, expected: bool, returncode: int | None, statuses: Mapp
     if returncode == 0 and seen.last_exit not in (0, None):
         return refuse("witness", f"the run exited 0 but its pytest session ended with exit status {seen.last_exit}")
     runner = _runner_in_tree(seen.runner, tree)
-    untrusted_hooks = [hook for hook in seen.hooks
-                       if not _trusted_file(str(hook.get("file", "")), tree, untrusted, started, inside_image,
-                                            hook.get("mtime"))]
+    trusted: dict[tuple[str, str], bool] = {}  # a file defines many hooks: judged once
+
+    def trusted_file(hook: Mapping[str, Any]) -> bool:
+        key = (str(hook.get("file", "")), repr(hook.get("mtime")))  # the stream's, whatever it holds
+        if key not in trusted:
+            trusted[key] = _trusted_file(key[0], tree, untrusted, started, inside_image, hook.get("mtime"), shown_at)
+        return trusted[key]
+
+    untrusted_hooks = [hook for hook in seen.hooks if not trusted_file(hook)]
     believed = [hook for hook in untrusted_hooks if runner is not None
                 and _runner_file(str(hook.get("file", "")), runner, started, inside_image, hook.get("mtime"))]
     if believed:

@@ -333,9 +333,15 @@ def uv_environment(as_of: datetime, config_file: Path, python_version: str) -> d
     own ``compileall`` compiles those environments after the build.
     """
     variables = {"UV_CONFIG_FILE": str(config_file), "UV_EXCLUDE_NEWER": uv_timestamp(as_of)}
-    if tuple(int(part) for part in python_version.split(".")[:2]) >= (3, 7):
+    if uv_compiles_bytecode(python_version):
         variables["UV_COMPILE_BYTECODE"] = "1"
     return variables
+
+
+def uv_compiles_bytecode(python_version: str) -> bool:
+    """Whether uv can byte-compile what it installs for this Python (``3.6.15``, ``3.11``): from 3.7 only (its
+    compile script needs ``py_compile.PycInvalidationMode``)."""
+    return tuple(int(part) for part in python_version.split(".")[:2]) >= (3, 7)
 
 
 # --- requirements from the repository -----------------------------------------------------------------------

@@ -72,8 +72,7 @@ def check_health(instance: Instance, runner: Runner | None, environment: PythonE
                  timeout: float) -> None:
     """Raise ``EnvBuildError`` naming the failing import unless the environment can run the row's tests at base."""
     command = health_command(instance, runner, workspace)
-    material = f"{environment.identity}\0{instance.repo}\0{instance.base_commit}\0{command}"
-    passed = store.root / "health" / (hashlib.sha256(material.encode()).hexdigest()[:24] + ".ok")
+    passed = _passed_record(instance, environment.identity, store, command)
     if passed.is_file():
         return
     start = log.stat().st_size if log.is_file() else 0
@@ -98,6 +97,17 @@ def check_health(instance: Instance, runner: Runner | None, environment: PythonE
         ) from None
     passed.parent.mkdir(parents=True, exist_ok=True)
     passed.write_text(command + "\n")
+
+
+def health_passed(instance: Instance, runner: Runner | None, identity: str, store: EnvironmentStore,
+                  workspace: Path) -> bool:
+    """Whether the environment ``identity`` (a template's key) passed the row's check already (``check_health``)."""
+    return _passed_record(instance, identity, store, health_command(instance, runner, workspace)).is_file()
+
+
+def _passed_record(instance: Instance, identity: str, store: EnvironmentStore, command: str) -> Path:
+    material = f"{identity}\0{instance.repo}\0{instance.base_commit}\0{command}"
+    return store.root / "health" / (hashlib.sha256(material.encode()).hexdigest()[:24] + ".ok")
 
 
 def unreachable_server(urls: Iterable[str], timeout: float = 10.0, tarpit_wait: float = 1.0) -> str | None:

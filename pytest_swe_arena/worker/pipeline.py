@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from .. import crossing
-from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest
+from ..arms.base import ArmError, ArmResult, ArmStartError, CellRequest, runs_agent
 from ..arms.misconfig import NO_FAILURES, tail_lines
 from ..cache import process_leases
 from ..cell.environment import CellEnvironment
@@ -82,7 +82,7 @@ from .attribution import (
     PATCH_UNREADABLE,
     Fault,
 )
-from .health import check_health, unreachable_server
+from .health import check_health, health_passed, unreachable_server
 
 if TYPE_CHECKING:
     from ..spend.meter.accounts import CellRoute
@@ -236,7 +236,9 @@ def environment_phase(case: Case, cell: CellEnvironment, workspace: Workspace, h
                 python_env, template, workspace = build_environment(case, cell, workspace, store)
         except (EnvBuildError, WorkspaceError) as error:
             return stop(ENV_BUILD, outcome, f"env: {error}")
-        cell = dataclasses.replace(cell, variables={**cell.variables, **python_env.variables(cell.variables["PATH"])})
+        if python_env is not None:
+            cell = dataclasses.replace(cell, variables={**cell.variables,
+                                                        **python_env.variables(cell.variables["PATH"])})
     try:
         extraction_base = seed_extraction(harness / "extract.git", workspace, original_base)
     except ExtractionError as error:
@@ -576,10 +578,15 @@ def seed_extraction(git_dir: Path, workspace: Workspace, original_base: str) -> 
     return original_base
 
 
-def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
-                      store: EnvironmentStore) -> tuple[PythonEnvironment, EnvironmentTemplate | None, Workspace]:
+def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace, store: EnvironmentStore,
+                      ) -> tuple[PythonEnvironment | None, EnvironmentTemplate | None, Workspace]:
     """The cell's venv for the instance's ``env``: a copy of the instance's template (built by the first cell
     that needs it), checked to run the tests at base, and what the steps changed in the workspace committed.
+
+    No venv (None) for a cell whose arm runs nothing in the workspace (``runs_agent``: GOLD, EMPTY, a replay)
+    and whose patch a fresh tree grades (with a copy of its own): the steps' files are laid into the workspace
+    all the same, so the patch is taken against the same base. Its row's check at base must have passed
+    already (the template's build runs it); else the cell gets its venv, to check it with.
 
     A shipped SWE-bench spec is finished for the row first (``swebench_envs``: its requirement files, its
     date). Each uv and shell step is bounded by ``--arena-verify-timeout``. A workspace without a snapshot
@@ -618,7 +625,13 @@ def build_environment(case: Case, cell: CellEnvironment, workspace: Workspace,
                                      cell=CellName(case.instance.instance_id, case.arm.spec.name, case.trial).shown)
         # Linked only where a fresh tree's grading shows the template's files read-only; grading in place keeps
         # the seed's venv, a copy of the cell's own (its sandbox shows the cell's venv read-write).
-        linked = case.settings.sandboxed and fresh_tree_grading(case.settings.verify_on, workspace)
+        fresh_tree = fresh_tree_grading(case.settings.verify_on, workspace)
+        if not runs_agent(case.arm) and fresh_tree and (
+                case.instance.verify is not None
+                or health_passed(case.instance, repo_runner(case.instance), template.key, store, workspace.path)):
+            template.lay_into(workspace.path, log)
+            return None, template, commit_environment_setup(workspace)
+        linked = case.settings.sandboxed and fresh_tree
         python_env = template.copy_to(cell.root / "venv", workspace.path, log, linked=linked)
     # Remembered per environment: a second instance on the same template checks its own tests once.
     check(python_env, workspace.path, log)

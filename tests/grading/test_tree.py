@@ -16,7 +16,7 @@ from helpers.gitrepos import CALC_FIX, Project, diff_of
 from pytest_swe_arena.cell import processes as proc
 from pytest_swe_arena.cell.environment import CellEnvironment, create_cell_environment
 from pytest_swe_arena.cell.patches import HarnessGit, extract, files_touched
-from pytest_swe_arena.cell.sandbox import Sandbox, cell_policy, probe_bwrap
+from pytest_swe_arena.cell.sandbox import Sandbox, cell_policy, probe_bwrap, program_mounts_outside
 from pytest_swe_arena.cell.templates import instance_template
 from pytest_swe_arena.cell.venvs import EnvironmentStore, EnvSpec
 from pytest_swe_arena.cell.workspace import RepoStore, Workspace, materialize
@@ -30,6 +30,7 @@ from pytest_swe_arena.grading.tree import (
     grade_tree,
     grading_environment,
     integrity_details,
+    may_configure_run,
     run_config_reason,
 )
 from pytest_swe_arena.grading.verify import run_verify
@@ -249,6 +250,57 @@ def test_a_pth_in_the_cells_venv_does_not_reach_the_grading_venv(grading, calc, 
     assert "AssertionError" in (cell.run_dir / "verify.log").read_text()
 
 
+GRADED_WRITER = """
+import os, pathlib, sys
+site = next(pathlib.Path(sys.prefix).glob("lib/python*/site-packages"))
+import iniconfig
+package = pathlib.Path(iniconfig.__file__).parent
+assert package.parent == site, package
+def attempt(name, action):
+    try:
+        action()
+        print(name, "DONE")
+    except OSError as error:
+        print(name, "REFUSED", error.strerror)
+attempt("in_place", lambda: open(package / "__init__.py", "a").write("tampered = True"))
+attempt("remove", lambda: (package / "__init__.py").unlink())
+attempt("new_file", lambda: (package / "planted.py").write_text("tampered = True"))
+attempt("bytecode", lambda: next(package.glob("__pycache__/*.pyc")).write_bytes(b"tampered"))
+attempt("add_package", lambda: (site / "added_by_tests").mkdir())
+"""
+
+
+@needs_bwrap
+def test_graded_code_cannot_write_the_templates_packages_bound_into_its_venv(grading, calc, tmp_path):
+    """A grading tree's venv binds the template's installed packages read-only over empty stand-ins: the code under
+    test imports them, and every write into them is refused (the template is every later cell's); outside the
+    sandbox the stand-ins are empty, nothing of the template is linked."""
+    store = EnvironmentStore(tmp_path / "envs")
+    template = instance_template(store, EnvSpec(python=HERE, requirements=("iniconfig",)), repo="acme/calc",
+                                 base_commit=calc.base, objects=grading.objects, cell_env=grading.cell.env(),
+                                 log=grading.cell.run_dir / "env.log", timeout=300)
+    [site] = template.venv.glob("lib/python*/site-packages")
+    pristine = {path: path.read_bytes() for path in (site / "iniconfig").rglob("*") if path.is_file()}
+    tree = grading.tree(b"")
+    cell = grading.grading_cell()
+    venv = grading_environment(template, tree.path, cell, cell.run_dir / "env.log", bound=True)
+    assert venv.bound and not venv.read_only
+    [stand_in] = [place for source, place in venv.bound if source.name == "iniconfig"]
+    assert stand_in.is_dir() and not any(stand_in.iterdir())
+    sandbox = grading.sandbox(cell, tree, *program_mounts_outside(venv.venv / "bin" / "python", (cell.root,)))
+    argv = sandbox.binding(*venv.bound).wrap([str(venv.venv / "bin" / "python"), "-c", GRADED_WRITER], tree.path)
+    log = cell.run_dir / "writer.log"
+    result = proc.run(argv, cwd=tree.path, env=cell.env(venv.variables(cell.variables["PATH"])), stdout=log,
+                      timeout=120)
+    said = dict(line.split(" ", 1) for line in log.read_text().splitlines())
+    assert result.returncode == 0, said
+    for attack in ("in_place", "remove", "new_file", "bytecode"):
+        assert said[attack].startswith("REFUSED"), (attack, said)
+    assert said["add_package"] == "DONE"  # site-packages itself is the grading cell's
+    assert {path: path.read_bytes() for path in (site / "iniconfig").rglob("*") if path.is_file()} == pristine
+    assert not (site / "added_by_tests").exists()
+
+
 @needs_bwrap
 def test_a_daemon_the_arm_left_cannot_rewrite_the_grading_report(grading):
     marker = f"arena-forger-{uuid.uuid4().hex}"
@@ -311,6 +363,18 @@ def test_run_config_rules():
     assert run_config_reason("_pytest/main.py", "x", "y", True) is None  # pytest's own repository
     assert run_config_reason("pytest.py", None, "x", False) is not None
     assert run_config_reason("pytestutils/x.py", None, "x", False) is None
+
+
+@pytest.mark.parametrize("path", ["a/b/conftest.py", "pkg/x.pth", "setup.cfg", "pyproject.toml", "tox.ini",
+                                  "_pytest/main.py", "pytest.py", "pytestutils/x.py", "calc/ops.py", "email/x.py",
+                                  "json.py", "json/__init__.py", "src/pkg-1.0.dist-info/entry_points.txt",
+                                  "x.egg-info/entry_points.txt", "docs/conf.py", "pytest.ini", "sitecustomize.py"])
+def test_a_path_read_at_base_only_when_it_may_configure_the_run(path):
+    """The fresh tree reads a touched file at base (two git calls) only when ``run_config_reason`` could give a
+    reason for its path, whatever its texts: skipping the rest changes no flag."""
+    texts = [None, "x", "[tool:pytest]\naddopts = -q\n", "[pytest]\n", "[tool.pytest.ini_options]\n"]
+    reasons = {run_config_reason(path, base, tree, top) for base in texts for tree in texts for top in (True, False)}
+    assert may_configure_run(path) or reasons == {None}
 
 
 def test_internals_flags_name_the_file_and_spare_tests_and_pytest_itself(calc):

@@ -88,12 +88,14 @@ def test_two_cells_of_an_instance_build_its_environment_once_and_each_use_a_copy
     for arm, log in logs.items():
         env_log, grading_log = log.split("\n# the grading environment: a copy of the template for the fresh tree\n")
         assert "$ (install" not in grading_log  # the patch touches no build file: the copy stands in for it
-        for part in (env_log, grading_log):
+        # GOLD runs nothing in its workspace: its cell gets no venv, only the grading tree does.
+        for part in (env_log, grading_log) if arm == "CHECK" else (grading_log,):
             [copied] = [line for line in part.splitlines() if line.startswith(f"# environment template "
                                                                              f"{template.name}: copied to ")]
             venvs.add(copied.split(" copied to ")[1].split(" (")[0])
         assert rows[arm]["phases"]["env"] > 0
-    assert len(venvs) == 4 and str(template / "venv") not in venvs  # each cell and grading tree its own copy
+    assert f"# environment template {template.name}: no venv for this cell" in logs["GOLD"]
+    assert len(venvs) == 3 and str(template / "venv") not in venvs  # each agent's cell and grading tree its own copy
     assert rows["CHECK"]["details"]["VIRTUAL_ENV"] in venvs
     assert rows["CHECK"]["details"]["python"] == rows["CHECK"]["details"]["VIRTUAL_ENV"] + "/bin/python"
     # The venv sits outside the workspace and the install left nothing to commit: no setup commit, clean patch.

@@ -309,3 +309,69 @@ def test_a_linked_copy_shares_inodes_only_in_the_entries_it_protects(project, tm
     said = subprocess.run([str(environment.venv / "bin" / "python"), "-c", "import shapes; print(shapes.__file__)"],
                           cwd=tmp_path, capture_output=True, text=True, check=True)
     assert said.stdout.strip() == str(tmp_path / "cell" / "ws" / "shapes" / "__init__.py")
+
+
+def test_a_venv_of_requirements_alone_has_pip_for_an_agent_and_is_compiled_but_for_pip(project):
+    """No steps: the venv is still seeded (an agent in its cell's copy may run ``pip install``, as in any venv),
+    and the template compiles what the tests may import, so every copy, read-only in the sandbox, imports
+    without compiling; pip is left out of the compile (the graded tests never import it)."""
+    template = project.template(EnvSpec(python=HERE, requirements=("iniconfig",)))
+    [site] = template.venv.glob("lib/python*/site-packages")
+    pip = subprocess.run([str(template.venv / "bin" / "python"), "-m", "pip", "--version"], capture_output=True,
+                         text=True, check=False)
+    assert pip.returncode == 0 and str(site / "pip") in pip.stdout, pip.stderr
+    modules = list((site / "iniconfig").glob("*.py"))
+    assert modules and all(list((site / "iniconfig" / "__pycache__").glob(f"{module.stem}.*.pyc"))
+                           for module in modules)
+    assert not list((site / "pip" / "_internal" / "commands" / "__pycache__").glob("uninstall.*.pyc"))
+    assert "compileall -q -j 0 -x /site-packages/pip/" in (template.root / "build.log").read_text()
+
+
+def test_a_seeded_venv_is_compiled_but_for_pip(project):
+    """Steps call pip: the venv is seeded, and its compile leaves pip out (the tests never import it) but not
+    setuptools (``distutils-precedence.pth`` imports ``_distutils_hack`` at every start-up)."""
+    template = project.template(project.spec())
+    [site] = template.venv.glob("lib/python*/site-packages")
+    # Only what the install step's own pip imported has bytecode (written at build time): not `pip uninstall`.
+    assert (site / "pip" / "_internal" / "commands" / "uninstall.py").is_file()
+    assert not list((site / "pip" / "_internal" / "commands" / "__pycache__").glob("uninstall.*.pyc"))
+    assert "compileall -q -j 0 -x /site-packages/pip/" in (template.root / "build.log").read_text()
+    if (site / "_distutils_hack").is_dir():
+        assert list((site / "_distutils_hack").glob("__pycache__/__init__.*.pyc"))
+    assert list((site / "iniconfig").glob("__pycache__/__init__.*.pyc"))
+
+
+def test_the_checkouts_bytecode_is_hash_checked_and_reaches_a_grading_tree_as_copies(project, tmp_path):
+    """Base's modules compiled once in the template, hash-checked: valid in a fresh checkout whatever its mtimes,
+    laid as copies (the graded code may write them), and a module the patch changed is compiled again."""
+    template = project.template(project.spec())
+    assert "shapes/__pycache__" in template.bytecode
+    [pyc] = (template.checkout / "shapes" / "__pycache__").glob("__init__.*.pyc")
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11  # hash-based, checked against the source
+    tree = project.checkout(tmp_path / "tree")
+    (tree / "shapes" / "__init__.py").write_text("def normalize(text):\n    return 'patched'\n")
+    template.lay_bytecode(tree)
+    [laid] = (tree / "shapes" / "__pycache__").glob("__init__.*.pyc")
+    assert laid.read_bytes() == pyc.read_bytes() and laid.stat().st_ino != pyc.stat().st_ino
+    said = subprocess.run([sys.executable, "-c", "import shapes; print(shapes.normalize('A'))"], cwd=tree,
+                          capture_output=True, text=True, check=True)
+    assert said.stdout.strip() == "patched"  # the stale bytecode is not used: its hash names base's source
+    laid.write_bytes(b"tampered")  # what the graded code may do to its tree's copy
+    assert pyc.read_bytes() != b"tampered"
+
+
+def test_a_patch_linking_a_folder_out_of_the_tree_gets_no_bytecode_through_it(project, tmp_path):
+    """The bytecode is laid after the patch: a folder the patch made a link (here to a folder of the harness's) is
+    not followed, and a folder the patch removed gets none (bytecode alone would import as a namespace package)."""
+    template = project.template(project.spec())
+    tree = project.checkout(tmp_path / "tree")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    subprocess.run(["git", "rm", "-rq", "shapes"], cwd=tree, check=True)
+    (tree / "shapes").symlink_to(outside)
+    template.lay_bytecode(tree)
+    assert list(outside.iterdir()) == []
+    removed = project.checkout(tmp_path / "removed")
+    subprocess.run(["git", "rm", "-rq", "shapes"], cwd=removed, check=True)
+    template.lay_bytecode(removed)
+    assert not (removed / "shapes").exists()
