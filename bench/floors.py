@@ -74,6 +74,21 @@ def build_steps(log: Path) -> dict[str, float]:
     return steps
 
 
+Ratio = tuple[float, str, float, float]  # (ratio, instance id, the harness's seconds, the floor's seconds)
+
+
+def median_row(ratios: list[Ratio]) -> Ratio:
+    """The row whose ratio is the median (the lower of the two middle ones for an even count)."""
+    return sorted(ratios)[(len(ratios) - 1) // 2]
+
+
+def phase_medians(phases: list[dict[str, float]], digits: int = 3) -> str:
+    """Each phase's median seconds over the cells that have it, as ``name N.NNN s, ...``."""
+    names = sorted({name for entry in phases for name in entry})
+    return ", ".join(f"{name} {statistics.median(entry[name] for entry in phases if name in entry):.{digits}f} s"
+                     for name in names)
+
+
 def seconds_between(started: str, ended: str) -> float:
     return (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
 
@@ -228,14 +243,7 @@ def main() -> None:
         warm_phases += [cell["phases"] for cell in warm]
         tests += [cell["verify"]["seconds"] for cell in warm]
         first_phases.append(first["phases"])
-    warm_median = sorted(warm_ratios)[(len(warm_ratios) - 1) // 2]
-    first_median = sorted(first_ratios)[(len(first_ratios) - 1) // 2]
-
-    def phase_medians(phases: list[dict[str, float]]) -> str:
-        names = sorted({name for entry in phases for name in entry})
-        return ", ".join(f"{name} {statistics.median(entry[name] for entry in phases if name in entry):.3f} s"
-                         for name in names)
-
+    warm_median, first_median = median_row(warm_ratios), median_row(first_ratios)
     report("Time per row against its floor (bundled suite, GOLD, warm uv cache in both)", [
         Figure("warm GOLD cell, median row", warm_median[2], "s", "its verify by hand in a ready checkout and venv",
                warm_median[3], target="<= 1.1"),

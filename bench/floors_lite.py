@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import Figure, git, parser, report, run_pytest, timed
-from floors import build_steps, seconds_between
+from floors import build_steps, median_row, phase_medians, seconds_between
 
 from pytest_swe_arena.cell.templates import EnvironmentTemplate
 from pytest_swe_arena.cell.venvs import EnvSpec, find_interpreter, find_uv
@@ -217,14 +217,7 @@ def main() -> None:
                      f"by hand `{command[-160:]}`")
     if not warm_ratios:
         raise SystemExit("bench: no row resolved on every GOLD cell:\n" + "\n".join(notes))
-    warm_median = sorted(warm_ratios)[(len(warm_ratios) - 1) // 2]
-    first_median = sorted(first_ratios)[(len(first_ratios) - 1) // 2]
-
-    def phase_medians(phases: list[dict[str, float]]) -> str:
-        names = sorted({name for entry in phases for name in entry})
-        return ", ".join(f"{name} {statistics.median(entry[name] for entry in phases if name in entry):.2f} s"
-                         for name in names)
-
+    warm_median, first_median = median_row(warm_ratios), median_row(first_ratios)
     report("Time per row against its floor (SWE-bench Lite rows, shipped specs, GOLD)", [
         Figure("warm GOLD cell, median row", warm_median[2], "s",
                "SWE-bench's test command by hand in a ready checkout and venv", warm_median[3], target="<= 1.1"),
@@ -234,9 +227,9 @@ def main() -> None:
     ], args, notes=[
         f"median rows: warm {warm_median[1]} ({warm_median[0]:.2f}x), first {first_median[1]} ({first_median[0]:.2f}x)",
         *notes,
-        f"warm cells' phases (median): {phase_medians(warm_phases)}; their tests in the sandbox (median) "
+        f"warm cells' phases (median): {phase_medians(warm_phases, 2)}; their tests in the sandbox (median) "
         f"{statistics.median(tests):.2f} s",
-        f"first cells' phases (median): {phase_medians(first_phases)}",
+        f"first cells' phases (median): {phase_medians(first_phases, 2)}",
         f"{len(rows)} rows x {1 + args.trials} GOLD cells, no xdist, --arena-grade-every-cell, default sandbox; "
         f"warm-up sweep {warm_up:.0f} s, measured sweep {seconds:.0f} s; load average {load_start:.2f} at the start, "
         f"{load_sweep:.2f} after the sweeps; Python {sys.version.split()[0]} runs the harness",
